@@ -1,0 +1,95 @@
+// ModelSpec: the tables of a model, how each is cut into chunks, and which
+// shard owns each chunk.
+//
+// A table is a dense row-major float32 matrix. It is cut into chunks of whole
+// rows, about `chunk_bytes` each (at least one row). Chunk -> shard is one
+// deterministic function of the spec and the shard count (round-robin over
+// the global chunk order), so shard i of every site holds the same chunks.
+//
+// Immutable after Create(); safe to share between threads.
+#ifndef GEOPS_COMMON_MODEL_SPEC_H_
+#define GEOPS_COMMON_MODEL_SPEC_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/status.h"
+
+namespace geops {
+
+struct TableSpec {
+  std::string name;  // e.g. "fc1.weight"; unique within a model
+  int64_t rows = 0;  // > 0
+  int64_t cols = 0;  // > 0
+};
+
+// Default chunk size, bytes of float32 payload.
+inline constexpr int64_t kDefaultChunkBytes = 16 * 1024;
+// Upper bounds that keep every message and allocation bounded.
+inline constexpr int64_t kMaxTableElements = int64_t{1} << 32;
+inline constexpr int kMaxTables = 4096;
+
+class ModelSpec {
+ public:
+  ModelSpec() = default;
+
+  // Checks names (non-empty, unique, printable), shapes (> 0, bounded) and
+  // chunk_bytes (>= 4). Returns InvalidArgument naming the problem.
+  static Result<ModelSpec> Create(std::vector<TableSpec> tables,
+                                  int64_t chunk_bytes = kDefaultChunkBytes);
+
+  int num_tables() const { return static_cast<int>(tables_.size()); }
+  const TableSpec& table(TableId id) const { return tables_[id]; }
+  const std::vector<TableSpec>& tables() const { return tables_; }
+  int64_t chunk_bytes() const { return chunk_bytes_; }
+
+  // NotFound naming the table when absent.
+  Result<TableId> FindTable(std::string_view name) const;
+  bool HasTable(TableId id) const { return id < tables_.size(); }
+
+  int64_t rows_per_chunk(TableId id) const { return layout_[id].rows_per_chunk; }
+  ChunkId num_chunks(TableId id) const { return layout_[id].num_chunks; }
+  bool HasChunk(ChunkKey key) const {
+    return HasTable(key.table) && key.chunk < layout_[key.table].num_chunks;
+  }
+  // REQUIRES: HasChunk(key).
+  int64_t ChunkFirstRow(ChunkKey key) const { return int64_t{key.chunk} * rows_per_chunk(key.table); }
+  int64_t ChunkRows(ChunkKey key) const;
+  // Number of floats in the chunk (rows * cols); the last chunk may be short.
+  int64_t ChunkElements(ChunkKey key) const { return ChunkRows(key) * tables_[key.table].cols; }
+  // Offset of the chunk's first float inside its table.
+  int64_t ChunkOffset(ChunkKey key) const { return ChunkFirstRow(key) * tables_[key.table].cols; }
+
+  int64_t total_elements() const { return total_elements_; }
+  int64_t total_chunks() const { return total_chunks_; }
+
+  // The shard that owns `key` among `num_shards`. REQUIRES: HasChunk(key).
+  ShardId ShardOf(ChunkKey key, int num_shards) const;
+  // All chunks of the model that `shard` owns, in key order.
+  std::vector<ChunkKey> ChunksOfShard(ShardId shard, int num_shards) const;
+  // All chunks of one table, in order.
+  std::vector<ChunkKey> ChunksOfTable(TableId id) const;
+
+  // A stable 64-bit digest of names, shapes and chunk size; two processes
+  // agree on the model iff their fingerprints match.
+  uint64_t Fingerprint() const;
+
+ private:
+  struct Layout {
+    int64_t rows_per_chunk = 1;
+    ChunkId num_chunks = 0;
+    int64_t global_first_chunk = 0;  // chunks of all earlier tables
+  };
+  std::vector<TableSpec> tables_;
+  std::vector<Layout> layout_;
+  int64_t chunk_bytes_ = kDefaultChunkBytes;
+  int64_t total_elements_ = 0;
+  int64_t total_chunks_ = 0;
+};
+
+}  // namespace geops
+
+#endif  // GEOPS_COMMON_MODEL_SPEC_H_

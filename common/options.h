@@ -1,0 +1,48 @@
+// Options structs, one per scope. Plain values with in-class defaults; each
+// is checked once, by Validate(), when the object that uses it is built.
+// Flags, environment and TOML are read only in cli/.
+#ifndef GEOPS_COMMON_OPTIONS_H_
+#define GEOPS_COMMON_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "common/ids.h"
+#include "common/status.h"
+
+namespace geops {
+
+// Staleness value meaning "no bound" (fully asynchronous).
+inline constexpr int64_t kAsync = -1;
+
+// Largest payload (bytes) of one read reply or update batch. Larger requests
+// are refused with ResourceExhausted before anything is applied.
+inline constexpr int64_t kDefaultMaxBatchBytes = int64_t{512} << 20;
+
+struct ShardOptions {
+  ShardId shard_id = 0;               // this shard's index, 0 <= shard_id < num_shards
+  int num_shards = 1;                 // shards in the site
+  int num_workers = 1;                // workers of the site that hold the clock (ids 0..n-1)
+  int64_t worker_lease_ms = 10000;    // a worker silent this long leaves the clock minimum
+  int64_t max_read_wait_ms = 120000;  // upper bound on any server-side read wait, ms
+  int64_t max_batch_bytes = kDefaultMaxBatchBytes;  // bytes per read/update payload
+  std::string auth_token;             // if non-empty, workers must present it to register
+
+  Status Validate() const;
+};
+
+struct WorkerClientOptions {
+  WorkerId worker_id = 0;           // 0 <= worker_id < ShardOptions::num_workers
+  int64_t staleness = 0;            // SSP bound s in clocks; 0 = BSP, kAsync = unbounded
+  int64_t rpc_timeout_ms = 30000;   // deadline of one RPC, server-side waits included
+  int max_attempts = 6;             // tries per call on Unavailable before giving up
+  int64_t retry_backoff_ms = 20;    // first back-off, doubled per retry
+  int64_t heartbeat_ms = 1000;      // heartbeat period while idle
+  std::string auth_token;           // presented at registration
+
+  Status Validate() const;
+};
+
+}  // namespace geops
+
+#endif  // GEOPS_COMMON_OPTIONS_H_

@@ -1,0 +1,60 @@
+// Plain types exchanged between a worker and a shard, independent of the
+// transport: the core, the in-process test transport and the Thrift adapter
+// all use these. Values only; no thread-safety concerns.
+#ifndef GEOPS_COMMON_PS_TYPES_H_
+#define GEOPS_COMMON_PS_TYPES_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "common/ids.h"
+
+namespace geops {
+
+struct RegisterReply {
+  ShardId shard_id = 0;
+  int num_shards = 1;
+  Clock worker_clock = 0;       // the clock the shard holds for this worker
+  Clock shard_clock = 0;        // min clock of the site's live workers
+  int64_t lease_ms = 0;         // heartbeat within this or be dropped
+  uint64_t model_fingerprint = 0;
+};
+
+struct ReadReply {
+  // Minimum clock of the live workers when the read was served: the values
+  // include every update of every live worker for clocks < shard_clock.
+  Clock shard_clock = 0;
+};
+
+struct UpdateReply {
+  bool applied = false;  // false: this (worker, clock) batch was already applied
+  Clock shard_clock = 0;
+};
+
+struct WorkerState {
+  WorkerId worker_id = 0;
+  Clock clock = 0;
+  bool live = true;
+  bool finished = false;
+  int64_t ms_since_heard = 0;
+};
+
+struct ShardStatus {
+  ShardId shard_id = 0;
+  int num_shards = 1;
+  Clock shard_clock = 0;
+  int64_t num_chunks = 0;
+  int64_t num_elements = 0;
+  int64_t update_batches_applied = 0;
+  int64_t update_batches_duplicate = 0;
+  int64_t update_bytes_applied = 0;
+  int64_t reads_served = 0;
+  int64_t read_bytes_served = 0;
+  int64_t requests_rejected = 0;
+  double read_wait_seconds = 0;  // total time reads spent waiting for the clock
+  std::vector<WorkerState> workers;
+};
+
+}  // namespace geops
+
+#endif  // GEOPS_COMMON_PS_TYPES_H_

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package geops needs to build, test and run.
+# Safe to re-run: apt-get skips what is already installed, and the package
+# index is refreshed only when it is missing or older than a day.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config ninja-build
+  libthrift-dev thrift-compiler libboost-dev
+  librocksdb-dev libuv1-dev liblz4-dev zlib1g-dev libssl-dev
+  libopenblas-dev
+  googletest libgtest-dev libgmock-dev libbenchmark-dev
+  libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev prometheus-cpp-dev
+  dataset-fashion-mnist
+  python3 python3-matplotlib
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+stamp=/var/lib/apt/periodic/update-success-stamp
+lists_present=$(find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' 2>/dev/null | head -n 1)
+if [ -z "$lists_present" ] || [ ! -f "$stamp" ] || [ -n "$(find "$stamp" -mmin +1440 2>/dev/null)" ]; then
+  $SUDO apt-get update -q
+  $SUDO mkdir -p "$(dirname "$stamp")" && $SUDO touch "$stamp"
+fi
+echo "setup: installing ${missing[*]}"
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

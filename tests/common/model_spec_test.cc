@@ -1,0 +1,70 @@
+#include "common/model_spec.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+namespace geops {
+namespace {
+
+TEST(ModelSpecTest, CutsTablesIntoRowChunks) {
+  auto spec = ModelSpec::Create({{"w", 100, 1024}, {"b", 1, 10}}, 16 * 1024);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->rows_per_chunk(0), 4);  // 4 rows x 1024 floats = 16 KiB
+  EXPECT_EQ(spec->num_chunks(0), 25u);
+  EXPECT_EQ(spec->num_chunks(1), 1u);
+  EXPECT_EQ(spec->ChunkElements({1, 0}), 10);
+  EXPECT_EQ(spec->total_chunks(), 26);
+  EXPECT_EQ(spec->total_elements(), 100 * 1024 + 10);
+}
+
+TEST(ModelSpecTest, LastChunkIsShort) {
+  auto spec = ModelSpec::Create({{"w", 10, 3}}, 16);  // 1 row per... 16/(3*4)=1
+  ASSERT_TRUE(spec.ok());
+  auto spec2 = ModelSpec::Create({{"w", 10, 1}}, 12);  // 3 rows per chunk
+  ASSERT_TRUE(spec2.ok());
+  EXPECT_EQ(spec2->num_chunks(0), 4u);
+  EXPECT_EQ(spec2->ChunkRows({0, 3}), 1);
+  EXPECT_EQ(spec2->ChunkOffset({0, 3}), 9);
+}
+
+TEST(ModelSpecTest, EveryChunkHasExactlyOneShardAndShardsBalance) {
+  auto spec = ModelSpec::Create({{"a", 1000, 64}, {"b", 7, 5}, {"c", 300, 300}});
+  ASSERT_TRUE(spec.ok());
+  const int shards = 3;
+  std::set<uint64_t> seen;
+  size_t biggest = 0, smallest = SIZE_MAX;
+  for (int s = 0; s < shards; ++s) {
+    auto chunks = spec->ChunksOfShard(s, shards);
+    biggest = std::max(biggest, chunks.size());
+    smallest = std::min(smallest, chunks.size());
+    for (ChunkKey k : chunks) {
+      EXPECT_EQ(spec->ShardOf(k, shards), s);
+      EXPECT_TRUE(seen.insert(k.Packed()).second);
+    }
+  }
+  EXPECT_EQ(static_cast<int64_t>(seen.size()), spec->total_chunks());
+  EXPECT_LE(biggest - smallest, 1u);
+}
+
+TEST(ModelSpecTest, RejectsBadTables) {
+  EXPECT_EQ(ModelSpec::Create({}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ModelSpec::Create({{"w", 0, 3}}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ModelSpec::Create({{"w", 2, 3}, {"w", 1, 1}}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ModelSpec::Create({{"has space", 2, 3}}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ModelSpec::Create({{"w", 2, 3}}, 2).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ModelSpecTest, FingerprintDependsOnShapesAndNames) {
+  auto a = ModelSpec::Create({{"w", 2, 3}});
+  auto b = ModelSpec::Create({{"w", 3, 2}});
+  auto c = ModelSpec::Create({{"v", 2, 3}});
+  auto a2 = ModelSpec::Create({{"w", 2, 3}});
+  EXPECT_NE(a->Fingerprint(), b->Fingerprint());
+  EXPECT_NE(a->Fingerprint(), c->Fingerprint());
+  EXPECT_EQ(a->Fingerprint(), a2->Fingerprint());
+  EXPECT_EQ(a->FindTable("v").status().code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace geops

@@ -1,0 +1,99 @@
+// geops LAN protocol: workers <-> the shards of their own site.
+//
+// Transport: TFramedTransport over TCP (geops resets Thrift's per-connection
+// message budget at every frame, see docs/wire_format.md), TBinaryProtocol.
+// Floats travel as `binary`: little-endian IEEE-754 float32, the chunks of
+// `chunk_keys` back to back, each ModelSpec::ChunkElements long.
+// A chunk key is packed into one i64: (table id << 32) | chunk id.
+
+namespace cpp geops.rpc
+
+// Error codes: the numeric values of geops::StatusCode (common/status.h).
+exception GeopsError {
+  1: i32 code,
+  2: string message,
+}
+
+struct RegisterRequest {
+  1: i32 worker_id,
+  2: i64 model_fingerprint,   // 0 skips the check
+  3: string auth_token,
+}
+
+struct RegisterReply {
+  1: i32 shard_id,
+  2: i32 num_shards,
+  3: i64 worker_clock,
+  4: i64 shard_clock,
+  5: i64 lease_ms,
+  6: i64 model_fingerprint,
+}
+
+struct ReadRequest {
+  1: i32 worker_id,
+  2: i64 clock,               // the reader's clock c
+  3: i64 staleness,           // s; the reply includes all updates through c-s-1; -1 = async
+  4: list<i64> chunk_keys,
+  5: i64 deadline_ms,         // longest the shard may wait for its clock
+}
+
+struct ReadReply {
+  1: i64 shard_clock,
+  2: binary values,
+}
+
+// One batch per shard per clock; (worker_id, clock) makes it idempotent.
+struct UpdateRequest {
+  1: i32 worker_id,
+  2: i64 clock,
+  3: list<i64> chunk_keys,
+  4: binary values,           // deltas, already scaled by -lr
+}
+
+struct UpdateReply {
+  1: bool applied,            // false: this batch was applied before (a retry)
+  2: i64 shard_clock,
+}
+
+struct ClockRequest {
+  1: i32 worker_id,
+  2: i64 clock,               // the worker's new clock (iterations completed)
+  3: bool finished,           // the worker is done and stops holding the clock
+}
+
+struct ClockReply {
+  1: i64 shard_clock,
+}
+
+struct WorkerState {
+  1: i32 worker_id,
+  2: i64 clock,
+  3: bool live,
+  4: bool finished,
+  5: i64 ms_since_heard,
+}
+
+struct ShardStatus {
+  1: i32 shard_id,
+  2: i32 num_shards,
+  3: i64 shard_clock,
+  4: i64 num_chunks,
+  5: i64 num_elements,
+  6: i64 update_batches_applied,
+  7: i64 update_batches_duplicate,
+  8: i64 update_bytes_applied,
+  9: i64 reads_served,
+  10: i64 read_bytes_served,
+  11: i64 requests_rejected,
+  12: double read_wait_seconds,
+  13: list<WorkerState> workers,
+}
+
+service ParameterServer {
+  RegisterReply registerWorker(1: RegisterRequest req) throws (1: GeopsError err),
+  ReadReply read(1: ReadRequest req) throws (1: GeopsError err),
+  UpdateReply update(1: UpdateRequest req) throws (1: GeopsError err),
+  ClockReply clock(1: ClockRequest req) throws (1: GeopsError err),
+  void heartbeat(1: i32 worker_id) throws (1: GeopsError err),
+  ShardStatus status() throws (1: GeopsError err),
+}

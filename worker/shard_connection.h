@@ -1,0 +1,64 @@
+// ShardConnection: a worker's view of one shard, whatever carries the calls.
+//
+// The Thrift client (thrift/) implements it over TCP; tests implement it over
+// an in-process Shard, optionally wrapped to drop, delay or fail calls. The
+// contract of each call is the one of datacenter::Shard, plus: Unavailable
+// means the call may not have reached the shard (connection lost, timeout of
+// the transport) and may be retried as is; the connection reconnects on the
+// next call by itself.
+//
+// Thread-safety: one connection is used by one thread at a time.
+#ifndef GEOPS_WORKER_SHARD_CONNECTION_H_
+#define GEOPS_WORKER_SHARD_CONNECTION_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "common/ids.h"
+#include "common/ps_types.h"
+#include "common/status.h"
+
+namespace geops::worker {
+
+// Bytes a connection moved, payload and framing included where known.
+struct TransferStats {
+  int64_t bytes_sent = 0;
+  int64_t bytes_received = 0;
+  int64_t calls = 0;
+  int64_t retries = 0;
+};
+
+class ShardConnection {
+ public:
+  virtual ~ShardConnection() = default;
+
+  virtual Result<RegisterReply> Register(WorkerId worker, uint64_t model_fingerprint,
+                                         const std::string& auth_token) = 0;
+  // `deadline_ms`: how long the shard may wait for the clock before answering
+  // DeadlineExceeded. REQUIRES: out has room for every chunk of `keys`.
+  virtual Result<ReadReply> Read(WorkerId worker, Clock clock, int64_t staleness,
+                                 std::span<const ChunkKey> keys, float* out,
+                                 int64_t deadline_ms) = 0;
+  virtual Result<UpdateReply> Update(WorkerId worker, Clock clock,
+                                     std::span<const ChunkKey> keys,
+                                     std::span<const float> values) = 0;
+  virtual Result<Clock> AdvanceClock(WorkerId worker, Clock new_clock, bool finished) = 0;
+  virtual Status Heartbeat(WorkerId worker) = 0;
+  virtual Result<ShardStatus> GetStatus() = 0;
+
+  virtual TransferStats stats() const = 0;
+};
+
+// Makes a fresh connection to shard `shard` of the site; used by the client
+// to open one connection per shard (and a separate one for heartbeats).
+class ShardConnectionFactory {
+ public:
+  virtual ~ShardConnectionFactory() = default;
+  virtual Result<std::unique_ptr<ShardConnection>> Connect(ShardId shard) = 0;
+};
+
+}  // namespace geops::worker
+
+#endif  // GEOPS_WORKER_SHARD_CONNECTION_H_
