@@ -1,11 +1,13 @@
 #include "common/model_spec.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 namespace geops {
 
-Result<ModelSpec> ModelSpec::Create(std::vector<TableSpec> tables, int64_t chunk_bytes) {
+Result<ModelSpec> ModelSpec::Create(std::vector<TableSpec> tables, int64_t chunk_bytes,
+                                   uint64_t seed) {
   if (chunk_bytes < 4) {
     return InvalidArgumentError("chunk_bytes must be >= 4, got " + std::to_string(chunk_bytes));
   }
@@ -16,6 +18,7 @@ Result<ModelSpec> ModelSpec::Create(std::vector<TableSpec> tables, int64_t chunk
   }
   ModelSpec spec;
   spec.chunk_bytes_ = chunk_bytes;
+  spec.seed_ = seed;
   std::set<std::string> names;
   for (const TableSpec& t : tables) {
     if (t.name.empty()) return InvalidArgumentError("a table has an empty name");
@@ -29,6 +32,12 @@ Result<ModelSpec> ModelSpec::Create(std::vector<TableSpec> tables, int64_t chunk
     if (t.rows <= 0 || t.cols <= 0) {
       return InvalidArgumentError("table '" + t.name + "' has shape " + std::to_string(t.rows) +
                                   "x" + std::to_string(t.cols) + "; both must be > 0");
+    }
+    if (!(t.init_scale >= 0.0f) || !std::isfinite(t.init_scale)) {
+      return InvalidArgumentError("table '" + t.name + "' has init_scale that is negative or not finite");
+    }
+    if (t.init != InitKind::kZeros && t.init != InitKind::kUniform && t.init != InitKind::kNormal) {
+      return InvalidArgumentError("table '" + t.name + "' has an unknown init kind");
     }
     if (t.rows > kMaxTableElements / t.cols) {
       return InvalidArgumentError("table '" + t.name + "' is too large");
@@ -80,6 +89,43 @@ std::vector<ChunkKey> ModelSpec::ChunksOfTable(TableId id) const {
   return out;
 }
 
+namespace {
+
+// splitmix64: a small, well-mixed generator; ample for initial weights.
+uint64_t SplitMix(uint64_t* state) {
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Uniform in [0, 1) with 24 bits of precision.
+float Unit(uint64_t* state) { return static_cast<float>(SplitMix(state) >> 40) * 0x1.0p-24f; }
+
+}  // namespace
+
+void ModelSpec::InitChunk(ChunkKey key, float* out) const {
+  const TableSpec& t = tables_[key.table];
+  const int64_t n = ChunkElements(key);
+  if (t.init == InitKind::kZeros || t.init_scale == 0.0f) {
+    std::fill(out, out + n, 0.0f);
+    return;
+  }
+  uint64_t state = seed_ ^ (key.Packed() * 0x2545f4914f6cdd1dull);
+  SplitMix(&state);
+  if (t.init == InitKind::kUniform) {
+    for (int64_t i = 0; i < n; ++i) out[i] = (2.0f * Unit(&state) - 1.0f) * t.init_scale;
+    return;
+  }
+  for (int64_t i = 0; i < n; i += 2) {  // Box-Muller, two values per draw
+    const float u1 = std::max(Unit(&state), 1e-7f);
+    const float u2 = Unit(&state);
+    const float r = std::sqrt(-2.0f * std::log(u1)) * t.init_scale;
+    out[i] = r * std::cos(6.2831853f * u2);
+    if (i + 1 < n) out[i + 1] = r * std::sin(6.2831853f * u2);
+  }
+}
+
 uint64_t ModelSpec::Fingerprint() const {
   // FNV-1a over a canonical text form.
   uint64_t h = 1469598103934665603ull;
@@ -89,9 +135,10 @@ uint64_t ModelSpec::Fingerprint() const {
       h *= 1099511628211ull;
     }
   };
-  mix("chunk_bytes=" + std::to_string(chunk_bytes_) + ";");
+  mix("chunk_bytes=" + std::to_string(chunk_bytes_) + ";seed=" + std::to_string(seed_) + ";");
   for (const TableSpec& t : tables_) {
-    mix(t.name + ":" + std::to_string(t.rows) + "x" + std::to_string(t.cols) + ";");
+    mix(t.name + ":" + std::to_string(t.rows) + "x" + std::to_string(t.cols) + ":init=" +
+        std::to_string(static_cast<int>(t.init)) + "/" + std::to_string(t.init_scale) + ";");
   }
   return h;
 }

@@ -20,10 +20,20 @@
 
 namespace geops {
 
+// How a table's initial values are made. Every shard of every site fills its
+// chunks from (model seed, table, chunk) alone, so all replicas start equal.
+enum class InitKind : int32_t {
+  kZeros = 0,
+  kUniform = 1,  // uniform in [-scale, scale]
+  kNormal = 2,   // normal(0, scale)
+};
+
 struct TableSpec {
   std::string name;  // e.g. "fc1.weight"; unique within a model
   int64_t rows = 0;  // > 0
   int64_t cols = 0;  // > 0
+  InitKind init = InitKind::kZeros;
+  float init_scale = 0.0f;  // >= 0; see InitKind
 };
 
 // Default chunk size, bytes of float32 payload.
@@ -39,12 +49,13 @@ class ModelSpec {
   // Checks names (non-empty, unique, printable), shapes (> 0, bounded) and
   // chunk_bytes (>= 4). Returns InvalidArgument naming the problem.
   static Result<ModelSpec> Create(std::vector<TableSpec> tables,
-                                  int64_t chunk_bytes = kDefaultChunkBytes);
+                                  int64_t chunk_bytes = kDefaultChunkBytes, uint64_t seed = 1);
 
   int num_tables() const { return static_cast<int>(tables_.size()); }
   const TableSpec& table(TableId id) const { return tables_[id]; }
   const std::vector<TableSpec>& tables() const { return tables_; }
   int64_t chunk_bytes() const { return chunk_bytes_; }
+  uint64_t seed() const { return seed_; }
 
   // NotFound naming the table when absent.
   Result<TableId> FindTable(std::string_view name) const;
@@ -73,6 +84,10 @@ class ModelSpec {
   // All chunks of one table, in order.
   std::vector<ChunkKey> ChunksOfTable(TableId id) const;
 
+  // Writes the initial values of `key` (ChunkElements floats) to `out`. The
+  // same on every machine for the same spec. REQUIRES: HasChunk(key).
+  void InitChunk(ChunkKey key, float* out) const;
+
   // A stable 64-bit digest of names, shapes and chunk size; two processes
   // agree on the model iff their fingerprints match.
   uint64_t Fingerprint() const;
@@ -86,6 +101,7 @@ class ModelSpec {
   std::vector<TableSpec> tables_;
   std::vector<Layout> layout_;
   int64_t chunk_bytes_ = kDefaultChunkBytes;
+  uint64_t seed_ = 1;
   int64_t total_elements_ = 0;
   int64_t total_chunks_ = 0;
 };

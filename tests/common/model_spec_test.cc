@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <set>
 
 namespace geops {
@@ -64,6 +65,30 @@ TEST(ModelSpecTest, FingerprintDependsOnShapesAndNames) {
   EXPECT_NE(a->Fingerprint(), c->Fingerprint());
   EXPECT_EQ(a->Fingerprint(), a2->Fingerprint());
   EXPECT_EQ(a->FindTable("v").status().code(), StatusCode::kNotFound);
+}
+
+TEST(ModelSpecTest, InitIsDeterministicPerChunkAndScaled) {
+  TableSpec w{"w", 64, 64, InitKind::kUniform, 0.5f};
+  TableSpec n{"n", 64, 64, InitKind::kNormal, 0.1f};
+  auto a = ModelSpec::Create({w, n}, 1024, 7);
+  auto b = ModelSpec::Create({w, n}, 1024, 7);
+  auto c = ModelSpec::Create({w, n}, 1024, 8);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  std::vector<float> x(a->ChunkElements({0, 1})), y(x.size()), z(x.size());
+  a->InitChunk({0, 1}, x.data());
+  b->InitChunk({0, 1}, y.data());
+  c->InitChunk({0, 1}, z.data());
+  EXPECT_EQ(x, y);
+  EXPECT_NE(x, z);
+  for (float v : x) {
+    EXPECT_LE(std::abs(v), 0.5f);
+  }
+  std::vector<float> g(a->ChunkElements({1, 0}));
+  a->InitChunk({1, 0}, g.data());
+  double sum2 = 0;
+  for (float v : g) sum2 += v * v;
+  EXPECT_NEAR(std::sqrt(sum2 / g.size()), 0.1, 0.02);
+  EXPECT_NE(a->Fingerprint(), c->Fingerprint());
 }
 
 }  // namespace
