@@ -12,6 +12,40 @@ Status ShardOptions::Validate() const {
   if (worker_lease_ms < 10) return InvalidArgumentError("worker_lease_ms must be >= 10, got " + std::to_string(worker_lease_ms));
   if (max_read_wait_ms < 1) return InvalidArgumentError("max_read_wait_ms must be >= 1");
   if (max_batch_bytes < 1024) return InvalidArgumentError("max_batch_bytes must be >= 1024");
+  if (max_commit_wait_ms < 1) return InvalidArgumentError("max_commit_wait_ms must be >= 1");
+  return Status::Ok();
+}
+
+std::string_view DurabilityName(Durability durability) {
+  switch (durability) {
+    case Durability::kSync: return "sync";
+    case Durability::kAsync: return "async";
+    case Durability::kOff: return "off";
+  }
+  return "unknown";
+}
+
+Result<Durability> ParseDurability(std::string_view text) {
+  if (text == "sync") return Durability::kSync;
+  if (text == "async") return Durability::kAsync;
+  if (text == "off") return Durability::kOff;
+  return InvalidArgumentError("durability must be \"sync\", \"async\" or \"off\", got \"" +
+                              std::string(text) + "\"");
+}
+
+Status StorageOptions::Validate() const {
+  if (durability != Durability::kSync && durability != Durability::kAsync && durability != Durability::kOff) {
+    return InvalidArgumentError("durability has an unknown value " +
+                                std::to_string(static_cast<int>(durability)));
+  }
+  if (write_buffer_mib < 0 || write_buffer_mib > 65536) {
+    return InvalidArgumentError("write_buffer_mib must be in 0..65536 (0: automatic), got " +
+                                std::to_string(write_buffer_mib));
+  }
+  if (max_background_jobs < 1 || max_background_jobs > 64) {
+    return InvalidArgumentError("max_background_jobs must be in 1..64, got " +
+                                std::to_string(max_background_jobs));
+  }
   return Status::Ok();
 }
 

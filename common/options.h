@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "common/ids.h"
 #include "common/status.h"
@@ -27,6 +28,39 @@ struct ShardOptions {
   int64_t max_read_wait_ms = 120000;  // upper bound on any server-side read wait, ms
   int64_t max_batch_bytes = kDefaultMaxBatchBytes;  // bytes per read/update payload
   std::string auth_token;             // if non-empty, workers must present it to register
+  // With a store whose durability is sync or async: longest an Update or
+  // AdvanceClock waits for its commit before answering Unavailable, ms.
+  int64_t max_commit_wait_ms = 10000;
+
+  Status Validate() const;
+};
+
+// How far a shard's commits go before the call that caused them is answered.
+//   kSync   each commit is fsynced before the updates it holds are
+//           acknowledged: no acknowledged update is lost, even when the
+//           machine loses power.
+//   kAsync  acknowledged once written to the store's log, without fsync: a
+//           killed process loses nothing acknowledged; a machine crash loses
+//           what the OS had not yet written back (seconds).
+//   kOff    acknowledged at once; commits run in the background at every
+//           clock tick, without fsync: a killed process loses what was
+//           acknowledged since the last finished commit (about one tick).
+enum class Durability : int32_t { kSync = 0, kAsync = 1, kOff = 2 };
+
+// "sync", "async", "off".
+std::string_view DurabilityName(Durability durability);
+// Parses the names above; InvalidArgument naming the accepted values.
+Result<Durability> ParseDurability(std::string_view text);
+
+// Where and how a shard persists its state (see common/shard_store.h).
+struct StorageOptions {
+  std::string data_dir;                    // the shard's store directory; empty: in memory only
+  Durability durability = Durability::kSync;
+  // Memtable size per column family, MiB; 0 (default): twice the shard's
+  // chunk payload, within 8..256 MiB. The log (replayed at restart) is kept
+  // under twice this.
+  int64_t write_buffer_mib = 0;
+  int max_background_jobs = 2;             // flush and compaction threads of the store
 
   Status Validate() const;
 };

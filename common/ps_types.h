@@ -52,6 +52,11 @@ struct ShardStatus {
   int64_t read_bytes_served = 0;
   int64_t requests_rejected = 0;
   double read_wait_seconds = 0;  // total time reads spent waiting for the clock
+  // Persistence (all zero for a shard without a store).
+  bool persistent = false;
+  int64_t store_commits = 0;         // commits written by this process
+  int64_t store_bytes_committed = 0; // chunk payload bytes in them
+  double store_commit_seconds = 0;   // time spent writing them
   std::vector<WorkerState> workers;
 };
 

@@ -1,12 +1,15 @@
 // geops LAN protocol: workers <-> the shards of their own site.
 //
-// Transport: TFramedTransport over TCP (geops resets Thrift's per-connection
-// message budget at every frame, see docs/wire_format.md), TBinaryProtocol.
+// Transport: framed (4-byte big-endian length, then one message) over TCP,
+// TBinaryProtocol. geops resets Thrift's per-connection message budget at
+// every frame (THRIFT-5492; see thrift/framed_transport.h), so one connection
+// may carry any number of bytes; each frame is bounded by max_frame_bytes.
 // Floats travel as `binary`: little-endian IEEE-754 float32, the chunks of
 // `chunk_keys` back to back, each ModelSpec::ChunkElements long.
 // A chunk key is packed into one i64: (table id << 32) | chunk id.
 
-namespace cpp geops.rpc
+// Generated C++ lives in geops::rpc::gen; the adapters in thrift/ are geops::rpc.
+namespace cpp geops.rpc.gen
 
 // Error codes: the numeric values of geops::StatusCode (common/status.h).
 exception GeopsError {

@@ -1,0 +1,53 @@
+// The subcommands of the `geops` program. Each returns the process exit code:
+// 0 success, 1 a runtime failure, 2 bad arguments or configuration (after a
+// one-line error on stderr).
+#ifndef GEOPS_CLI_COMMANDS_H_
+#define GEOPS_CLI_COMMANDS_H_
+
+#include <string>
+
+namespace geops::cli {
+
+// Watches standard input and raises SIGTERM in this process when it reaches
+// end of file: `geops launch` holds the other end, so its children stop when
+// it dies, however it dies.
+void ExitWithParent();
+
+struct SiteArgs {
+  std::string topology_path;
+  std::string site;
+  int shard = 0;
+  int port = -1;          // -1: from the topology (base_port + shard); 0: any free port
+  std::string out_dir;    // optional: where to write shard status at exit
+  // The shard's store directory; "" keeps it in memory. Only when
+  // data_dir_given; otherwise it comes from the topology's [storage].
+  std::string data_dir;
+  bool data_dir_given = false;
+  bool exit_with_parent = false;  // see ExitWithParent
+};
+// Serves one shard of a site until SIGINT/SIGTERM. With a store directory it
+// loads the shard's persisted state first (refusing a store of another
+// configuration, exit 2, or a damaged one, exit 1) and persists every change.
+int RunSite(const SiteArgs& args);
+
+struct InspectArgs {
+  std::string data_dir;   // a shard's store directory
+};
+// Prints what a shard's store holds, without changing it. 2 for a directory
+// that is not a store, 1 for a damaged one.
+int RunInspect(const InspectArgs& args);
+
+struct WorkerArgs {
+  std::string topology_path;
+  std::string site;
+  int worker = 0;
+  std::string shards;     // "host:port,host:port" in shard order; empty: from the topology
+  std::string out_dir;    // metrics JSONL goes to OUT/metrics/
+  bool exit_with_parent = false;  // see ExitWithParent
+};
+// Runs one worker's training to the end.
+int RunWorker(const WorkerArgs& args);
+
+}  // namespace geops::cli
+
+#endif  // GEOPS_CLI_COMMANDS_H_

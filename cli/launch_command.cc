@@ -1,0 +1,83 @@
+#include "cli/launch_command.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "cli/launcher.h"
+#include "cli/topology.h"
+
+namespace geops::cli {
+namespace {
+
+int BadArgs(const std::string& message) {
+  std::fprintf(stderr, "geops launch: %s\n", message.c_str());
+  return 2;
+}
+
+std::string Absolute(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::path abs = std::filesystem::absolute(path, ec);
+  return ec ? path : abs.lexically_normal().string();
+}
+
+// Each child holds a log file and three pipes open in the launcher; a large
+// topology needs more descriptors than the usual soft limit of 1024.
+void RaiseOpenFileLimit() {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+}  // namespace
+
+int RunLaunch(const LaunchArgs& args) {
+  if (args.topology_path.empty()) return BadArgs("missing topology file");
+  if (args.out_dir.empty()) return BadArgs("missing --out DIR");
+  if (!(args.timeout_seconds > 0)) return BadArgs("--timeout must be > 0 seconds");
+  if (!(args.listen_timeout_seconds > 0)) return BadArgs("listen timeout must be > 0 seconds");
+  if (!(args.stop_timeout_seconds >= 0)) return BadArgs("stop timeout must be >= 0 seconds");
+
+  Result<Topology> topology = LoadTopology(args.topology_path);
+  if (!topology.ok()) return BadArgs(topology.status().message());
+
+  std::string binary = args.geops_binary;
+  if (binary.empty()) {
+    char buf[4096];
+    size_t size = sizeof(buf);
+    if (uv_exepath(buf, &size) != 0) return BadArgs("cannot find the geops executable's own path");
+    binary.assign(buf, size);
+  }
+  if (::access(binary.c_str(), X_OK) != 0) {
+    return BadArgs("cannot execute " + binary + ": " + std::strerror(errno));
+  }
+
+  std::error_code ec;
+  std::filesystem::create_directories(args.out_dir, ec);
+  if (ec || !std::filesystem::is_directory(args.out_dir)) {
+    return BadArgs("cannot create results folder " + args.out_dir + ": " +
+                   (ec ? ec.message() : std::string("not a directory")));
+  }
+  RaiseOpenFileLimit();
+
+  LauncherOptions o;
+  o.topology = std::move(topology).value();
+  o.topology_path = Absolute(args.topology_path);
+  o.out_dir = Absolute(args.out_dir);
+  o.geops_binary = Absolute(binary);
+  o.timeout_seconds = args.timeout_seconds;
+  o.listen_timeout_seconds = args.listen_timeout_seconds;
+  o.stop_timeout_seconds = args.stop_timeout_seconds;
+  const char* term = std::getenv("TERM");
+  o.live_display = !args.force_plain && ::isatty(STDOUT_FILENO) && !(term && std::strcmp(term, "dumb") == 0);
+  return RunLauncher(o);
+}
+
+}  // namespace geops::cli

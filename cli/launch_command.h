@@ -1,0 +1,38 @@
+// `geops launch TOPOLOGY.toml --out DIR`: the command-line entry point that
+// runs a whole topology on this machine (see launcher.h for what a launch
+// does and what the results folder holds). This file checks the arguments,
+// reads the topology and prepares the results folder; cli/main.cc parses the
+// flags into LaunchArgs.
+//
+// RunLaunch blocks the calling thread for the whole launch and installs
+// SIGINT/SIGTERM handlers while it runs; call it from the main thread, once
+// at a time.
+#ifndef GEOPS_CLI_LAUNCH_COMMAND_H_
+#define GEOPS_CLI_LAUNCH_COMMAND_H_
+
+#include <string>
+
+namespace geops::cli {
+
+struct LaunchArgs {
+  std::string topology_path;            // the topology TOML file
+  std::string out_dir;                  // results folder; created (mkdir -p) if missing
+  std::string geops_binary;             // program spawned as `site` / `worker`; empty = this executable
+  double timeout_seconds = 3600;        // whole launch, seconds; then everything is stopped (exit 1)
+  bool force_plain = false;             // plain progress lines even on a terminal
+  double listen_timeout_seconds = 30;   // for every shard to print "listening", seconds
+  double stop_timeout_seconds = 10;     // SIGTERM -> SIGKILL grace when stopping, seconds
+};
+
+// Runs the launch. Returns the process exit code:
+//   0    every worker finished cleanly;
+//   1    a child failed, shards did not listen in time, or the launch timed out;
+//   2    bad arguments, an unreadable or invalid topology, or an unusable
+//        results folder (a one-line error on stderr; nothing was started);
+//   130  interrupted by SIGINT (143 by SIGTERM): everything was stopped and a
+//        partial summary.json (with "interrupted": true) written.
+int RunLaunch(const LaunchArgs& args);
+
+}  // namespace geops::cli
+
+#endif  // GEOPS_CLI_LAUNCH_COMMAND_H_

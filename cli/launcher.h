@@ -1,0 +1,54 @@
+// Launcher: runs one whole deployment on this machine. It starts every shard
+// of every site, waits until each prints its "listening" event, then starts
+// every worker with its site's shard addresses; it relays the children's
+// events to events.jsonl and the progress display, and ends the run:
+//   - all workers exit 0            -> SIGTERM to the shards, summary, exit "ok";
+//   - a child exits non-zero, dies by a signal the launcher did not send, or
+//     a shard stops on its own     -> report it with the tail of its log,
+//                                     stop everything, exit "failed";
+//   - shards not listening in time -> exit "failed", naming the missing ones;
+//   - the launch-wide timeout      -> stop everything, exit "timeout";
+//   - SIGINT / SIGTERM              -> stop everything, exit "interrupted"
+//                                     (a second one SIGKILLs at once).
+// Stopping is SIGTERM to every live child, then SIGKILL by PID after
+// stop_timeout_seconds; only processes the launcher started are signalled.
+// summary.json is written at the end in every case.
+//
+// Results folder: logs/<site>-shard-<i>.log and logs/<site>-worker-<w>.log
+// (each child's stdout and stderr), events.jsonl (every child event, plus a
+// "launcher_t" field: seconds since the launch started), summary.json.
+//
+// Not thread-safe: Run() owns a private libuv loop and blocks the calling
+// thread until the launch is over. It installs SIGINT/SIGTERM handlers for
+// its duration.
+#ifndef GEOPS_CLI_LAUNCHER_H_
+#define GEOPS_CLI_LAUNCHER_H_
+
+#include <string>
+
+#include "cli/topology.h"
+
+namespace geops::cli {
+
+struct LauncherOptions {
+  Topology topology;                    // validated
+  std::string topology_path;            // passed to the children as --topology
+  std::string out_dir;                  // exists; passed to the children as --out
+  std::string geops_binary;             // the program spawned for `site` and `worker`
+  double timeout_seconds = 3600;        // whole launch; then everything is stopped
+  double listen_timeout_seconds = 30;   // for every shard's "listening" event
+  double stop_timeout_seconds = 10;     // SIGTERM -> SIGKILL grace
+  bool live_display = false;            // redraw progress in place (a terminal)
+  double progress_interval_seconds = 0.5;
+  double plain_interval_seconds = 5;    // between plain progress lines
+};
+
+// Runs the launch; blocks until every child is gone and summary.json is
+// written. Returns the process exit code: 0 ok; 1 failed or timed out;
+// 128 + signal number when interrupted by SIGINT (130) or SIGTERM (143);
+// 2 when the results folder cannot be written to.
+int RunLauncher(const LauncherOptions& options);
+
+}  // namespace geops::cli
+
+#endif  // GEOPS_CLI_LAUNCHER_H_

@@ -1,0 +1,82 @@
+// geops: the one command of a geops deployment.
+//
+//   geops launch TOPOLOGY.toml --out DIR   start every process of a topology here
+//   geops site   --topology T --site S --shard I [--port P] [--data-dir D]
+//   geops inspect DATA_DIR                  show what a shard's store holds
+//   geops worker --topology T --site S --worker W [--shards H:P,...]
+//
+// Exit codes: 0 success, 1 runtime failure, 2 bad arguments or configuration;
+// `launch` returns 130 / 143 when stopped by SIGINT / SIGTERM.
+#include <cstdio>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "cli/commands.h"
+#include "cli/launch_command.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"geops: a geo-distributed, hierarchical parameter server"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Show help for every subcommand");
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+
+  geops::cli::LaunchArgs launch;
+  CLI::App* launch_cmd = app.add_subcommand("launch", "Start every site, shard and worker of a topology on this machine");
+  launch_cmd->add_option("topology", launch.topology_path, "Topology TOML file")->required();
+  launch_cmd->add_option("--out", launch.out_dir, "Results folder (summary.json, metrics, logs)")->required();
+  launch_cmd->add_option("--timeout", launch.timeout_seconds, "Stop everything after this many seconds")
+      ->check(CLI::PositiveNumber);
+  launch_cmd->add_flag("--plain", launch.force_plain, "Plain progress lines even on a terminal");
+
+  geops::cli::SiteArgs site;
+  CLI::App* site_cmd = app.add_subcommand("site", "Serve one shard of a site");
+  site_cmd->add_option("--topology", site.topology_path, "Topology TOML file")->required();
+  site_cmd->add_option("--site", site.site, "Site name")->required();
+  site_cmd->add_option("--shard", site.shard, "Shard index")->required()->check(CLI::NonNegativeNumber);
+  site_cmd->add_option("--port", site.port, "Port (0 = any free port; default: base_port + shard)")
+      ->check(CLI::Range(0, 65535));
+  site_cmd->add_option("--out", site.out_dir, "Results folder");
+  CLI::Option* data_dir_opt = site_cmd->add_option(
+      "--data-dir", site.data_dir,
+      "The shard's store directory (default: from the topology's [storage]; \"\" keeps it in memory)");
+  site_cmd->add_flag("--exit-with-parent", site.exit_with_parent,
+                     "Stop when standard input closes (set by geops launch)");
+
+  geops::cli::InspectArgs inspect;
+  CLI::App* inspect_cmd = app.add_subcommand("inspect", "Show what a shard's store holds, without changing it");
+  inspect_cmd->add_option("data_dir", inspect.data_dir, "The shard's store directory")->required();
+
+  geops::cli::WorkerArgs worker;
+  CLI::App* worker_cmd = app.add_subcommand("worker", "Run one training worker");
+  worker_cmd->add_option("--topology", worker.topology_path, "Topology TOML file")->required();
+  worker_cmd->add_option("--site", worker.site, "Site name")->required();
+  worker_cmd->add_option("--worker", worker.worker, "Worker index within the site")
+      ->required()->check(CLI::NonNegativeNumber);
+  worker_cmd->add_option("--shards", worker.shards, "Shard addresses host:port,... in shard order");
+  worker_cmd->add_option("--out", worker.out_dir, "Results folder");
+  worker_cmd->add_flag("--exit-with-parent", worker.exit_with_parent,
+                       "Stop when standard input closes (set by geops launch)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "geops: %s (see geops --help)\n", e.what());
+    return 2;
+  }
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  spdlog::set_pattern("[%H:%M:%S.%e] [%l] %v");
+
+  if (*launch_cmd) return geops::cli::RunLaunch(launch);
+  site.data_dir_given = data_dir_opt->count() > 0;
+  if (*site_cmd) return geops::cli::RunSite(site);
+  if (*inspect_cmd) return geops::cli::RunInspect(inspect);
+  if (*worker_cmd) return geops::cli::RunWorker(worker);
+  return 2;
+}

@@ -1,0 +1,71 @@
+#include "cli/model_from_topology.h"
+
+#include "worker/mlp_model.h"
+
+namespace geops::cli {
+
+Result<ModelSpec> BuildModelSpec(const Topology& t) {
+  worker::MlpShape shape;
+  shape.sizes = t.layers;
+  GEOPS_RETURN_IF_ERROR(worker::ValidateMlpShape(shape));
+  std::vector<TableSpec> tables = worker::MlpTables(shape);
+  if (t.workload == "counter") {
+    for (TableSpec& table : tables) {
+      table.init = InitKind::kZeros;
+      table.init_scale = 0.0f;
+    }
+  }
+  return ModelSpec::Create(std::move(tables), t.chunk_kib * 1024, t.seed);
+}
+
+ShardOptions BuildShardOptions(const Topology& t, int site, int shard) {
+  ShardOptions o;
+  o.shard_id = shard;
+  o.num_shards = t.sites[site].shards;
+  o.num_workers = t.sites[site].workers;
+  o.worker_lease_ms = t.worker_lease_ms;
+  o.auth_token = t.auth_token;
+  return o;
+}
+
+StorageOptions BuildStorageOptions(const Topology& t, const std::string& data_dir) {
+  StorageOptions o;
+  o.data_dir = data_dir;
+  Result<Durability> durability = ParseDurability(t.durability);
+  if (durability.ok()) o.durability = *durability;
+  return o;
+}
+
+WorkerClientOptions BuildClientOptions(const Topology& t, int worker) {
+  WorkerClientOptions o;
+  o.worker_id = worker;
+  o.staleness = t.staleness;
+  o.rpc_timeout_ms = t.rpc_timeout_ms;
+  o.heartbeat_ms = std::max<int64_t>(10, t.worker_lease_ms / 5);
+  o.auth_token = t.auth_token;
+  return o;
+}
+
+worker::TrainerOptions BuildTrainerOptions(const Topology& t, int site, int worker) {
+  worker::TrainerOptions o;
+  o.workload = t.workload;
+  o.shape.sizes = t.layers;
+  o.clocks = t.clocks;
+  o.batch_size = t.batch_size;
+  o.learning_rate = static_cast<float>(t.learning_rate);
+  o.final_learning_rate = static_cast<float>(t.final_learning_rate);
+  o.eval_every = t.eval_every;
+  o.evaluator = (site == 0 && worker == 0);
+  int before = 0;
+  for (int s = 0; s < site; ++s) before += t.sites[s].workers;
+  o.data_worker = before + worker;
+  o.data_workers = t.total_workers();
+  o.counter_workers = t.sites[site].workers;
+  o.seed = t.seed;
+  o.data_dir = t.data_dir;
+  o.backend = t.backend;
+  o.compute_threads = t.compute_threads;
+  return o;
+}
+
+}  // namespace geops::cli

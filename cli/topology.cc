@@ -1,0 +1,226 @@
+#include "cli/topology.h"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+#include "common/options.h"
+
+namespace geops::cli {
+namespace {
+
+// Reads typed keys of one TOML table and reports bad ones with file:line.
+class TableReader {
+ public:
+  TableReader(const toml::table* table, std::string section, std::string origin)
+      : table_(table), section_(std::move(section)), origin_(std::move(origin)) {}
+
+  Status Check() const { return status_; }
+
+  template <typename T>
+  void Get(const char* key, T* out) {
+    if (!status_.ok() || table_ == nullptr) return;
+    const toml::node* node = table_->get(key);
+    if (node == nullptr) return;
+    if constexpr (std::is_same_v<T, std::string>) {
+      if (auto v = node->value<std::string>()) { *out = *v; return; }
+      Fail(node, key, "must be a string");
+    } else if constexpr (std::is_same_v<T, double>) {
+      if (auto v = node->value<double>()) { *out = *v; return; }
+      Fail(node, key, "must be a number");
+    } else if constexpr (std::is_integral_v<T>) {
+      if (!node->is_integer()) { Fail(node, key, "must be an integer"); return; }
+      int64_t v = *node->value<int64_t>();
+      if (v < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
+          static_cast<uint64_t>(v) > static_cast<uint64_t>(std::numeric_limits<T>::max())) {
+        Fail(node, key, "is out of range");
+        return;
+      }
+      *out = static_cast<T>(v);
+    } else if constexpr (std::is_same_v<T, std::vector<int>>) {
+      const toml::array* arr = node->as_array();
+      if (arr == nullptr) { Fail(node, key, "must be an array of integers"); return; }
+      std::vector<int> v;
+      for (const toml::node& e : *arr) {
+        if (!e.is_integer()) { Fail(&e, key, "must hold only integers"); return; }
+        v.push_back(static_cast<int>(*e.value<int64_t>()));
+      }
+      *out = v;
+    }
+  }
+
+  // Reports keys not in `known` (typos should not pass silently).
+  void RejectUnknown(std::initializer_list<const char*> known) {
+    if (!status_.ok() || table_ == nullptr) return;
+    std::set<std::string> k(known.begin(), known.end());
+    for (const auto& [key, node] : *table_) {
+      if (!k.count(std::string(key.str()))) {
+        Fail(&node, std::string(key.str()).c_str(), "is not a known key");
+        return;
+      }
+    }
+  }
+
+  void Require(bool ok, const char* key, const std::string& what) {
+    if (!status_.ok() || ok) return;
+    const toml::node* node = table_ ? table_->get(key) : nullptr;
+    Fail(node, key, what);
+  }
+
+ private:
+  void Fail(const toml::node* node, const char* key, const std::string& what) {
+    std::ostringstream msg;
+    msg << origin_;
+    if (node != nullptr && node->source().begin.line > 0) msg << ":" << node->source().begin.line;
+    msg << ": " << (section_.empty() ? "" : section_ + ".") << key << " " << what;
+    status_ = InvalidArgumentError(msg.str());
+  }
+
+  const toml::table* table_;
+  std::string section_;
+  std::string origin_;
+  Status status_;
+};
+
+}  // namespace
+
+int Topology::total_workers() const {
+  int n = 0;
+  for (const SiteSpec& s : sites) n += s.workers;
+  return n;
+}
+
+std::string Topology::ShardDataDir(int site, int shard, const std::string& relative_to) const {
+  if (storage_dir.empty()) return "";
+  std::filesystem::path base(storage_dir);
+  if (base.is_relative() && !relative_to.empty()) base = std::filesystem::path(relative_to) / base;
+  return (base / (sites[site].name + "-shard-" + std::to_string(shard))).string();
+}
+
+Result<int> Topology::FindSite(const std::string& name) const {
+  std::string names;
+  for (size_t i = 0; i < sites.size(); ++i) {
+    if (sites[i].name == name) return static_cast<int>(i);
+    names += (i ? ", " : "") + sites[i].name;
+  }
+  return NotFoundError("no site '" + name + "' in topology " + path + " (sites: " + names + ")");
+}
+
+Result<Topology> ParseTopology(const std::string& text, const std::string& origin) {
+  toml::table root;
+  try {
+    root = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream msg;
+    msg << origin << ":" << e.source().begin.line << ": " << e.description();
+    return InvalidArgumentError(msg.str());
+  }
+  Topology t;
+  t.path = origin;
+
+  TableReader top(&root, "", origin);
+  top.RejectUnknown({"name", "model", "training", "storage", "sites"});
+  top.Get("name", &t.name);
+  GEOPS_RETURN_IF_ERROR(top.Check());
+
+  TableReader model(root["model"].as_table(), "model", origin);
+  model.RejectUnknown({"workload", "layers", "chunk_kib", "seed"});
+  model.Get("workload", &t.workload);
+  model.Get("layers", &t.layers);
+  model.Get("chunk_kib", &t.chunk_kib);
+  model.Get("seed", &t.seed);
+  model.Require(t.workload == "mlp" || t.workload == "counter", "workload",
+                "must be \"mlp\" or \"counter\", got \"" + t.workload + "\"");
+  model.Require(t.layers.size() >= 2, "layers", "needs at least an input and an output size");
+  bool layers_ok = true;
+  for (int l : t.layers) layers_ok = layers_ok && l > 0 && l <= (1 << 20);
+  model.Require(layers_ok, "layers", "sizes must be in 1..1048576");
+  model.Require(t.workload != "mlp" || (t.layers.front() == 784 && t.layers.back() == 10), "layers",
+                "must start with 784 and end with 10 for Fashion-MNIST");
+  model.Require(t.chunk_kib >= 1 && t.chunk_kib <= 65536, "chunk_kib", "must be in 1..65536");
+  GEOPS_RETURN_IF_ERROR(model.Check());
+
+  TableReader train(root["training"].as_table(), "training", origin);
+  train.RejectUnknown({"clocks", "batch_size", "learning_rate", "final_learning_rate", "staleness", "eval_every",
+                       "target_accuracy", "backend", "compute_threads", "data_dir",
+                       "worker_lease_ms", "rpc_timeout_ms", "auth_token"});
+  train.Get("clocks", &t.clocks);
+  train.Get("batch_size", &t.batch_size);
+  train.Get("learning_rate", &t.learning_rate);
+  train.Get("final_learning_rate", &t.final_learning_rate);
+  train.Get("staleness", &t.staleness);
+  train.Get("eval_every", &t.eval_every);
+  train.Get("target_accuracy", &t.target_accuracy);
+  train.Get("backend", &t.backend);
+  train.Get("compute_threads", &t.compute_threads);
+  train.Get("data_dir", &t.data_dir);
+  train.Get("worker_lease_ms", &t.worker_lease_ms);
+  train.Get("rpc_timeout_ms", &t.rpc_timeout_ms);
+  train.Get("auth_token", &t.auth_token);
+  train.Require(t.clocks >= 1, "clocks", "must be >= 1");
+  train.Require(t.batch_size >= 1 && t.batch_size <= 65536, "batch_size", "must be in 1..65536");
+  train.Require(t.learning_rate > 0 && t.learning_rate < 100, "learning_rate", "must be in (0, 100)");
+  train.Require(t.final_learning_rate < 0 || t.final_learning_rate <= t.learning_rate,
+                "final_learning_rate", "must be <= learning_rate (or negative for a constant rate)");
+  train.Require(t.staleness >= -1, "staleness", "must be >= 0, or -1 for async");
+  train.Require(t.eval_every >= 0, "eval_every", "must be >= 0 (0 = only at the end)");
+  train.Require(t.target_accuracy > 0 && t.target_accuracy <= 1, "target_accuracy", "must be in (0, 1]");
+  train.Require(t.backend == "cpu" || t.backend == "cuda" || t.backend == "auto", "backend",
+                "must be \"cpu\", \"cuda\" or \"auto\"");
+  train.Require(t.compute_threads >= 1 && t.compute_threads <= 256, "compute_threads", "must be in 1..256");
+  train.Require(t.worker_lease_ms >= 10, "worker_lease_ms", "must be >= 10");
+  train.Require(t.rpc_timeout_ms >= 1, "rpc_timeout_ms", "must be >= 1");
+  GEOPS_RETURN_IF_ERROR(train.Check());
+
+  TableReader storage(root["storage"].as_table(), "storage", origin);
+  storage.RejectUnknown({"data_dir", "durability"});
+  storage.Get("data_dir", &t.storage_dir);
+  storage.Get("durability", &t.durability);
+  storage.Require(ParseDurability(t.durability).ok(), "durability",
+                  "must be \"sync\", \"async\" or \"off\", got \"" + t.durability + "\"");
+  GEOPS_RETURN_IF_ERROR(storage.Check());
+
+  const toml::array* sites = root["sites"].as_array();
+  if (sites == nullptr || sites->empty()) {
+    return InvalidArgumentError(origin + ": needs at least one [[sites]] entry");
+  }
+  std::set<std::string> names;
+  for (const toml::node& node : *sites) {
+    const toml::table* st = node.as_table();
+    if (st == nullptr) {
+      return InvalidArgumentError(origin + ":" + std::to_string(node.source().begin.line) +
+                                  ": each sites entry must be a table ([[sites]])");
+    }
+    SiteSpec s;
+    TableReader r(st, "sites", origin);
+    r.RejectUnknown({"name", "host", "base_port", "shards", "workers"});
+    r.Get("name", &s.name);
+    r.Get("host", &s.host);
+    r.Get("base_port", &s.base_port);
+    r.Get("shards", &s.shards);
+    r.Get("workers", &s.workers);
+    r.Require(!s.name.empty(), "name", "must be a non-empty string");
+    r.Require(names.insert(s.name).second, "name", "'" + s.name + "' is used by two sites");
+    r.Require(!s.host.empty(), "host", "must be a non-empty address");
+    r.Require(s.base_port >= 0 && s.base_port <= 65535, "base_port", "must be in 0..65535");
+    r.Require(s.shards >= 1 && s.shards <= 256, "shards", "must be in 1..256");
+    r.Require(s.workers >= 1 && s.workers <= 1024, "workers", "must be in 1..1024");
+    GEOPS_RETURN_IF_ERROR(r.Check());
+    t.sites.push_back(s);
+  }
+  if (t.name.empty()) t.name = origin;
+  return t;
+}
+
+Result<Topology> LoadTopology(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFoundError("cannot open topology file " + path);
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return ParseTopology(buf.str(), path);
+}
+
+}  // namespace geops::cli

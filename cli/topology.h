@@ -1,0 +1,78 @@
+// Topology: everything `geops launch` needs to start a deployment, read from
+// a TOML file: the model and workload, training settings, and the sites with
+// their shards and workers. Only cli/ reads TOML; the rest of geops receives
+// the options structs built from a Topology.
+//
+// A value type; thread-compatible.
+#ifndef GEOPS_CLI_TOPOLOGY_H_
+#define GEOPS_CLI_TOPOLOGY_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace geops::cli {
+
+struct SiteSpec {
+  std::string name;              // e.g. "us-east-1"; unique
+  std::string host = "127.0.0.1";  // address the site's shards listen on
+  int base_port = 0;             // shard i listens on base_port + i; 0 = any free port
+  int shards = 1;                // shard processes of the site
+  int workers = 1;               // worker processes of the site
+};
+
+struct Topology {
+  std::string name;             // for reports
+  std::string path;             // the file it was read from
+
+  // [model]
+  std::string workload = "mlp";  // "mlp" (Fashion-MNIST) or "counter"
+  std::vector<int> layers = {784, 512, 256, 10};
+  int64_t chunk_kib = 16;        // chunk size in KiB
+  uint64_t seed = 1;             // initial values and data order
+
+  // [training]
+  int64_t clocks = 1000;          // iterations per worker
+  int batch_size = 32;            // examples per worker per clock
+  double learning_rate = 0.025;   // deltas are -learning_rate * gradient
+  double final_learning_rate = -1;  // cosine decay to this at the last clock; < 0: constant
+  int64_t staleness = 2;          // SSP bound inside a site; -1 = async
+  int64_t eval_every = 250;       // clocks between test-set evaluations (worker 0)
+  double target_accuracy = 0.85;  // for time_to_target_seconds
+  std::string backend = "cpu";    // "cpu", "cuda" or "auto"
+  int compute_threads = 1;        // BLAS threads per worker
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  int64_t worker_lease_ms = 10000;
+  int64_t rpc_timeout_ms = 30000;
+  std::string auth_token;         // optional shared secret for workers
+
+  // [storage]
+  // Where shards persist: shard i of site S keeps its store in
+  // <storage_dir>/<S>-shard-<i>. Empty (the default): in memory only. A
+  // relative path is taken from the launch's results folder (geops launch),
+  // or from --out / the current directory for a hand-run `geops site`.
+  std::string storage_dir;
+  std::string durability = "sync";  // "sync", "async" or "off" (see common/options.h)
+
+  std::vector<SiteSpec> sites;
+
+  int total_workers() const;
+  // The store directory of shard `shard` of site `site`, a relative
+  // storage_dir taken from `relative_to` (when not empty); "" when the
+  // topology keeps shards in memory. REQUIRES: `site` indexes sites.
+  std::string ShardDataDir(int site, int shard, const std::string& relative_to) const;
+  // Index of the site named `name`, or NotFound listing the sites.
+  Result<int> FindSite(const std::string& name) const;
+};
+
+// Reads and validates a topology file. Errors name the file, and the line
+// where TOML reports one: "topo.toml:12: training.clocks must be >= 1".
+Result<Topology> LoadTopology(const std::string& path);
+// Same, from text (`origin` names it in errors).
+Result<Topology> ParseTopology(const std::string& text, const std::string& origin);
+
+}  // namespace geops::cli
+
+#endif  // GEOPS_CLI_TOPOLOGY_H_

@@ -1,0 +1,106 @@
+// The seam between a shard (datacenter/) and the WAN layer (wan/), so that
+// neither includes the other; the site process wires them together.
+//
+//   ReplicationTap   the shard tells the WAN layer what happened locally:
+//                    each applied local update batch (never a duplicate,
+//                    never a remote delta, so nothing echoes back) and each
+//                    advance of its clock.
+//   ReadGate         the WAN layer may hold local reads back: while the
+//                    site runs too far ahead of its slowest mirror, while a
+//                    requested chunk is under a selective-barrier notice,
+//                    and, once every local worker finished, until every
+//                    peer's final updates have landed.
+//   ReplicaTarget    what the WAN layer needs from a shard: apply a remote
+//                    batch exactly once per (origin, seq), in order per
+//                    origin; read a chunk's current value.
+//   RemoteChunkDelta a sparse delta to one chunk, as views (no ownership).
+//
+// Thread-safety: implementations of all three interfaces must accept calls
+// from many threads at once. A tap is called from the shard's request
+// threads with no shard lock held except the calling worker's own update
+// lock (so a tap must never call back into the shard's Update or
+// AdvanceClock). A gate is called from reader threads with no shard lock
+// held.
+#ifndef GEOPS_COMMON_REPLICATION_H_
+#define GEOPS_COMMON_REPLICATION_H_
+
+#include <cstdint>
+#include <span>
+
+#include "common/deadline.h"
+#include "common/ids.h"
+#include "common/status.h"
+
+namespace geops {
+
+struct RemoteChunkDelta {
+  ChunkKey key;
+  uint32_t num_elements = 0;            // floats in the whole chunk
+  std::span<const uint32_t> indices;    // strictly increasing, each < num_elements
+  std::span<const float> values;        // values[i] adds to element indices[i]
+};
+
+class ReplicationTap {
+ public:
+  virtual ~ReplicationTap() = default;
+
+  // A local update batch was applied: `values` holds the chunks `keys` back
+  // to back, ModelSpec::ChunkElements floats each, all finite. Called once
+  // per applied batch, after it is in the shard, before the Update returns.
+  virtual void OnLocalUpdate(std::span<const ChunkKey> keys, std::span<const float> values) = 0;
+
+  // The shard clock is now `shard_clock`; `all_finished` is true once every
+  // worker of the site has finished. Calls may race: a later call can carry
+  // a smaller clock than an earlier one (the tap keeps the largest). When it
+  // is called for clock k, every local update of clocks < k has already
+  // been passed to OnLocalUpdate.
+  virtual void OnShardClock(Clock shard_clock, bool all_finished) = 0;
+};
+
+class ReadGate {
+ public:
+  virtual ~ReadGate() = default;
+
+  // Blocks until a local read of `keys` may be served, or `deadline`, then
+  // DeadlineExceeded naming what held it. `shard_clock` is the shard clock
+  // the read was admitted at and `site_finished` whether every worker of
+  // the site had finished then (the gate takes both as news, so it never
+  // lags the shard). Adds the time waited to *waited (also on failure). OK
+  // at once when nothing holds the chunks.
+  virtual Status WaitReadable(std::span<const ChunkKey> keys, Clock shard_clock, bool site_finished,
+                              Deadline deadline, double* waited) = 0;
+};
+
+// Outcome of one ApplyRemote.
+struct RemoteApplyResult {
+  bool applied = false;  // false: (origin, seq) was applied before; nothing changed
+  int64_t elements = 0;  // values added
+};
+
+class ReplicaTarget {
+ public:
+  virtual ~ReplicaTarget() = default;
+
+  // Adds `deltas` (the batch `seq` from site `origin`) to the replica,
+  // exactly once: seq must be the last applied seq of `origin` + 1 (the
+  // first batch of an origin has seq 1); seq <= last is a duplicate
+  // (applied=false, nothing changes); a gap is FailedPrecondition. The whole
+  // batch is validated before anything changes: InvalidArgument for an
+  // unknown or foreign chunk, a chunk named twice, num_elements that differ
+  // from the chunk's size, indices not strictly increasing or out of range,
+  // indices and values of different lengths, or a NaN/Inf value. Remote
+  // deltas are not passed to the ReplicationTap (no echo).
+  virtual Result<RemoteApplyResult> ApplyRemote(SiteId origin, uint64_t seq,
+                                                std::span<const RemoteChunkDelta> deltas) = 0;
+
+  // Last seq applied from `origin` (0: none).
+  virtual uint64_t LastAppliedSeq(SiteId origin) const = 0;
+
+  // Copies the current value of `key` (ChunkElements floats) to `out`.
+  // InvalidArgument for a chunk this shard does not hold.
+  virtual Status ReadChunkValue(ChunkKey key, float* out) const = 0;
+};
+
+}  // namespace geops
+
+#endif  // GEOPS_COMMON_REPLICATION_H_

@@ -1,0 +1,177 @@
+// ShardStore: where one shard's state outlives its process. The seam between
+// datacenter/ (which decides what to persist and when) and storage/ (which
+// knows how: RocksDB), so neither sees the other's types.
+//
+// A store holds, for one shard of one site:
+//   * the values of every chunk the shard owns (written in full once, when
+//     the store is first initialised, then whenever a chunk changes);
+//   * per worker: its clock, the clock of its last applied update batch and
+//     whether it finished -- the marks that make a retried batch a duplicate;
+//   * per origin site: the last applied WAN sequence number (for the WAN
+//     layer; empty until it uses it);
+//   * the shard clock when the last commit was taken (informational);
+//   * the fingerprint of the configuration that wrote it (model, shard id,
+//     shard count, worker count), so a store is never loaded into a shard it
+//     does not belong to.
+// Commit() writes a set of chunk values and meta records all-or-nothing: after
+// a crash a load sees either every record of a commit or none. Because the
+// worker marks travel in the same commit as the chunk values they cover, a
+// batch is applied exactly once across crashes. How far a commit goes before
+// Commit() returns depends on durability() (see Durability in options.h).
+//
+// The values here (ChunkBatch, ShardCommit, ShardState, StoreFingerprint,
+// ShardStoreSpec) are plain data; thread-compatible. A ShardStore's methods
+// may be called from any thread but not concurrently with each other unless
+// an implementation says otherwise; the shard calls Load() once, before it
+// serves, and then Commit() from one committer thread at a time.
+#ifndef GEOPS_COMMON_SHARD_STORE_H_
+#define GEOPS_COMMON_SHARD_STORE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/model_spec.h"
+#include "common/options.h"
+#include "common/status.h"
+
+namespace geops {
+
+// Identifies the configuration a store belongs to. The parts are kept apart
+// so that a mismatch can say which one differs.
+struct StoreFingerprint {
+  uint64_t model = 0;         // ModelSpec::Fingerprint()
+  std::string model_summary;  // readable: chunk size, seed, tables; informative, not compared
+  ShardId shard_id = 0;
+  int num_shards = 1;
+  int num_workers = 1;
+
+  static StoreFingerprint Of(const ModelSpec& spec, const ShardOptions& options);
+};
+
+// OK when model, shard_id, num_shards and num_workers all agree. Otherwise
+// FailedPrecondition "<where> belongs to a different configuration: <part>
+// differs (stored X, this process Y); ..." naming every part that differs.
+Status CheckFingerprint(const StoreFingerprint& stored, const StoreFingerprint& expected,
+                        std::string_view where);
+
+// One chunk a shard owns and its size in floats.
+struct ChunkExtent {
+  ChunkKey key;
+  int64_t elements = 0;
+};
+
+// What a shard expects its store to hold: its fingerprint and the chunks it
+// owns, in key order.
+struct ShardStoreSpec {
+  StoreFingerprint fingerprint;
+  std::vector<ChunkExtent> chunks;
+
+  static ShardStoreSpec Of(const ModelSpec& spec, const ShardOptions& options);
+};
+
+// Chunk values back to back, with their keys. Reusable: Clear() keeps the
+// memory, so a committer that refills one batch per commit allocates only
+// while the batch grows.
+class ChunkBatch {
+ public:
+  ChunkBatch() = default;
+  ChunkBatch(ChunkBatch&&) noexcept = default;
+  ChunkBatch& operator=(ChunkBatch&&) noexcept = default;
+
+  void Clear();
+  // Makes room for `elements` floats of chunk `key` at the end and returns
+  // where to write them (uninitialised). Invalidates earlier spans.
+  float* Append(ChunkKey key, int64_t elements);
+  void Add(ChunkKey key, std::span<const float> values);
+
+  size_t size() const { return keys_.size(); }
+  bool empty() const { return keys_.empty(); }
+  ChunkKey key(size_t i) const { return keys_[i]; }
+  std::span<const float> values(size_t i) const {
+    return {data_.get() + offsets_[i], static_cast<size_t>(offsets_[i + 1] - offsets_[i])};
+  }
+  int64_t total_elements() const { return used_; }
+
+ private:
+  std::vector<ChunkKey> keys_;
+  std::vector<int64_t> offsets_ = {0};  // size() + 1 entries
+  std::unique_ptr<float[]> data_;
+  int64_t used_ = 0;
+  int64_t capacity_ = 0;
+};
+
+struct WorkerRecord {
+  WorkerId worker = 0;
+  Clock clock = 0;               // the clock the shard holds for the worker
+  Clock last_update_clock = -1;  // clock of its last applied update batch; -1: none
+  bool finished = false;
+};
+
+struct OriginRecord {
+  SiteId origin = 0;
+  uint64_t seq = 0;  // last applied WAN batch from that site
+};
+
+// One atomic unit of persistence: chunk values that changed and the meta
+// records that changed with them.
+struct ShardCommit {
+  ChunkBatch chunks;
+  std::vector<WorkerRecord> workers;
+  std::vector<OriginRecord> origins;
+  Clock shard_clock = 0;
+
+  void Clear();
+};
+
+// Everything a store holds.
+struct ShardState {
+  StoreFingerprint fingerprint;
+  int32_t format_version = 0;  // of the on-disk layout; 0 for stores without one
+  uint64_t commits = 0;        // commits written so far; 0: never initialised
+  Clock shard_clock = 0;
+  ChunkBatch chunks;                  // key order
+  std::vector<WorkerRecord> workers;  // worker order
+  std::vector<OriginRecord> origins;  // origin order
+};
+
+// Checks a loaded state against what the shard expects: FailedPrecondition
+// (from CheckFingerprint) for another configuration; DataLoss naming the
+// first problem for a chunk the shard does not own, a chunk of the wrong
+// size or repeated, a missing chunk in an initialised store (commits > 0),
+// or a worker record out of range, repeated or inconsistent. `where` names
+// the store in messages.
+Status ValidateShardState(const ShardState& state, const ShardStoreSpec& spec, std::string_view where);
+
+class ShardStore {
+ public:
+  virtual ~ShardStore() = default;
+
+  // How far Commit() goes before it returns (see Durability).
+  virtual Durability durability() const = 0;
+
+  // Names the store in messages, e.g. "shard store /var/geops/us-east-1-shard-0".
+  virtual std::string name() const = 0;
+
+  // The persisted state as of the last successful Commit (a fresh store:
+  // its fingerprint, commits == 0, nothing else). DataLoss when stored
+  // records cannot be decoded; Unavailable for I/O errors.
+  virtual Result<ShardState> Load() = 0;
+
+  // Writes every record of `commit` atomically and counts one commit. With
+  // kSync it returns after the commit is on stable storage; otherwise after
+  // it is written to the store's log. On error a later Load may see all of
+  // the commit or none of it, never a part, and the store may refuse further
+  // commits: Unavailable (I/O), ResourceExhausted (disk full), DataLoss
+  // (corruption).
+  virtual Status Commit(const ShardCommit& commit) = 0;
+};
+
+}  // namespace geops
+
+#endif  // GEOPS_COMMON_SHARD_STORE_H_

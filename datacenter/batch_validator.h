@@ -1,0 +1,57 @@
+// BatchValidator: checks a read or update request against the model and the
+// shard's ownership before anything is touched.
+//
+// It refuses, with a message naming the problem: an unknown table id, a chunk
+// id out of range, a chunk another shard owns (naming both shards), a chunk
+// named twice in one update, a payload whose float count differs from the
+// chunks' sizes (expected vs got), NaN or +-Inf values (naming table, chunk,
+// element, row and column), and a payload over max_batch_bytes
+// (ResourceExhausted). Everything else is InvalidArgument. The NaN/Inf scan
+// is one vectorised pass over the payload.
+//
+// Thread-safety: immutable after construction; all methods are const and may
+// be called concurrently. It reads only the store's immutable layout.
+#ifndef GEOPS_DATACENTER_BATCH_VALIDATOR_H_
+#define GEOPS_DATACENTER_BATCH_VALIDATOR_H_
+
+#include <cstdint>
+#include <span>
+
+#include "common/ids.h"
+#include "common/model_spec.h"
+#include "common/status.h"
+#include "datacenter/chunk_store.h"
+
+namespace geops::datacenter {
+
+class BatchValidator {
+ public:
+  // `spec` and `store` must outlive the validator.
+  BatchValidator(const ModelSpec* spec, const ChunkStore* store, ShardId shard, int num_shards,
+                 int64_t max_batch_bytes);
+
+  // Checks the keys of a read: each exists and is owned by this shard, and
+  // the reply fits in max_batch_bytes. Repeats are allowed. On success sets
+  // *total_elements to the sum of ChunkElements.
+  Status CheckRead(std::span<const ChunkKey> keys, int64_t* total_elements) const;
+
+  // Checks an update batch in full: keys as for a read, no key repeated,
+  // values.size() equal to the sum of ChunkElements, every value finite.
+  Status CheckUpdate(std::span<const ChunkKey> keys, std::span<const float> values) const;
+
+ private:
+  Status CheckKeys(std::span<const ChunkKey> keys, const char* what, int64_t* total_elements) const;
+  Status CheckNoRepeats(std::span<const ChunkKey> keys) const;
+  Status CheckFinite(std::span<const ChunkKey> keys, std::span<const float> values) const;
+  Status CheckBytes(int64_t bytes, const char* what) const;
+
+  const ModelSpec* spec_;
+  const ChunkStore* store_;
+  const ShardId shard_;
+  const int num_shards_;
+  const int64_t max_batch_bytes_;
+};
+
+}  // namespace geops::datacenter
+
+#endif  // GEOPS_DATACENTER_BATCH_VALIDATOR_H_

@@ -1,0 +1,98 @@
+#include "datacenter/chunk_store.h"
+
+#include <algorithm>
+#include <mutex>
+#include <new>
+
+#include "datacenter/float_kernels.h"
+
+namespace geops::datacenter {
+namespace {
+
+// Chunks start on 64-byte boundaries: aligned SIMD access, and two chunks
+// written by different threads never share a cache line.
+constexpr int64_t kAlignFloats = 16;
+constexpr std::align_val_t kAlignment{64};
+
+}  // namespace
+
+Result<std::unique_ptr<ChunkStore>> ChunkStore::Create(const ModelSpec* spec, ShardId shard,
+                                                       int num_shards) {
+  std::unique_ptr<ChunkStore> store(new ChunkStore());
+  store->table_first_.reserve(spec->num_tables());
+  int64_t model_chunks = 0;
+  for (TableId t = 0; t < static_cast<TableId>(spec->num_tables()); ++t) {
+    store->table_first_.push_back(model_chunks);
+    model_chunks += spec->num_chunks(t);
+  }
+  store->local_of_.assign(model_chunks, -1);
+  store->keys_ = spec->ChunksOfShard(shard, num_shards);
+  const int64_t n = static_cast<int64_t>(store->keys_.size());
+  if (n > INT32_MAX) return ResourceExhaustedError("shard owns too many chunks: " + std::to_string(n));
+  store->offsets_.reserve(n + 1);
+  store->pad_.reserve(n);
+  int64_t offset = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const ChunkKey key = store->keys_[i];
+    store->local_of_[store->table_first_[key.table] + key.chunk] = static_cast<int32_t>(i);
+    const int64_t elements = spec->ChunkElements(key);
+    const int64_t padded = (elements + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
+    store->offsets_.push_back(offset);
+    store->pad_.push_back(static_cast<int32_t>(padded - elements));
+    store->num_elements_ += elements;
+    offset += padded;
+  }
+  store->offsets_.push_back(offset);
+
+  const size_t bytes = static_cast<size_t>(std::max<int64_t>(offset, 1)) * sizeof(float);
+  store->data_ = static_cast<float*>(::operator new[](bytes, kAlignment, std::nothrow));
+  if (store->data_ == nullptr) {
+    return ResourceExhaustedError("cannot allocate " + std::to_string(bytes) +
+                                  " bytes for the chunks of shard " + std::to_string(shard));
+  }
+  store->locks_.reset(new (std::nothrow) std::shared_mutex[std::max<int64_t>(n, 1)]);
+  if (!store->locks_) return ResourceExhaustedError("cannot allocate chunk locks");
+  for (int64_t i = 0; i < n; ++i) {
+    float* dst = store->data_ + store->offsets_[i];
+    spec->InitChunk(store->keys_[i], dst);
+    std::fill(dst + store->elements(i), store->data_ + store->offsets_[i + 1], 0.0f);
+  }
+  return store;
+}
+
+ChunkStore::~ChunkStore() {
+  if (data_ != nullptr) ::operator delete[](data_, kAlignment);
+}
+
+void ChunkStore::Read(int64_t local, float* out) const {
+  const float* src = data_ + offsets_[local];
+  const int64_t n = elements(local);
+  std::shared_lock<std::shared_mutex> lock(locks_[local]);
+  std::copy(src, src + n, out);
+}
+
+void ChunkStore::Add(int64_t local, const float* delta) {
+  float* dst = data_ + offsets_[local];
+  const int64_t n = elements(local);
+  std::unique_lock<std::shared_mutex> lock(locks_[local]);
+  AddInto(dst, delta, n);
+}
+
+void ChunkStore::Overwrite(int64_t local, const float* values) {
+  float* dst = data_ + offsets_[local];
+  const int64_t n = elements(local);
+  std::unique_lock<std::shared_mutex> lock(locks_[local]);
+  std::copy(values, values + n, dst);
+}
+
+void ChunkStore::Snapshot(std::vector<std::pair<ChunkKey, std::vector<float>>>* out) const {
+  out->clear();
+  out->reserve(keys_.size());
+  for (int64_t i = 0; i < num_chunks(); ++i) {
+    std::vector<float> values(elements(i));
+    Read(i, values.data());
+    out->emplace_back(keys_[i], std::move(values));
+  }
+}
+
+}  // namespace geops::datacenter

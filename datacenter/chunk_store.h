@@ -1,0 +1,82 @@
+// ChunkStore: the float values of the chunks one shard owns.
+//
+// At creation it allocates every chunk that ModelSpec::ShardOf assigns to the
+// shard and fills it with ModelSpec::InitChunk, so every replica of the shard,
+// in every site, starts byte-for-byte identical. Chunks are addressed by a
+// dense local index (0..num_chunks()-1, in key order); LocalIndex() maps a
+// key to it. Each chunk is a contiguous, 64-byte aligned run of floats with
+// its own reader/writer lock, so updates of different chunks never contend
+// and readers of one chunk share it.
+//
+// Thread-safety: all methods may be called concurrently. The layout (keys,
+// offsets, ownership) is immutable after Create(); chunk values are guarded
+// by the chunk's lock. A method takes at most one chunk lock at a time and
+// never calls out while holding it.
+#ifndef GEOPS_DATACENTER_CHUNK_STORE_H_
+#define GEOPS_DATACENTER_CHUNK_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <shared_mutex>
+#include <utility>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/model_spec.h"
+#include "common/status.h"
+
+namespace geops::datacenter {
+
+class ChunkStore {
+ public:
+  // Allocates and initialises the chunks of `shard` among `num_shards`.
+  // `spec` must outlive the store. ResourceExhausted when the memory cannot
+  // be had. REQUIRES: 0 <= shard < num_shards.
+  static Result<std::unique_ptr<ChunkStore>> Create(const ModelSpec* spec, ShardId shard,
+                                                    int num_shards);
+  ~ChunkStore();
+  ChunkStore(const ChunkStore&) = delete;
+  ChunkStore& operator=(const ChunkStore&) = delete;
+
+  int64_t num_chunks() const { return static_cast<int64_t>(keys_.size()); }
+  int64_t num_elements() const { return num_elements_; }
+
+  // The local index of `key`, or -1 when another shard owns it.
+  // REQUIRES: spec.HasChunk(key).
+  int64_t LocalIndex(ChunkKey key) const {
+    return local_of_[table_first_[key.table] + key.chunk];
+  }
+  // REQUIRES: 0 <= local < num_chunks().
+  ChunkKey key(int64_t local) const { return keys_[local]; }
+  int64_t elements(int64_t local) const { return offsets_[local + 1] - offsets_[local] - pad_[local]; }
+
+  // Copies chunk `local` (elements(local) floats) to `out` under its shared lock.
+  void Read(int64_t local, float* out) const;
+  // Adds `delta` (elements(local) floats) into chunk `local` under its
+  // exclusive lock. REQUIRES: delta does not alias the store.
+  void Add(int64_t local, const float* delta);
+
+  // Replaces chunk `local` with `values` (elements(local) floats) under its
+  // exclusive lock; used to load persisted values. REQUIRES: no aliasing.
+  void Overwrite(int64_t local, const float* values);
+
+  // Replaces `out` with a copy of every chunk, in key order. Each chunk is
+  // copied under its lock; chunks are not copied at one instant together.
+  void Snapshot(std::vector<std::pair<ChunkKey, std::vector<float>>>* out) const;
+
+ private:
+  ChunkStore() = default;
+
+  std::vector<int64_t> table_first_;  // per table: index of its chunk 0 in local_of_
+  std::vector<int32_t> local_of_;     // per model chunk: local index, or -1
+  std::vector<ChunkKey> keys_;        // per local chunk
+  std::vector<int64_t> offsets_;      // per local chunk, and one past the end: float offset in data_
+  std::vector<int32_t> pad_;          // per local chunk: floats of padding after its values
+  int64_t num_elements_ = 0;
+  float* data_ = nullptr;  // owned, 64-byte aligned; chunk i guarded by locks_[i]
+  std::unique_ptr<std::shared_mutex[]> locks_;
+};
+
+}  // namespace geops::datacenter
+
+#endif  // GEOPS_DATACENTER_CHUNK_STORE_H_

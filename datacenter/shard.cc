@@ -1,0 +1,398 @@
+// The Shard implementation: ChunkStore holds the values, ClockTracker the SSP
+// clocks and leases, BatchValidator checks every request before it touches
+// either. The class is private to this file; Shard::Create is the factory.
+//
+// Lock discipline:
+//   worker_mu_[w]  serialises Update and AdvanceClock of worker w, so that a
+//                  batch's admission and its apply are one step with respect
+//                  to that worker's retries and clock advance: once
+//                  AdvanceClock(c + 1) returns, the clock-c batch is in the
+//                  store, and a concurrent retry waits for the original.
+//   ClockTracker::mu_ and the per-chunk locks are taken inside those
+//                  classes and released before they return; neither is held
+//                  while taking the other.
+//   ShardPersister's Mutation scope (with a store) spans a batch's admission
+//                  and apply, or a clock advance, so that a commit never
+//                  holds half of one. It is entered under worker_mu_[w], and
+//                  worker_mu_[w] stays held while the call waits for its
+//                  commit: a concurrent retry of the same worker is not
+//                  answered before the original's commit is written.
+//   Order: worker_mu_[w] -> persister barrier -> (ClockTracker::mu_ | one
+//   chunk lock). last_ticket_[w] is guarded by worker_mu_[w].
+// Readers take only the tracker's mutex (to wait) and then, one at a time,
+// shared chunk locks while copying; they never hold worker_mu_ and never
+// wait for commits.
+#include "datacenter/shard.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "datacenter/batch_validator.h"
+#include "datacenter/chunk_store.h"
+#include "datacenter/clock_tracker.h"
+#include "datacenter/remote_applier.h"
+#include "datacenter/shard_persister.h"
+
+namespace geops::datacenter {
+namespace {
+
+// Bounds the per-worker state a misconfigured shard would allocate.
+constexpr int kMaxWorkers = 1 << 16;
+// Least time allowed for the first commit of a fresh store (every chunk).
+constexpr int64_t kFirstCommitWaitMs = 60000;
+
+std::string Hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof(buf), "0x%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// Compares without an early exit, so timing does not reveal a prefix.
+bool TokensEqual(const std::string& a, const std::string& b) {
+  unsigned diff = a.size() == b.size() ? 0u : 1u;
+  const size_t n = std::max(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= static_cast<unsigned>(x ^ y);
+  }
+  return diff == 0;
+}
+
+class ShardImpl final : public Shard {
+ public:
+  ShardImpl(const ModelSpec& spec, const ShardOptions& options)
+      : Shard(spec, options),
+        fingerprint_(spec_.Fingerprint()),
+        tracker_(options.shard_id, options.num_workers,
+                 std::chrono::milliseconds(options.worker_lease_ms)),
+        worker_mu_(new std::mutex[options.num_workers]),
+        last_ticket_(new uint64_t[options.num_workers]()) {}
+
+  Status Init(ShardStore* persistent) {
+    GEOPS_ASSIGN_OR_RETURN(store_, ChunkStore::Create(&spec_, options_.shard_id, options_.num_shards));
+    validator_ = std::make_unique<BatchValidator>(&spec_, store_.get(), options_.shard_id,
+                                                  options_.num_shards, options_.max_batch_bytes);
+    remote_ = std::make_unique<RemoteApplier>(&spec_, store_.get(), options_.shard_id, options_.num_shards);
+    if (persistent == nullptr) return Status::Ok();
+    return Recover(persistent);
+  }
+
+  Result<RegisterReply> RegisterWorker(WorkerId worker, uint64_t model_fingerprint,
+                                       const std::string& auth_token) override {
+    Status s = CheckWorker(worker);
+    if (s.ok() && !options_.auth_token.empty() && !TokensEqual(auth_token, options_.auth_token)) {
+      s = FailedPreconditionError("worker " + std::to_string(worker) + ": authentication failed for shard " +
+                                  std::to_string(options_.shard_id) + "; check the site's auth token");
+    }
+    if (s.ok() && model_fingerprint != 0 && model_fingerprint != fingerprint_) {
+      s = FailedPreconditionError("model fingerprint mismatch: worker " + std::to_string(worker) + " has " +
+                                  Hex(model_fingerprint) + ", shard " + std::to_string(options_.shard_id) +
+                                  " has " + Hex(fingerprint_) + "; both must load the same model spec");
+    }
+    if (!s.ok()) return Reject(std::move(s));
+    const ClockTracker::Registration r = tracker_.Register(worker);
+    RegisterReply reply;
+    reply.shard_id = options_.shard_id;
+    reply.num_shards = options_.num_shards;
+    reply.worker_clock = r.worker_clock;
+    reply.shard_clock = r.shard_clock;
+    reply.lease_ms = options_.worker_lease_ms;
+    reply.model_fingerprint = fingerprint_;
+    return reply;
+  }
+
+  Result<ReadReply> Read(WorkerId worker, Clock clock, int64_t staleness,
+                         std::span<const ChunkKey> keys, float* out, Deadline deadline) override {
+    Status s = CheckWorker(worker);
+    if (s.ok()) s = CheckClock(clock, "read");
+    if (s.ok() && staleness < kAsync) {
+      s = InvalidArgumentError("read: staleness must be >= 0, or -1 for async; got " + std::to_string(staleness));
+    }
+    int64_t elements = 0;
+    if (s.ok()) s = validator_->CheckRead(keys, &elements);
+    if (!s.ok()) return Reject(std::move(s));
+
+    const Deadline capped = deadline.Min(Deadline::InMs(options_.max_read_wait_ms));
+    double waited = 0;
+    Result<Clock> shard_clock = tracker_.WaitForClock(worker, clock, staleness, capped.when(), &waited);
+    if (waited > 0) read_wait_ns_.fetch_add(static_cast<int64_t>(waited * 1e9), std::memory_order_relaxed);
+    if (!shard_clock.ok()) return Reject(shard_clock.status());
+    if (ReadGate* gate = gate_.load(std::memory_order_acquire); gate != nullptr) {
+      double gate_waited = 0;
+      bool all_finished = true;
+      for (const WorkerState& w : tracker_.States()) all_finished = all_finished && w.finished;
+      Status gated = gate->WaitReadable(keys, *shard_clock, all_finished, capped, &gate_waited);
+      if (gate_waited > 0) read_wait_ns_.fetch_add(static_cast<int64_t>(gate_waited * 1e9), std::memory_order_relaxed);
+      if (!gated.ok()) return Reject(std::move(gated));
+    }
+
+    float* dst = out;
+    for (const ChunkKey key : keys) {
+      const int64_t local = store_->LocalIndex(key);
+      store_->Read(local, dst);
+      dst += store_->elements(local);
+    }
+    reads_served_.fetch_add(1, std::memory_order_relaxed);
+    read_bytes_.fetch_add(elements * int64_t{sizeof(float)}, std::memory_order_relaxed);
+    ReadReply reply;
+    reply.shard_clock = *shard_clock;
+    return reply;
+  }
+
+  Result<UpdateReply> Update(WorkerId worker, Clock clock, std::span<const ChunkKey> keys,
+                             std::span<const float> values) override {
+    Status s = CheckWorker(worker);
+    if (s.ok()) s = CheckClock(clock, "update");
+    if (s.ok()) s = validator_->CheckUpdate(keys, values);
+    if (!s.ok()) return Reject(std::move(s));
+
+    std::lock_guard<std::mutex> worker_lock(worker_mu_[worker]);
+    if (persister_ != nullptr) {
+      s = persister_->failure();
+      if (!s.ok()) return Reject(std::move(s));
+    }
+    std::optional<ShardPersister::Mutation> mutation;
+    if (persister_ != nullptr) mutation.emplace(persister_->Begin());
+    Result<ClockTracker::Admission> admission = tracker_.AdmitUpdate(worker, clock);
+    if (!admission.ok()) return Reject(admission.status());
+    UpdateReply reply;
+    reply.shard_clock = admission->shard_clock;
+    if (!admission->apply) {
+      mutation.reset();
+      batches_duplicate_.fetch_add(1, std::memory_order_relaxed);
+      s = WaitDurable(worker);  // the original may still be on its way to disk
+      if (!s.ok()) return Reject(std::move(s));
+      return reply;
+    }
+    const float* src = values.data();
+    for (const ChunkKey key : keys) {
+      const int64_t local = store_->LocalIndex(key);
+      store_->Add(local, src);
+      if (mutation) mutation->MarkChunk(local);
+      src += store_->elements(local);
+    }
+    if (mutation) {
+      mutation->MarkWorker(worker);
+      last_ticket_[worker] = mutation->Finish();
+    }
+    batches_applied_.fetch_add(1, std::memory_order_relaxed);
+    update_bytes_.fetch_add(static_cast<int64_t>(values.size_bytes()), std::memory_order_relaxed);
+    if (ReplicationTap* tap = tap_.load(std::memory_order_acquire); tap != nullptr) tap->OnLocalUpdate(keys, values);
+    s = WaitDurable(worker);
+    if (!s.ok()) return Reject(std::move(s));
+    reply.applied = true;
+    return reply;
+  }
+
+  Result<Clock> AdvanceClock(WorkerId worker, Clock new_clock, bool finished) override {
+    Status s = CheckWorker(worker);
+    if (s.ok()) s = CheckClock(new_clock, "AdvanceClock");
+    if (!s.ok()) return Reject(std::move(s));
+    std::lock_guard<std::mutex> worker_lock(worker_mu_[worker]);
+    if (persister_ == nullptr) {
+      Result<Clock> clock = tracker_.Advance(worker, new_clock, finished);
+      if (!clock.ok()) return Reject(clock.status());
+      TapClock(*clock);
+      return clock;
+    }
+    s = persister_->failure();
+    if (!s.ok()) return Reject(std::move(s));
+    ShardPersister::Mutation mutation = persister_->Begin();
+    Result<Clock> clock = tracker_.Advance(worker, new_clock, finished);
+    if (!clock.ok()) return Reject(clock.status());
+    mutation.MarkWorker(worker);
+    last_ticket_[worker] = mutation.Finish();
+    if (durability_ == Durability::kOff) {
+      // A commit per shard clock tick; a worker's advance that does not move
+      // the shard clock rides along with the next one.
+      if (last_tick_.exchange(*clock, std::memory_order_relaxed) != *clock) {
+        persister_->RequestCommit(last_ticket_[worker]);
+      }
+    } else {
+      s = WaitDurable(worker);
+      if (!s.ok()) return Reject(std::move(s));
+    }
+    TapClock(*clock);
+    return clock;
+  }
+
+  Status Flush(Deadline deadline) override {
+    return persister_ == nullptr ? Status::Ok() : persister_->Flush(deadline);
+  }
+
+  Status Heartbeat(WorkerId worker) override {
+    Status s = CheckWorker(worker);
+    if (s.ok()) s = tracker_.Touch(worker);
+    if (!s.ok()) return Reject(std::move(s));
+    return s;
+  }
+
+  ShardStatus GetStatus() const override {
+    ShardStatus st;
+    st.shard_id = options_.shard_id;
+    st.num_shards = options_.num_shards;
+    st.shard_clock = tracker_.ShardClock();
+    st.num_chunks = store_->num_chunks();
+    st.num_elements = store_->num_elements();
+    st.update_batches_applied = batches_applied_.load(std::memory_order_relaxed);
+    st.update_batches_duplicate = batches_duplicate_.load(std::memory_order_relaxed);
+    st.update_bytes_applied = update_bytes_.load(std::memory_order_relaxed);
+    st.reads_served = reads_served_.load(std::memory_order_relaxed);
+    st.read_bytes_served = read_bytes_.load(std::memory_order_relaxed);
+    st.requests_rejected = rejected_.load(std::memory_order_relaxed);
+    st.read_wait_seconds = static_cast<double>(read_wait_ns_.load(std::memory_order_relaxed)) * 1e-9;
+    if (persister_ != nullptr) {
+      const PersisterStats ps = persister_->stats();
+      st.persistent = true;
+      st.store_commits = ps.commits;
+      st.store_bytes_committed = ps.bytes;
+      st.store_commit_seconds = ps.seconds;
+    }
+    st.workers = tracker_.States();
+    return st;
+  }
+
+  void Snapshot(std::vector<std::pair<ChunkKey, std::vector<float>>>* out) const override {
+    store_->Snapshot(out);
+  }
+
+  void AttachReplication(ReplicationTap* tap, ReadGate* gate) override {
+    tap_.store(tap, std::memory_order_release);
+    gate_.store(gate, std::memory_order_release);
+  }
+
+  // Remote deltas: validated and applied by RemoteApplier; with a store the
+  // changed chunks go into the next commit like local ones.
+  Result<RemoteApplyResult> ApplyRemote(SiteId origin, uint64_t seq,
+                                        std::span<const RemoteChunkDelta> deltas) override {
+    if (persister_ != nullptr) {
+      Status s = persister_->failure();
+      if (!s.ok()) return Reject(std::move(s));
+    }
+    std::optional<ShardPersister::Mutation> mutation;
+    Result<RemoteApplyResult> r = remote_->Apply(
+        origin, seq, deltas,
+        [&] {
+          if (persister_ != nullptr) mutation.emplace(persister_->Begin());
+        },
+        [&](int64_t local) {
+          if (mutation) mutation->MarkChunk(local);
+        });
+    if (mutation) mutation->Finish();  // committed with the next clock tick
+    if (!r.ok()) return Reject(r.status());
+    return r;
+  }
+
+  uint64_t LastAppliedSeq(SiteId origin) const override { return remote_->LastSeq(origin); }
+
+  Status ReadChunkValue(ChunkKey key, float* out) const override {
+    if (!spec_.HasChunk(key) || store_->LocalIndex(key) < 0) {
+      return InvalidArgumentError("shard " + std::to_string(options_.shard_id) + " does not hold chunk (" +
+                                  std::to_string(key.table) + ", " + std::to_string(key.chunk) + ")");
+    }
+    store_->Read(store_->LocalIndex(key), out);
+    return Status::Ok();
+  }
+
+ private:
+  Status CheckWorker(WorkerId worker) const {
+    if (worker >= 0 && worker < options_.num_workers) return Status::Ok();
+    return InvalidArgumentError("worker id " + std::to_string(worker) + " outside [0, " +
+                                std::to_string(options_.num_workers) + ") for shard " +
+                                std::to_string(options_.shard_id));
+  }
+
+  static Status CheckClock(Clock clock, const char* what) {
+    if (clock >= 0) return Status::Ok();
+    return InvalidArgumentError(std::string(what) + ": clock must be >= 0, got " + std::to_string(clock));
+  }
+
+  // Tells the tap the shard clock after an advance, and whether every worker
+  // has finished.
+  void TapClock(Clock shard_clock) {
+    ReplicationTap* tap = tap_.load(std::memory_order_acquire);
+    if (tap == nullptr) return;
+    bool all_finished = true;
+    for (const WorkerState& w : tracker_.States()) all_finished = all_finished && w.finished;
+    tap->OnShardClock(shard_clock, all_finished);
+  }
+
+  // Counts a refused request and passes its status through.
+  Status Reject(Status s) {
+    rejected_.fetch_add(1, std::memory_order_relaxed);
+    return s;
+  }
+
+  // Loads the store's state into the chunks and the tracker, then starts
+  // the persister; a store never written gets everything in one commit.
+  Status Recover(ShardStore* persistent) {
+    GEOPS_ASSIGN_OR_RETURN(ShardState state, persistent->Load());
+    GEOPS_RETURN_IF_ERROR(ValidateShardState(state, ShardStoreSpec::Of(spec_, options_), persistent->name()));
+    for (size_t i = 0; i < state.chunks.size(); ++i) {
+      store_->Overwrite(store_->LocalIndex(state.chunks.key(i)), state.chunks.values(i).data());
+    }
+    for (const WorkerRecord& r : state.workers) tracker_.Restore(r);
+    durability_ = persistent->durability();
+    persister_ = std::make_unique<ShardPersister>(persistent, store_.get(), &tracker_, options_.shard_id,
+                                                  options_.num_workers);
+    persister_->Start();
+    if (state.commits > 0) return Status::Ok();
+    persister_->MarkEverything();
+    return persister_->Flush(Deadline::InMs(std::max<int64_t>(options_.max_commit_wait_ms, kFirstCommitWaitMs)))
+        .WithContext("writing the first commit of " + persistent->name());
+  }
+
+  // With durability sync or async: waits until the worker's last change is
+  // written, up to max_commit_wait_ms. REQUIRES: worker_mu_[worker] held.
+  Status WaitDurable(WorkerId worker) {
+    if (persister_ == nullptr || durability_ == Durability::kOff) return Status::Ok();
+    return persister_->AwaitDurable(last_ticket_[worker], Deadline::InMs(options_.max_commit_wait_ms));
+  }
+
+  const uint64_t fingerprint_;
+  std::unique_ptr<ChunkStore> store_;  // set by Init(); thread-safe itself
+  std::unique_ptr<BatchValidator> validator_;
+  std::unique_ptr<RemoteApplier> remote_;                  // set by Init(); thread-safe itself
+  std::atomic<ReplicationTap*> tap_{nullptr};              // see AttachReplication
+  std::atomic<ReadGate*> gate_{nullptr};
+  ClockTracker tracker_;                          // thread-safe itself
+  std::unique_ptr<std::mutex[]> worker_mu_;       // one per worker id, see the lock discipline above
+  std::unique_ptr<uint64_t[]> last_ticket_;       // per worker: ticket of its last change, GUARDED_BY(worker_mu_[w])
+  Durability durability_ = Durability::kSync;     // of the store; set by Init()
+
+  std::atomic<int64_t> batches_applied_{0};
+  std::atomic<int64_t> batches_duplicate_{0};
+  std::atomic<int64_t> update_bytes_{0};
+  std::atomic<int64_t> reads_served_{0};
+  std::atomic<int64_t> read_bytes_{0};
+  std::atomic<int64_t> rejected_{0};
+  std::atomic<int64_t> read_wait_ns_{0};
+  std::atomic<Clock> last_tick_{0};  // durability off: shard clock of the last commit asked for
+
+  // Last member: destroyed first, so its final commit still sees the chunks
+  // and the tracker. Null without a store.
+  std::unique_ptr<ShardPersister> persister_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Shard>> Shard::Create(const ModelSpec& spec, const ShardOptions& options,
+                                             ShardStore* store) {
+  GEOPS_RETURN_IF_ERROR(options.Validate().WithContext("shard options"));
+  if (options.num_workers > kMaxWorkers) {
+    return InvalidArgumentError("shard options: num_workers must be <= " + std::to_string(kMaxWorkers) +
+                                ", got " + std::to_string(options.num_workers));
+  }
+  if (spec.num_tables() == 0) return InvalidArgumentError("shard needs a model with at least one table");
+  auto shard = std::make_unique<ShardImpl>(spec, options);
+  GEOPS_RETURN_IF_ERROR(shard->Init(store));
+  return std::unique_ptr<Shard>(std::move(shard));
+}
+
+}  // namespace geops::datacenter

@@ -1,0 +1,92 @@
+// Measurement helpers of the benchmark programs: run client loops on threads
+// for a fixed time and summarise repeated rounds. Header-only; bench code.
+#ifndef GEOPS_EXPERIMENTS_BENCH_MEASURE_H_
+#define GEOPS_EXPERIMENTS_BENCH_MEASURE_H_
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+
+namespace geops::bench {
+
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+inline double Since(SteadyTime t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// One client's loop body: moves some payload, returns its bytes or an error.
+using Step = std::function<Result<int64_t>()>;
+
+struct Cell {
+  double gbps = 0;
+  double ms_per_step = 0;
+  std::string error;
+};
+
+// Runs steps[i] on its own thread for `seconds` after a two-step warm-up.
+inline Cell Measure(std::vector<Step> steps, double seconds) {
+  for (Step& step : steps) {
+    for (int i = 0; i < 2; ++i) {
+      Result<int64_t> r = step();
+      if (!r.ok()) return Cell{0, 0, "warm-up: " + r.status().ToString()};
+    }
+  }
+  std::atomic<bool> go{false};
+  std::atomic<bool> stop{false};
+  std::vector<int64_t> bytes(steps.size(), 0);
+  std::vector<int64_t> calls(steps.size(), 0);
+  std::vector<std::string> errors(steps.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    threads.emplace_back([&, i] {
+      while (!go.load()) std::this_thread::yield();
+      while (!stop.load(std::memory_order_relaxed)) {
+        Result<int64_t> r = steps[i]();
+        if (!r.ok()) {
+          errors[i] = r.status().ToString();
+          return;
+        }
+        bytes[i] += *r;
+        ++calls[i];
+      }
+    });
+  }
+  SteadyTime start = std::chrono::steady_clock::now();
+  go = true;
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  stop = true;
+  for (auto& t : threads) t.join();
+  const double elapsed = Since(start);
+  Cell cell;
+  int64_t total = 0;
+  int64_t steps_done = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    total += bytes[i];
+    steps_done += calls[i];
+    if (!errors[i].empty()) cell.error = errors[i];
+  }
+  cell.gbps = static_cast<double>(total) / elapsed / 1e9;
+  cell.ms_per_step = steps_done ? elapsed * 1000.0 * static_cast<double>(steps.size()) / steps_done : 0;
+  return cell;
+}
+
+// Median of the rounds (the error of any failed round wins).
+inline Cell Median(std::vector<Cell> cells) {
+  for (const Cell& c : cells) {
+    if (!c.error.empty()) return c;
+  }
+  std::sort(cells.begin(), cells.end(), [](const Cell& a, const Cell& b) { return a.gbps < b.gbps; });
+  return cells[cells.size() / 2];
+}
+
+}  // namespace geops::bench
+
+#endif  // GEOPS_EXPERIMENTS_BENCH_MEASURE_H_

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian 12 machine, builds geops and runs the main job: the
+# default topology, trained on this machine. Results land in ./out/main
+# (summary.json, metrics/, logs/). Safe to re-run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+bash scripts/build.sh
+out=${1:-out/main}
+./build/cli/geops launch experiments/topologies/default.toml --out "$out"
+echo "summary: $out/summary.json"

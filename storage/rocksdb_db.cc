@@ -1,0 +1,275 @@
+#include "storage/rocksdb_db.h"
+
+#include <rocksdb/env.h>
+#include <rocksdb/iterator.h>
+
+#include <algorithm>
+#include <cstdarg>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "storage/store_format.h"
+
+namespace geops::storage {
+namespace fs = std::filesystem;
+namespace {
+
+// Discards RocksDB's informational log, so that opening read-only creates no
+// LOG file in the directory.
+class NullLogger final : public rocksdb::Logger {
+ public:
+  using rocksdb::Logger::Logv;
+  void Logv(const char* /*format*/, va_list /*ap*/) override {}
+  void Logv(const rocksdb::InfoLogLevel /*level*/, const char* /*format*/, va_list /*ap*/) override {}
+};
+
+constexpr const char* kFamilies[] = {format::kDefaultFamily, format::kChunksFamily, format::kMetaFamily,
+                                     format::kOutboxFamily};
+
+}  // namespace
+
+Status FromRocks(const rocksdb::Status& s, std::string_view context) {
+  const std::string msg = std::string(context) + ": " + s.ToString();
+  if (s.ok()) return Status::Ok();
+  if (s.IsCorruption()) return DataLossError(msg);
+  if (s.IsNoSpace()) return ResourceExhaustedError(msg);
+  if (s.IsIOError() || s.IsBusy() || s.IsTryAgain() || s.IsTimedOut()) return UnavailableError(msg);
+  if (s.IsInvalidArgument() || s.IsNotSupported()) return FailedPreconditionError(msg);
+  if (s.IsAborted()) return AbortedError(msg);
+  return InternalError(msg);
+}
+
+Result<DirKind> ClassifyDirectory(const std::string& dir) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(dir, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory) {
+    return UnavailableError("cannot look at " + dir + ": " + ec.message());
+  }
+  if (!fs::exists(st)) return DirKind::kMissing;
+  if (!fs::is_directory(st)) return FailedPreconditionError(dir + " exists and is not a directory");
+  fs::directory_iterator it(dir, ec);
+  if (ec) return UnavailableError("cannot list " + dir + ": " + ec.message());
+  if (it == fs::directory_iterator()) return DirKind::kEmpty;
+
+  const std::string marker = dir + "/" + format::kMarkerFile;
+  if (!fs::exists(marker, ec)) {
+    const bool rocks = fs::exists(dir + "/CURRENT", ec);
+    return FailedPreconditionError(
+        dir + (rocks ? " holds a RocksDB database that is not a geops shard store"
+                     : " is not empty and is not a geops shard store") +
+        " (no " + format::kMarkerFile + " file); refusing to use it");
+  }
+  std::ifstream in(marker, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in || text.str() != format::kMarkerText) {
+    return DataLossError(marker + " is damaged: it does not say \"geops shard store\"");
+  }
+  return DirKind::kStore;
+}
+
+rocksdb::DBOptions StoreDbOptions(const StorageOptions& options, bool quiet) {
+  rocksdb::DBOptions o;
+  o.create_if_missing = false;
+  o.create_missing_column_families = false;
+  o.paranoid_checks = true;
+  // A torn last commit (power cut mid-write) is dropped whole: the store
+  // comes back at the last complete commit.
+  o.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
+  o.max_background_jobs = options.max_background_jobs;
+  // Every commit touches the small meta family; flushing it when the log
+  // grows keeps the log (and the replay at restart) short.
+  o.max_total_wal_size = static_cast<uint64_t>(options.write_buffer_mib) << 21;
+  o.keep_log_file_num = 4;
+  o.max_log_file_size = 8 << 20;
+  if (quiet) o.info_log = std::make_shared<NullLogger>();
+  return o;
+}
+
+rocksdb::ColumnFamilyOptions StoreFamilyOptions(const StorageOptions& options) {
+  rocksdb::ColumnFamilyOptions o;
+  o.compression = rocksdb::kLZ4Compression;
+  o.write_buffer_size = static_cast<size_t>(options.write_buffer_mib) << 20;
+  return o;
+}
+
+RocksDb::RocksDb(std::string dir, rocksdb::DB* db, std::vector<rocksdb::ColumnFamilyHandle*> handles)
+    : dir_(std::move(dir)), db_(db), handles_(std::move(handles)) {
+  chunks_ = handles_[1];
+  meta_ = handles_[2];
+  outbox_ = handles_[3];
+}
+
+RocksDb::~RocksDb() { Close().IgnoreError(); }
+
+Status RocksDb::Close() {
+  if (db_ == nullptr) return Status::Ok();
+  rocksdb::Status first;
+  for (rocksdb::ColumnFamilyHandle* h : handles_) {
+    rocksdb::Status s = db_->DestroyColumnFamilyHandle(h);
+    if (first.ok()) first = s;
+  }
+  handles_.clear();
+  rocksdb::Status closed = db_->Close();
+  if (first.ok() && !closed.IsNotSupported()) first = closed;
+  delete db_;
+  db_ = nullptr;
+  return FromRocks(first, "closing shard store " + dir_);
+}
+
+Result<std::unique_ptr<RocksDb>> RocksDb::OpenReadOnly(const std::string& dir, const StorageOptions& options) {
+  return Open(dir, options, /*read_only=*/true, /*create=*/false);
+}
+
+Result<std::unique_ptr<RocksDb>> RocksDb::OpenReadWrite(const std::string& dir, const StorageOptions& options) {
+  return Open(dir, options, /*read_only=*/false, /*create=*/false);
+}
+
+Result<std::unique_ptr<RocksDb>> RocksDb::Create(const std::string& dir, const StorageOptions& options) {
+  return Open(dir, options, /*read_only=*/false, /*create=*/true);
+}
+
+Result<std::unique_ptr<RocksDb>> RocksDb::Open(const std::string& dir, const StorageOptions& options,
+                                               bool read_only, bool create) {
+  rocksdb::DBOptions db_options = StoreDbOptions(options, /*quiet=*/read_only);
+  db_options.create_if_missing = create;
+  db_options.create_missing_column_families = create;
+  if (!create) {
+    // Every family must be named when opening, so look first: a damaged or
+    // foreign layout is refused before RocksDB is asked to open it.
+    std::vector<std::string> names;
+    rocksdb::DBOptions list_options = StoreDbOptions(options, /*quiet=*/true);
+    rocksdb::Status s = rocksdb::DB::ListColumnFamilies(list_options, dir, &names);
+    if (!s.ok()) {
+      // The marker says this is a store, so missing or unreadable RocksDB
+      // files mean damaged data.
+      return DataLossError("shard store " + dir + " is damaged: cannot read its column families: " +
+                           s.ToString());
+    }
+    const std::set<std::string> have(names.begin(), names.end());
+    for (const char* family : kFamilies) {
+      if (!have.count(family)) {
+        return DataLossError("shard store " + dir + " is damaged: column family '" + family + "' is missing");
+      }
+    }
+    for (const std::string& name : names) {
+      if (std::find(std::begin(kFamilies), std::end(kFamilies), name) == std::end(kFamilies)) {
+        return FailedPreconditionError("shard store " + dir + " has an unknown column family '" + name +
+                                       "' (written by a newer geops?); refusing to use it");
+      }
+    }
+  }
+  std::vector<rocksdb::ColumnFamilyDescriptor> families;
+  for (const char* family : kFamilies) {
+    families.emplace_back(family, StoreFamilyOptions(options));
+  }
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* db = nullptr;
+  rocksdb::Status s = read_only ? rocksdb::DB::OpenForReadOnly(db_options, dir, families, &handles, &db)
+                                : rocksdb::DB::Open(db_options, dir, families, &handles, &db);
+  if (!s.ok()) {
+    std::string context = "cannot open shard store " + dir;
+    if (s.IsIOError() && s.ToString().find("lock") != std::string::npos) {
+      context += " (is another geops site process serving it?)";
+    }
+    Status st = FromRocks(s, context);
+    if (!create && (st.code() == StatusCode::kFailedPrecondition || st.code() == StatusCode::kInternal)) {
+      st = DataLossError(st.message());  // e.g. a missing CURRENT or MANIFEST file
+    }
+    return st;
+  }
+  return std::unique_ptr<RocksDb>(new RocksDb(dir, db, std::move(handles)));
+}
+
+Status RocksDb::ReadMeta(ShardState* state) const {
+  const std::string where = "shard store " + dir_;
+  auto get = [&](std::string_view key, std::string* value) -> Status {
+    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), meta_, rocksdb::Slice(key.data(), key.size()), value);
+    if (s.IsNotFound()) {
+      return DataLossError(where + " is damaged: meta record '" + std::string(key) + "' is missing");
+    }
+    return FromRocks(s, where + ": reading meta record '" + std::string(key) + "'");
+  };
+  std::string value;
+  GEOPS_RETURN_IF_ERROR(get(format::kFormatVersionKey, &value));
+  GEOPS_RETURN_IF_ERROR(format::DecodeI32(format::kFormatVersionKey, value, &state->format_version));
+  if (state->format_version > format::kFormatVersion) {
+    return FailedPreconditionError(where + " has format version " + std::to_string(state->format_version) +
+                                   ", newer than this build reads (" + std::to_string(format::kFormatVersion) + ")");
+  }
+  if (state->format_version < 1) {
+    return DataLossError(where + " is damaged: format version " + std::to_string(state->format_version));
+  }
+  uint64_t model = 0;
+  int32_t shard_id = 0, num_shards = 0, num_workers = 0;
+  GEOPS_RETURN_IF_ERROR(get(format::kModelKey, &value));
+  GEOPS_RETURN_IF_ERROR(format::DecodeU64(format::kModelKey, value, &model));
+  GEOPS_RETURN_IF_ERROR(get(format::kModelSummaryKey, &state->fingerprint.model_summary));
+  GEOPS_RETURN_IF_ERROR(get(format::kShardIdKey, &value));
+  GEOPS_RETURN_IF_ERROR(format::DecodeI32(format::kShardIdKey, value, &shard_id));
+  GEOPS_RETURN_IF_ERROR(get(format::kNumShardsKey, &value));
+  GEOPS_RETURN_IF_ERROR(format::DecodeI32(format::kNumShardsKey, value, &num_shards));
+  GEOPS_RETURN_IF_ERROR(get(format::kNumWorkersKey, &value));
+  GEOPS_RETURN_IF_ERROR(format::DecodeI32(format::kNumWorkersKey, value, &num_workers));
+  state->fingerprint.model = model;
+  state->fingerprint.shard_id = shard_id;
+  state->fingerprint.num_shards = num_shards;
+  state->fingerprint.num_workers = num_workers;
+  GEOPS_RETURN_IF_ERROR(get(format::kCommitsKey, &value));
+  GEOPS_RETURN_IF_ERROR(format::DecodeU64(format::kCommitsKey, value, &state->commits));
+  GEOPS_RETURN_IF_ERROR(get(format::kShardClockKey, &value));
+  GEOPS_RETURN_IF_ERROR(format::DecodeI64(format::kShardClockKey, value, &state->shard_clock));
+
+  rocksdb::ReadOptions ro;
+  ro.fill_cache = false;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, meta_));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    const std::string_view key(it->key().data(), it->key().size());
+    const std::string_view v(it->value().data(), it->value().size());
+    if (key.starts_with(format::kWorkerPrefix)) {
+      WorkerRecord r;
+      GEOPS_RETURN_IF_ERROR(format::DecodeWorker(key.substr(format::kWorkerPrefix.size()), v, &r)
+                                .WithContext(where + " is damaged"));
+      state->workers.push_back(r);
+    } else if (key.starts_with(format::kOriginPrefix)) {
+      OriginRecord r;
+      GEOPS_RETURN_IF_ERROR(format::DecodeOrigin(key.substr(format::kOriginPrefix.size()), v, &r)
+                                .WithContext(where + " is damaged"));
+      state->origins.push_back(r);
+    }  // other keys: the fixed records read above, or ones a later format adds
+  }
+  return FromRocks(it->status(), where + ": reading meta records");
+}
+
+Status RocksDb::ReadState(ShardState* state) const {
+  *state = ShardState();
+  GEOPS_RETURN_IF_ERROR(ReadMeta(state));
+  const std::string where = "shard store " + dir_;
+  rocksdb::ReadOptions ro;
+  ro.fill_cache = false;
+  ro.verify_checksums = true;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, chunks_));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    ChunkKey key;
+    if (!format::DecodeChunkKey(std::string_view(it->key().data(), it->key().size()), &key)) {
+      return DataLossError(where + " is damaged: a chunk key has " + std::to_string(it->key().size()) +
+                           " bytes, expected " + std::to_string(format::kChunkKeySize));
+    }
+    GEOPS_RETURN_IF_ERROR(
+        format::DecodeChunkValue(key, std::string_view(it->value().data(), it->value().size()), &state->chunks)
+            .WithContext(where + " is damaged"));
+  }
+  return FromRocks(it->status(), where + ": reading chunks");
+}
+
+Result<int64_t> RocksDb::CountOutbox() const {
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), outbox_));
+  int64_t n = 0;
+  for (it->SeekToFirst(); it->Valid(); it->Next()) ++n;
+  GEOPS_RETURN_IF_ERROR(FromRocks(it->status(), "shard store " + dir_ + ": reading the outbox"));
+  return n;
+}
+
+}  // namespace geops::storage

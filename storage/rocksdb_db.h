@@ -1,0 +1,95 @@
+// RocksDb: an open RocksDB database laid out as a geops shard store (see
+// store_format.h), and the steps shared by opening, creating and inspecting
+// one: telling a store directory from anything else, opening read-only
+// without touching a file, and reading the whole state with every record
+// checked. Private to storage/; the rest of geops sees common/shard_store.h.
+//
+// Thread-safety: a RocksDb may be read from many threads (RocksDB's own
+// guarantee); Close() must not race with anything else.
+#ifndef GEOPS_STORAGE_ROCKSDB_DB_H_
+#define GEOPS_STORAGE_ROCKSDB_DB_H_
+
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+#include <rocksdb/status.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/options.h"
+#include "common/shard_store.h"
+#include "common/status.h"
+
+namespace geops::storage {
+
+// Converts a RocksDB status: Corruption -> DataLoss, NoSpace ->
+// ResourceExhausted, other IOError / Busy / TryAgain / TimedOut ->
+// Unavailable, InvalidArgument / NotSupported -> FailedPrecondition,
+// anything else -> Internal; the message is "<context>: <rocksdb message>".
+Status FromRocks(const rocksdb::Status& s, std::string_view context);
+
+// What a directory holds, as far as a shard store is concerned.
+enum class DirKind { kMissing, kEmpty, kStore };
+// kMissing / kEmpty / kStore for a directory that does not exist, is empty,
+// or carries a valid marker file. FailedPrecondition for a file that is not
+// a directory or a non-empty directory without the marker (naming whether it
+// holds a RocksDB database); DataLoss for a damaged marker; Unavailable when
+// the directory cannot be read.
+Result<DirKind> ClassifyDirectory(const std::string& dir);
+
+// Database-wide and per-column-family options of every store. `quiet`: no
+// info log file (used where the directory must not change).
+rocksdb::DBOptions StoreDbOptions(const StorageOptions& options, bool quiet);
+rocksdb::ColumnFamilyOptions StoreFamilyOptions(const StorageOptions& options);
+
+class RocksDb {
+ public:
+  ~RocksDb();
+  RocksDb(const RocksDb&) = delete;
+  RocksDb& operator=(const RocksDb&) = delete;
+
+  // Opens an existing store. ReadOnly writes nothing to the directory.
+  // DataLoss when the column families are not the store's, or RocksDB finds
+  // corruption; FailedPrecondition for extra column families; Unavailable
+  // for I/O errors or a lock held by another process.
+  static Result<std::unique_ptr<RocksDb>> OpenReadOnly(const std::string& dir, const StorageOptions& options);
+  static Result<std::unique_ptr<RocksDb>> OpenReadWrite(const std::string& dir, const StorageOptions& options);
+  // Creates a new database with the store's column families in `dir`.
+  static Result<std::unique_ptr<RocksDb>> Create(const std::string& dir, const StorageOptions& options);
+
+  rocksdb::DB* db() const { return db_; }
+  rocksdb::ColumnFamilyHandle* chunks() const { return chunks_; }
+  rocksdb::ColumnFamilyHandle* meta() const { return meta_; }
+  rocksdb::ColumnFamilyHandle* outbox() const { return outbox_; }
+
+  // Reads and checks every record: the format version, the fingerprint,
+  // every chunk (header, size, checksum), worker and origin records.
+  // DataLoss naming the first bad record (missing meta included).
+  // FailedPrecondition for a store written by a newer format.
+  Status ReadState(ShardState* state) const;
+  // Number of records in the outbox column family.
+  Result<int64_t> CountOutbox() const;
+
+  // Releases the handles and closes the database; idempotent.
+  Status Close();
+
+ private:
+  RocksDb(std::string dir, rocksdb::DB* db, std::vector<rocksdb::ColumnFamilyHandle*> handles);
+  static Result<std::unique_ptr<RocksDb>> Open(const std::string& dir, const StorageOptions& options,
+                                               bool read_only, bool create);
+  Status ReadMeta(ShardState* state) const;
+
+  const std::string dir_;
+  rocksdb::DB* db_;  // owned; null once closed
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_;  // owned, in family order
+  rocksdb::ColumnFamilyHandle* chunks_ = nullptr;
+  rocksdb::ColumnFamilyHandle* meta_ = nullptr;
+  rocksdb::ColumnFamilyHandle* outbox_ = nullptr;
+};
+
+}  // namespace geops::storage
+
+#endif  // GEOPS_STORAGE_ROCKSDB_DB_H_

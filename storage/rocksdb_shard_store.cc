@@ -1,0 +1,265 @@
+// RocksDbShardStore, the class behind OpenRocksDbShardStore, and the steps of
+// opening: classify the directory, create a fresh store in a sibling
+// directory and rename it into place, probe read-only, then open read-write.
+//
+// Lock discipline: mu_ serialises Commit() and Load() and guards commits_
+// and loaded_; RocksDB is called under it (one commit at a time is what the
+// shard does anyway, and it keeps the commit counter in step with the log).
+#include "storage/rocksdb_shard_store.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <rocksdb/write_batch.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+
+#include "storage/rocksdb_db.h"
+#include "storage/store_format.h"
+
+namespace geops::storage {
+namespace fs = std::filesystem;
+namespace {
+
+// Bounds of the automatic memtable size (StorageOptions::write_buffer_mib 0).
+constexpr int64_t kMinAutoBufferMib = 8;
+constexpr int64_t kMaxAutoBufferMib = 256;
+
+Status ErrnoError(const std::string& what) {
+  return UnavailableError(what + ": " + std::strerror(errno));
+}
+
+// Makes a directory entry (a new file, a rename) durable.
+Status SyncDirectory(const fs::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("cannot open " + dir.string() + " to sync it");
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) return ErrnoError("cannot sync " + dir.string());
+  return Status::Ok();
+}
+
+Status WriteFileSynced(const fs::path& path, std::string_view content) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoError("cannot create " + path.string());
+  size_t done = 0;
+  while (done < content.size()) {
+    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      Status s = ErrnoError("cannot write " + path.string());
+      ::close(fd);
+      return s;
+    }
+    done += static_cast<size_t>(n);
+  }
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) return ErrnoError("cannot sync " + path.string());
+  return Status::Ok();
+}
+
+// The meta records of a store that has never committed.
+Status WriteInitialMeta(const RocksDb& db, const StoreFingerprint& fp, const std::string& where) {
+  rocksdb::WriteBatch batch;
+  auto put = [&](std::string_view key, const std::string& value) {
+    return batch.Put(db.meta(), rocksdb::Slice(key.data(), key.size()), value);
+  };
+  rocksdb::Status s = put(format::kFormatVersionKey, format::EncodeI32(format::kFormatVersion));
+  if (s.ok()) s = put(format::kModelKey, format::EncodeU64(fp.model));
+  if (s.ok()) s = put(format::kModelSummaryKey, fp.model_summary);
+  if (s.ok()) s = put(format::kShardIdKey, format::EncodeI32(fp.shard_id));
+  if (s.ok()) s = put(format::kNumShardsKey, format::EncodeI32(fp.num_shards));
+  if (s.ok()) s = put(format::kNumWorkersKey, format::EncodeI32(fp.num_workers));
+  if (s.ok()) s = put(format::kCommitsKey, format::EncodeU64(0));
+  if (s.ok()) s = put(format::kShardClockKey, format::EncodeI64(0));
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  if (s.ok()) s = db.db()->Write(wo, &batch);
+  return FromRocks(s, "creating " + where);
+}
+
+// Builds a complete, empty store next to `dir` and renames it into place
+// (rename(2) replaces an empty directory), so that `dir` either holds a
+// whole store or what it held before.
+Status CreateStore(const fs::path& dir, const StorageOptions& options, const StoreFingerprint& fp) {
+  const std::string where = "shard store " + dir.string();
+  fs::path parent = dir.parent_path();
+  if (parent.empty()) parent = ".";
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  if (ec) return UnavailableError("cannot create " + parent.string() + ": " + ec.message());
+  const fs::path tmp = parent / ("." + dir.filename().string() + ".creating-" + std::to_string(::getpid()));
+  fs::remove_all(tmp, ec);  // left by an earlier crash of a process with our pid
+  if (!fs::create_directory(tmp, ec) || ec) {
+    return UnavailableError("cannot create " + tmp.string() + ": " + ec.message());
+  }
+  Status s = [&]() -> Status {
+    GEOPS_ASSIGN_OR_RETURN(std::unique_ptr<RocksDb> db, RocksDb::Create(tmp.string(), options));
+    GEOPS_RETURN_IF_ERROR(WriteInitialMeta(*db, fp, where));
+    GEOPS_RETURN_IF_ERROR(db->Close());
+    GEOPS_RETURN_IF_ERROR(WriteFileSynced(tmp / format::kMarkerFile, format::kMarkerText));
+    GEOPS_RETURN_IF_ERROR(SyncDirectory(tmp));
+    if (::rename(tmp.c_str(), dir.c_str()) != 0) {
+      return ErrnoError("cannot move the new store into " + dir.string() +
+                        " (did another process create it at the same time?)");
+    }
+    return SyncDirectory(parent);
+  }();
+  if (!s.ok()) fs::remove_all(tmp, ec);
+  return s;
+}
+
+class RocksDbShardStore final : public ShardStore {
+ public:
+  RocksDbShardStore(std::string dir, Durability durability, std::unique_ptr<RocksDb> db, ShardState loaded)
+      : dir_(std::move(dir)), durability_(durability), db_(std::move(db)), commits_(loaded.commits),
+        loaded_(std::move(loaded)) {}
+
+  ~RocksDbShardStore() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    db_->Close().IgnoreError();  // every commit was already written; nothing to lose here
+  }
+
+  Durability durability() const override { return durability_; }
+  std::string name() const override { return "shard store " + dir_; }
+
+  Result<ShardState> Load() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (loaded_.has_value()) {  // read and checked while opening, nothing committed since
+      ShardState state = std::move(*loaded_);
+      loaded_.reset();
+      return state;
+    }
+    ShardState state;
+    GEOPS_RETURN_IF_ERROR(db_->ReadState(&state));
+    return state;
+  }
+
+  Status Commit(const ShardCommit& commit) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    loaded_.reset();
+    const size_t chunks = commit.chunks.size();
+    const size_t reserve = static_cast<size_t>(commit.chunks.total_elements()) * sizeof(float) +
+                           chunks * (format::kChunkKeySize + format::kChunkHeaderSize + 16) +
+                           commit.workers.size() * 48 + commit.origins.size() * 32 + 256;
+    rocksdb::WriteBatch batch(reserve);
+    rocksdb::Status s;
+    for (size_t i = 0; i < chunks && s.ok(); ++i) {
+      const std::span<const float> values = commit.chunks.values(i);
+      const format::ChunkKeyBytes key = format::EncodeChunkKey(commit.chunks.key(i));
+      const format::ChunkHeader header = format::EncodeChunkHeader(values);
+      const rocksdb::Slice key_slice(key.data(), key.size());
+      const rocksdb::Slice value_parts[2] = {
+          rocksdb::Slice(header.data(), header.size()),
+          rocksdb::Slice(reinterpret_cast<const char*>(values.data()), values.size_bytes())};
+      s = batch.Put(db_->chunks(), rocksdb::SliceParts(&key_slice, 1), rocksdb::SliceParts(value_parts, 2));
+    }
+    for (size_t i = 0; i < commit.workers.size() && s.ok(); ++i) {
+      s = batch.Put(db_->meta(), format::WorkerKey(commit.workers[i].worker), format::EncodeWorker(commit.workers[i]));
+    }
+    for (size_t i = 0; i < commit.origins.size() && s.ok(); ++i) {
+      s = batch.Put(db_->meta(), format::OriginKey(commit.origins[i].origin), format::EncodeU64(commit.origins[i].seq));
+    }
+    if (s.ok()) s = batch.Put(db_->meta(), ToSlice(format::kShardClockKey), format::EncodeI64(commit.shard_clock));
+    if (s.ok()) s = batch.Put(db_->meta(), ToSlice(format::kCommitsKey), format::EncodeU64(commits_ + 1));
+    if (!s.ok()) return FromRocks(s, name() + ": building commit " + std::to_string(commits_ + 1));
+    rocksdb::WriteOptions wo;
+    wo.sync = durability_ == Durability::kSync;
+    s = db_->db()->Write(wo, &batch);
+    if (!s.ok()) return FromRocks(s, name() + ": writing commit " + std::to_string(commits_ + 1));
+    ++commits_;
+    return Status::Ok();
+  }
+
+ private:
+  static rocksdb::Slice ToSlice(std::string_view s) { return rocksdb::Slice(s.data(), s.size()); }
+
+  const std::string dir_;
+  const Durability durability_;
+  std::mutex mu_;
+  std::unique_ptr<RocksDb> db_;       // GUARDED_BY(mu_)
+  uint64_t commits_;                  // GUARDED_BY(mu_)
+  std::optional<ShardState> loaded_;  // GUARDED_BY(mu_); the state read at open, until used
+};
+
+}  // namespace
+
+Result<std::unique_ptr<ShardStore>> OpenRocksDbShardStore(const StorageOptions& options,
+                                                          const ShardStoreSpec& spec) {
+  GEOPS_RETURN_IF_ERROR(options.Validate().WithContext("storage options"));
+  if (options.data_dir.empty()) return InvalidArgumentError("storage options: data_dir is empty");
+  StorageOptions tuned = options;
+  if (tuned.write_buffer_mib == 0) {  // automatic: twice the shard's payload
+    int64_t bytes = 0;
+    for (const ChunkExtent& c : spec.chunks) bytes += c.elements * int64_t{sizeof(float)};
+    tuned.write_buffer_mib = std::clamp<int64_t>((2 * bytes) >> 20, kMinAutoBufferMib, kMaxAutoBufferMib);
+  }
+  fs::path dir(options.data_dir);
+  if (!dir.has_filename()) dir = dir.parent_path();  // "a/b/" -> "a/b"
+  const std::string where = "shard store " + dir.string();
+
+  GEOPS_ASSIGN_OR_RETURN(const DirKind kind, ClassifyDirectory(dir.string()));
+  if (kind != DirKind::kStore) GEOPS_RETURN_IF_ERROR(CreateStore(dir, tuned, spec.fingerprint));
+
+  // Every check reads only: a store that is refused stays as it was.
+  ShardState state;
+  {
+    GEOPS_ASSIGN_OR_RETURN(std::unique_ptr<RocksDb> probe, RocksDb::OpenReadOnly(dir.string(), tuned));
+    GEOPS_RETURN_IF_ERROR(probe->ReadState(&state));
+    GEOPS_RETURN_IF_ERROR(ValidateShardState(state, spec, where));
+    GEOPS_RETURN_IF_ERROR(probe->Close());
+  }
+  GEOPS_ASSIGN_OR_RETURN(std::unique_ptr<RocksDb> db, RocksDb::OpenReadWrite(dir.string(), tuned));
+  std::string value;
+  uint64_t commits = 0;
+  GEOPS_RETURN_IF_ERROR(FromRocks(db->db()->Get(rocksdb::ReadOptions(), db->meta(),
+                                                rocksdb::Slice(format::kCommitsKey.data(), format::kCommitsKey.size()),
+                                                &value),
+                                  where + ": reading the commit count"));
+  GEOPS_RETURN_IF_ERROR(format::DecodeU64(format::kCommitsKey, value, &commits));
+  if (commits != state.commits) {
+    return AbortedError(where + " changed while it was being opened (another process wrote to it); try again");
+  }
+  return std::unique_ptr<ShardStore>(
+      new RocksDbShardStore(dir.string(), options.durability, std::move(db), std::move(state)));
+}
+
+Result<StoreInfo> InspectShardStore(const std::string& dir) {
+  GEOPS_ASSIGN_OR_RETURN(const DirKind kind, ClassifyDirectory(dir));
+  if (kind == DirKind::kMissing) return FailedPreconditionError(dir + " does not exist");
+  if (kind == DirKind::kEmpty) return FailedPreconditionError(dir + " is empty: not a geops shard store");
+  StoreInfo info;
+  {
+    StorageOptions options;
+    options.write_buffer_mib = 8;  // reading only: no memtable of ours fills
+    GEOPS_ASSIGN_OR_RETURN(std::unique_ptr<RocksDb> db, RocksDb::OpenReadOnly(dir, options));
+    GEOPS_RETURN_IF_ERROR(db->ReadState(&info.state));
+    GEOPS_ASSIGN_OR_RETURN(info.outbox_records, db->CountOutbox());
+    GEOPS_RETURN_IF_ERROR(db->Close());
+  }
+  for (size_t i = 0; i < info.state.chunks.size(); ++i) {
+    const ChunkKey key = info.state.chunks.key(i);
+    if (info.tables.empty() || info.tables.back().table != key.table) info.tables.push_back({key.table, 0, 0});
+    info.tables.back().chunks += 1;
+    info.tables.back().elements += static_cast<int64_t>(info.state.chunks.values(i).size());
+  }
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code file_ec;
+    if (!it->is_regular_file(file_ec)) continue;
+    const uintmax_t size = it->file_size(file_ec);
+    if (file_ec) continue;  // removed by RocksDB while we looked
+    info.disk_bytes += static_cast<int64_t>(size);
+    info.files += 1;
+  }
+  if (ec) return UnavailableError("cannot list " + dir + ": " + ec.message());
+  return info;
+}
+
+}  // namespace geops::storage

@@ -1,0 +1,66 @@
+// The RocksDB-backed ShardStore: one RocksDB database per shard directory,
+// with the column families "chunks" (chunk values), "meta" (fingerprint,
+// worker clocks, per-origin sequence numbers, commit count) and "outbox"
+// (reserved for the WAN layer). Each commit is one RocksDB WriteBatch; with
+// Durability::kSync it is written with WriteOptions::sync (fsync of the log).
+// Layout: docs/on_disk_format.md and storage/store_format.h.
+//
+// Opening is careful not to damage what it does not understand. Every check
+// runs read-only, before anything in the directory is written:
+//   * missing or empty directory -> a fresh store is built in a sibling
+//     directory and renamed into place, so a crash while creating leaves no
+//     half-made store behind;
+//   * a directory without the store's marker file -> FailedPrecondition
+//     ("not a geops shard store"), untouched;
+//   * a store of another configuration -> FailedPrecondition naming what
+//     differs (model, shard count, shard id, worker count), untouched;
+//   * a damaged store (unreadable RocksDB files, missing column families or
+//     meta records, bad value sizes or checksums, chunks that do not fit the
+//     model) -> DataLoss naming the problem, untouched;
+//   * another process holding the store -> Unavailable.
+//
+// Thread-safety: the returned store's methods may be called from any thread;
+// Commit() calls are serialised internally.
+#ifndef GEOPS_STORAGE_ROCKSDB_SHARD_STORE_H_
+#define GEOPS_STORAGE_ROCKSDB_SHARD_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/options.h"
+#include "common/shard_store.h"
+#include "common/status.h"
+
+namespace geops::storage {
+
+// Opens the store in options.data_dir for the shard described by `spec`,
+// creating it when the directory is missing or empty (and its parents).
+// Errors as above; InvalidArgument for bad options or an empty data_dir.
+// On success Load() returns the state checked during the open.
+Result<std::unique_ptr<ShardStore>> OpenRocksDbShardStore(const StorageOptions& options,
+                                                          const ShardStoreSpec& spec);
+
+// What `geops inspect` shows of a store.
+struct StoreInfo {
+  struct Table {
+    TableId table = 0;
+    int64_t chunks = 0;
+    int64_t elements = 0;
+  };
+  ShardState state;           // everything, chunk values included (all verified)
+  std::vector<Table> tables;  // tables with stored chunks, in id order
+  int64_t outbox_records = 0;
+  int64_t disk_bytes = 0;     // sum of the sizes of the directory's files
+  int64_t files = 0;
+};
+
+// Reads a store without writing to its directory and without knowing the
+// model. FailedPrecondition for a directory that is not a store (or does not
+// exist); DataLoss for a damaged one.
+Result<StoreInfo> InspectShardStore(const std::string& dir);
+
+}  // namespace geops::storage
+
+#endif  // GEOPS_STORAGE_ROCKSDB_SHARD_STORE_H_

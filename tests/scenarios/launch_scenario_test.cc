@@ -1,0 +1,154 @@
+// Multi-process scenarios: the real `geops launch` starts real shard and
+// worker processes on loopback, and the test asserts on summary.json.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct RunResult {
+  int exit_code = -1;
+  std::string output;
+};
+
+// Runs a shell command, capturing stdout+stderr. The launch's own --timeout
+// bounds every run.
+RunResult RunCommand(const std::string& command) {
+  RunResult r;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof(buf), pipe)) r.output.append(buf, n);
+  int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+class LaunchScenarioTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("geops-scenario-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+
+  std::string WriteTopology(const std::string& text) {
+    const fs::path p = dir_ / "topology.toml";
+    std::ofstream(p) << text;
+    return p.string();
+  }
+
+  RunResult Launch(const std::string& topology, int timeout_s) {
+    return RunCommand(std::string(GEOPS_BINARY) + " launch " + topology + " --out " + (dir_ / "out").string() +
+               " --plain --timeout " + std::to_string(timeout_s));
+  }
+
+  nlohmann::json Summary() {
+    std::ifstream in(dir_ / "out" / "summary.json");
+    EXPECT_TRUE(in.good()) << "no summary.json";
+    return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  }
+
+  fs::path dir_;
+};
+
+bool DatasetInstalled() {
+  return fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
+}
+
+TEST_F(LaunchScenarioTest, CounterWorkloadEndsExactUnderStaleness) {
+  const std::string topo = WriteTopology(R"(
+name = "counter-1site"
+[model]
+workload = "counter"
+layers = [784, 64, 10]
+chunk_kib = 4
+[training]
+clocks = 60
+staleness = 2
+eval_every = 0
+[[sites]]
+name = "local"
+shards = 2
+workers = 3
+)");
+  RunResult r = Launch(topo, 300);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json s = Summary();
+  EXPECT_EQ(s["workload"], "counter");
+  EXPECT_EQ(s["workers"], 3);
+  EXPECT_EQ(s["clocks"], 60);
+  EXPECT_EQ(s["counter_expected"], 180.0);
+  EXPECT_EQ(s["counter_max_abs_error"], 0.0);
+  EXPECT_LE(s["max_staleness_observed"].get<int>(), 2);
+  EXPECT_GT(s["lan_bytes"].get<int64_t>(), 0);
+  EXPECT_EQ(s["wan_bytes"], 0);
+  EXPECT_TRUE(s["test_accuracy"].is_null());
+}
+
+TEST_F(LaunchScenarioTest, OneSiteTrainsFashionMnistPast85Percent) {
+  if (!DatasetInstalled()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  const std::string topo = WriteTopology(R"(
+name = "mlp-1site"
+[model]
+workload = "mlp"
+layers = [784, 256, 10]
+[training]
+clocks = 1500
+batch_size = 32
+learning_rate = 0.05
+final_learning_rate = 0.005
+staleness = 2
+eval_every = 500
+target_accuracy = 0.85
+[[sites]]
+name = "local"
+shards = 2
+workers = 4
+)");
+  RunResult r = Launch(topo, 800);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json s = Summary();
+  EXPECT_EQ(s["workload"], "mlp");
+  EXPECT_EQ(s["sites"], 1);
+  EXPECT_EQ(s["workers"], 4);
+  ASSERT_TRUE(s["test_accuracy"].is_number()) << s.dump();
+  EXPECT_GE(s["test_accuracy"].get<double>(), 0.85) << s.dump();
+  EXPECT_TRUE(s["final_loss"].is_number());
+  EXPECT_LE(s["max_staleness_observed"].get<int>(), 2);
+  EXPECT_TRUE(fs::exists(dir_ / "out" / "metrics" / "local-worker-0.jsonl"));
+}
+
+TEST_F(LaunchScenarioTest, InvalidTopologyExitsTwoWithOneLineNamingTheLine) {
+  const std::string topo = WriteTopology("[training]\nclocks = 0\n[[sites]]\nname = \"a\"\n");
+  RunResult r = Launch(topo, 60);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("topology.toml:2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("clocks"), std::string::npos) << r.output;
+}
+
+TEST_F(LaunchScenarioTest, MissingTopologyAndBadFlagsExitTwo) {
+  RunResult missing = Launch((dir_ / "nope.toml").string(), 60);
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  RunResult bad = RunCommand(std::string(GEOPS_BINARY) + " launch --no-such-flag");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  RunResult none = RunCommand(std::string(GEOPS_BINARY));
+  EXPECT_EQ(none.exit_code, 2) << none.output;
+}
+
+}  // namespace

@@ -1,0 +1,105 @@
+#include "wan/peer_outbox.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <vector>
+
+namespace geops::wan {
+namespace {
+
+SparseChunkUpdate Dense(ChunkKey key, std::vector<float> v) {
+  SparseChunkUpdate u;
+  u.key = key;
+  u.num_elements = static_cast<uint32_t>(v.size());
+  for (uint32_t i = 0; i < v.size(); ++i) {
+    if (v[i] == 0) continue;
+    u.indices.push_back(i);
+    u.values.push_back(v[i]);
+  }
+  return u;
+}
+
+// Sums every batch's decoded values per (chunk, element).
+void AddDecoded(const WanBatch& b, std::map<std::pair<uint64_t, uint32_t>, double>* sum) {
+  BatchDecoder d;
+  DecodedBatch out;
+  ASSERT_TRUE(d.Decode(b.payload, &out).ok());
+  for (const SparseChunkUpdate& u : out.chunks) {
+    for (size_t i = 0; i < u.indices.size(); ++i) (*sum)[{u.key.Packed(), u.indices[i]}] += u.values[i];
+  }
+}
+
+TEST(PeerOutboxTest, BacklogCoalescesAndCutsMostSignificantChunksFirst) {
+  auto out = PeerOutbox::Create(1, {});
+  ASSERT_TRUE(out.ok());
+  // Three chunks of 256 floats; chunk 1 changes most relative to w = 1.
+  std::vector<SparseChunkUpdate> updates;
+  for (ChunkId c = 0; c < 3; ++c) {
+    std::vector<float> v(256, c == 1 ? 0.5f : 0.01f);
+    updates.push_back(Dense({0, c}, v));
+  }
+  ASSERT_TRUE(out->AddToBacklog(updates).ok());
+  ASSERT_TRUE(out->AddToBacklog(updates).ok());  // the same chunks again: they coalesce
+  EXPECT_EQ(out->backlog().dirty_chunks(), 3);
+  std::vector<float> ones(256, 1.0f);
+  ChunkValueLookup lookup = [&](ChunkKey) { return ones.data(); };
+  BacklogCut cut;
+  cut.origin = 7;
+  cut.clock = 3;
+  cut.codec = ValueCodec::kFp32;
+  cut.budget_bytes = 1400;  // about one chunk of 256 fp32 values
+  cut.lookup = &lookup;
+  std::vector<ChunkKey> keys;
+  auto b = out->CutFromBacklog(cut, &keys);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  ASSERT_TRUE(b->has_value());
+  EXPECT_EQ(keys, (std::vector<ChunkKey>{{0, 1}}));
+  EXPECT_EQ((*b)->seq, 1u);
+  EXPECT_EQ(out->inflight(), 1);
+  EXPECT_EQ(out->stats().backlog_trimmed, 1);
+  EXPECT_EQ(out->backlog().dirty_chunks(), 2);  // the other two wait
+  std::map<std::pair<uint64_t, uint32_t>, double> sum;
+  AddDecoded(**b, &sum);
+  EXPECT_DOUBLE_EQ((sum[{ChunkKey{0, 1}.Packed(), 7}]), 1.0);  // 0.5 + 0.5, coalesced
+  out->OnAcked(1);
+  EXPECT_EQ(out->inflight(), 0);
+}
+
+TEST(PeerOutboxTest, LossyCutsKeepResidualsSoNothingIsLost) {
+  auto out = PeerOutbox::Create(2, {});
+  ASSERT_TRUE(out.ok());
+  std::vector<float> v(300);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = 0.001f * static_cast<float>(i % 17) - 0.007f;
+  std::vector<SparseChunkUpdate> updates = {Dense({1, 4}, v)};
+  ASSERT_TRUE(out->AddToBacklog(updates).ok());
+  std::map<std::pair<uint64_t, uint32_t>, double> sum;
+  BacklogCut cut;
+  cut.codec = ValueCodec::kInt8;
+  cut.threshold = -1;  // everything
+  std::vector<ChunkKey> keys;
+  for (int round = 0; round < 50 && out->backlogged(); ++round) {
+    auto b = out->CutFromBacklog(cut, &keys);
+    ASSERT_TRUE(b.ok());
+    if (!b->has_value()) break;
+    AddDecoded(**b, &sum);
+  }
+  std::span<const float> left = out->backlog().Accumulated({1, 4});
+  for (uint32_t i = 0; i < v.size(); ++i) {
+    const double shipped = sum.count({ChunkKey{1, 4}.Packed(), i}) ? sum[{ChunkKey{1, 4}.Packed(), i}] : 0.0;
+    EXPECT_NEAR(shipped + (left.empty() ? 0.0 : left[i]), v[i], 1e-7) << i;
+  }
+}
+
+TEST(PeerOutboxTest, NothingToCutGivesNoBatch) {
+  auto out = PeerOutbox::Create(1, {});
+  ASSERT_TRUE(out.ok());
+  std::vector<ChunkKey> keys;
+  auto b = out->CutFromBacklog(BacklogCut{}, &keys);
+  ASSERT_TRUE(b.ok());
+  EXPECT_FALSE(b->has_value());
+  EXPECT_EQ(out->last_seq(), 0u);
+}
+
+}  // namespace
+}  // namespace geops::wan

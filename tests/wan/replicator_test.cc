@@ -1,0 +1,258 @@
+// The Replicator end to end in one process: real shards per "site", shard i
+// of every site linked by a fault-injecting in-memory network, real workers.
+#include "wan/replicator.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <random>
+#include <thread>
+
+#include "tests/wan/wan_sites.h"
+
+namespace geops::wan {
+namespace {
+
+using testing::CounterModel;
+using testing::LinkFaults;
+using testing::WanSites;
+
+LinkFaults Faulty() {
+  LinkFaults f;
+  f.min_delay_us = 0;
+  f.max_delay_us = 3000;  // random delays reorder batches and clock reports
+  f.duplicate = 0.2;
+  return f;
+}
+
+WanOptions Mode(WanMode mode) {
+  WanOptions o;
+  o.mode = mode;
+  o.staleness_ds = 1;
+  o.averaging_period = 4;
+  o.codec = ValueCodec::kFp16;
+  return o;
+}
+
+class CounterAcrossSitesTest : public ::testing::TestWithParam<WanMode> {};
+
+TEST_P(CounterAcrossSitesTest, EverySiteEndsExactAfterTheDrain) {
+  WanSites sites(CounterModel(), {2, 1, 2}, /*shards=*/2, Mode(GetParam()), Faulty(), 11);
+  std::vector<std::optional<double>> err = sites.RunCounter(/*clocks=*/25, /*staleness=*/1);
+  for (int s = 0; s < sites.sites(); ++s) {
+    ASSERT_TRUE(err[s].has_value()) << "site " << s;
+    EXPECT_EQ(*err[s], 0.0) << "site " << s;
+  }
+  for (int s = 0; s < sites.sites(); ++s) {
+    for (int i = 0; i < 2; ++i) {
+      ReplicatorStats st = sites.replicator(s, i)->stats();
+      EXPECT_TRUE(st.drained);
+      EXPECT_EQ(st.inbox.batches_refused, 0);
+      if (GetParam() == WanMode::kBsp) {
+        // DS = 0 holds reads; cached reads (staleness 1) let the shard clock
+        // run at most staleness + 1 further.
+        EXPECT_LE(st.gate.max_drift_clocks, 2);
+      }
+    }
+  }
+  EXPECT_EQ(sites.net(0)->errors(), 0);
+  EXPECT_EQ(sites.net(1)->errors(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, CounterAcrossSitesTest,
+                         ::testing::Values(WanMode::kBsp, WanMode::kAllAsync, WanMode::kAsp, WanMode::kAvg),
+                         [](const auto& info) {
+                           std::string n(WanModeName(info.param));
+                           n.erase(std::remove(n.begin(), n.end(), '-'), n.end());
+                           return n;
+                         });
+
+TEST(ReplicatorTest, SlowLinkBacklogStaysBoundedAndEndsExact) {
+  WanOptions o = Mode(WanMode::kAsp);
+  o.codec = ValueCodec::kInt8;
+  o.max_inflight_batches = 1;
+  o.min_batch_bytes = 1024;
+  o.max_batch_seconds = 0.01;
+  LinkFaults slow;
+  slow.bytes_per_second = 200e3;
+  slow.max_delay_us = 2000;
+  WanSites sites(CounterModel(), {2, 2}, 1, o, slow, 5);
+  std::vector<std::optional<double>> err = sites.RunCounter(40, 2);
+  const int64_t chunks = sites.spec().total_chunks();
+  for (int s = 0; s < 2; ++s) {
+    ASSERT_TRUE(err[s].has_value());
+    EXPECT_LT(*err[s], 1e-3) << "site " << s;  // int8 residuals re-add in float
+    ReplicatorStats st = sites.replicator(s, 0)->stats();
+    ASSERT_EQ(st.peers.size(), 1u);
+    EXPECT_GT(st.peers[0].out.backlog_batches, 0) << "the link never fell behind";
+    EXPECT_LE(st.peers[0].out.max_backlog_chunks, chunks);
+  }
+}
+
+// Site 0 pushes integer-valued updates; before any drain, what site 1 holds
+// plus what site 0 still has pending for it is exactly what was pushed.
+class MassTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(MassTest, ShippedPlusPendingEqualsPushed) {
+  const bool slow = GetParam();
+  WanOptions o = Mode(WanMode::kAsp);
+  o.staleness_ds = -1;
+  o.threshold.initial = 0.3;
+  o.threshold.floor = 0.2;
+  o.codec = ValueCodec::kFp16;
+  o.max_inflight_batches = 1;
+  o.min_batch_bytes = 1024;
+  o.max_batch_seconds = 0.002;
+  LinkFaults f = Faulty();
+  if (slow) f.bytes_per_second = 100e3;
+  WanSites sites(CounterModel(), {1, 1}, 1, o, f, 3);
+  datacenter::Shard* a = sites.shard(0, 0);
+  ASSERT_TRUE(a->RegisterWorker(0, 0, "").ok());
+  const ModelSpec& spec = sites.spec();
+  std::vector<ChunkKey> keys = spec.ChunksOfShard(0, 1);
+  std::map<uint64_t, std::vector<double>> pushed;
+  std::mt19937 rng(9);
+  std::uniform_int_distribution<int> val(-3, 3);
+  for (Clock c = 0; c < 30; ++c) {
+    std::vector<float> values;
+    for (ChunkKey k : keys) {
+      auto& p = pushed[k.Packed()];
+      p.resize(spec.ChunkElements(k));
+      for (int64_t i = 0; i < spec.ChunkElements(k); ++i) {
+        const float v = c == 0 ? 100.0f : static_cast<float>(val(rng));
+        values.push_back(v);
+        p[i] += v;
+      }
+    }
+    ASSERT_TRUE(a->Update(0, c, keys, values).ok());
+    ASSERT_TRUE(a->AdvanceClock(0, c + 1, false).ok());
+    // One selection per clock, as in a real run (not one over everything).
+    for (int i = 0; i < 2000 && sites.replicator(0, 0)->stats().ticked_clock < c + 1; ++i) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_TRUE(sites.net(0)->WaitIdle(20000));
+  sites.replicator(0, 0)->Stop();
+  sites.replicator(1, 0)->Stop();
+  ASSERT_TRUE(sites.net(0)->WaitIdle(20000));
+  std::vector<std::pair<ChunkKey, std::vector<float>>> at_b;
+  sites.shard(1, 0)->Snapshot(&at_b);
+  int64_t nonzero_pending = 0;
+  for (const auto& [key, values] : at_b) {
+    std::vector<double> pending;
+    sites.replicator(0, 0)->PendingFor(1, key, &pending);
+    for (size_t i = 0; i < values.size(); ++i) {
+      EXPECT_EQ(double{values[i]} + pending[i], pushed[key.Packed()][i]) << "chunk " << key.chunk << " element " << i;
+      nonzero_pending += pending[i] != 0;
+    }
+  }
+  EXPECT_GT(nonzero_pending, 0) << "the threshold should have kept something back";
+  EXPECT_EQ(sites.net(0)->errors(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Links, MassTest, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "SlowLink" : "FastLink"; });
+
+// Each site's worker reads, pushes and advances as fast as it can, the
+// last site slowly. Whenever a read is served at shard clock k, every other
+// site's clock is already >= k - DS; without the bound (all-async) the fast
+// site runs away.
+int64_t MaxDrift(WanMode mode, int64_t ds, bool* violated) {
+  WanOptions o = Mode(mode);
+  o.staleness_ds = ds;
+  LinkFaults f;
+  f.max_delay_us = 1500;
+  WanSites sites(CounterModel(), {1, 1, 1}, 1, o, f, 17);
+  const ModelSpec& spec = sites.spec();
+  std::vector<ChunkKey> keys = spec.ChunksOfShard(0, 1);
+  int64_t elements = 0;
+  for (ChunkKey k : keys) elements += spec.ChunkElements(k);
+  std::atomic<int64_t> max_drift{0};
+  std::atomic<bool> bad{false};
+  std::vector<std::thread> threads;
+  for (SiteId s = 0; s < 3; ++s) {
+    threads.emplace_back([&, s] {
+      datacenter::Shard* shard = sites.shard(s, 0);
+      ASSERT_TRUE(shard->RegisterWorker(0, 0, "").ok());
+      std::mt19937 rng(s + 1);
+      std::vector<float> buf(elements), ones(elements, 1.0f);
+      for (Clock c = 0; c < 40; ++c) {
+        auto r = shard->Read(0, c, 0, keys, buf.data(), Deadline::InMs(30000));
+        ASSERT_TRUE(r.ok()) << r.status().ToString();
+        for (SiteId o2 = 0; o2 < 3; ++o2) {
+          if (o2 == s) continue;
+          const Clock other = sites.shard(o2, 0)->GetStatus().shard_clock;
+          int64_t d = r->shard_clock - other;
+          int64_t prev = max_drift.load();
+          while (d > prev && !max_drift.compare_exchange_weak(prev, d)) {
+          }
+          if (ds >= 0 && other < r->shard_clock - ds) bad = true;
+        }
+        if (s == 2) std::this_thread::sleep_for(std::chrono::microseconds(std::uniform_int_distribution<int>(1000, 4000)(rng)));
+        ASSERT_TRUE(shard->Update(0, c, keys, ones).ok());
+        ASSERT_TRUE(shard->AdvanceClock(0, c + 1, c + 1 == 40).ok());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  *violated = bad.load();
+  return max_drift.load();
+}
+
+TEST(ReplicatorTest, DriftNeverExceedsDs) {
+  for (int64_t ds : {0, 2}) {
+    bool violated = true;
+    const int64_t drift = MaxDrift(WanMode::kAsp, ds, &violated);
+    EXPECT_FALSE(violated) << "DS " << ds;
+    EXPECT_LE(drift, ds) << "DS " << ds;
+  }
+}
+
+TEST(ReplicatorTest, WithoutTheBoundTheFastSiteRunsAhead) {
+  bool violated = false;
+  EXPECT_GT(MaxDrift(WanMode::kAllAsync, -1, &violated), 3);
+}
+
+TEST(ReplicatorTest, NoticeHoldsReadsOfExactlyTheAnnouncedChunks) {
+  WanOptions o = Mode(WanMode::kAsp);
+  o.staleness_ds = -1;
+  o.notice_min_seconds = 0;
+  o.threshold.initial = 0;
+  o.threshold.floor = 0;
+  LinkFaults hold;
+  hold.hold_batches = true;
+  WanSites sites(CounterModel(), {1, 1}, 1, o, hold, 2);
+  const ModelSpec& spec = sites.spec();
+  std::vector<ChunkKey> keys = spec.ChunksOfShard(0, 1);
+  ASSERT_GE(keys.size(), 3u);
+  const std::vector<ChunkKey> touched = {keys[0], keys[2]};
+  const std::vector<ChunkKey> untouched = {keys[1]};
+  datacenter::Shard* a = sites.shard(0, 0);
+  datacenter::Shard* b = sites.shard(1, 0);
+  ASSERT_TRUE(a->RegisterWorker(0, 0, "").ok());
+  ASSERT_TRUE(b->RegisterWorker(0, 0, "").ok());
+  std::vector<float> values;
+  for (ChunkKey k : touched) values.insert(values.end(), spec.ChunkElements(k), 2.0f);
+  ASSERT_TRUE(a->Update(0, 0, touched, values).ok());
+  ASSERT_TRUE(a->AdvanceClock(0, 1, false).ok());
+  // The notice overtakes the held batch.
+  for (int i = 0; i < 200 && sites.replicator(1, 0)->gate()->NoticedChunks().empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(sites.replicator(1, 0)->gate()->NoticedChunks(), touched);
+  std::vector<float> out(4096);
+  EXPECT_TRUE(b->Read(0, 0, 0, untouched, out.data(), Deadline::InMs(50)).ok());
+  auto held = b->Read(0, 0, 0, std::vector<ChunkKey>{touched[1]}, out.data(), Deadline::InMs(80));
+  EXPECT_EQ(held.status().code(), StatusCode::kDeadlineExceeded) << held.status().ToString();
+  EXPECT_NE(held.status().message().find("notice"), std::string::npos);
+  sites.net(0)->ReleaseHeld(0, 1);
+  auto landed = b->Read(0, 0, 0, touched, out.data(), Deadline::InMs(5000));
+  ASSERT_TRUE(landed.ok()) << landed.status().ToString();
+  EXPECT_EQ(out[0], 2.0f);
+  EXPECT_EQ(out[spec.ChunkElements(touched[0])], 2.0f);
+  EXPECT_GE(sites.replicator(1, 0)->stats().gate.notices, 1);
+}
+
+}  // namespace
+}  // namespace geops::wan

@@ -1,0 +1,172 @@
+#include "worker/ps_client.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "tests/worker/local_connection.h"
+
+namespace geops::worker {
+namespace {
+
+// A small site: `shards` shards of a 3-table model, `workers` workers.
+class Site {
+ public:
+  Site(int shards, int workers, int64_t lease_ms = 10000) {
+    spec_ = *ModelSpec::Create({{"a", 40, 16}, {"b", 1, 7}, {"c", 9, 33}}, 256);
+    for (int s = 0; s < shards; ++s) {
+      ShardOptions o;
+      o.shard_id = s;
+      o.num_shards = shards;
+      o.num_workers = workers;
+      o.worker_lease_ms = lease_ms;
+      auto shard = datacenter::Shard::Create(spec_, o);
+      EXPECT_TRUE(shard.ok()) << shard.status().ToString();
+      shards_.push_back(std::move(shard).value());
+      raw_.push_back(shards_.back().get());
+    }
+  }
+  const ModelSpec& spec() const { return spec_; }
+  std::vector<datacenter::Shard*> shards() const { return raw_; }
+
+  std::unique_ptr<PsClient> Client(WorkerId w, int64_t staleness, ShardConnectionFactory* f) {
+    WorkerClientOptions o;
+    o.worker_id = w;
+    o.staleness = staleness;
+    o.rpc_timeout_ms = 5000;
+    o.retry_backoff_ms = 1;
+    o.heartbeat_ms = 50;
+    auto c = PsClient::Create(spec_, static_cast<int>(raw_.size()), o, f);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_TRUE((*c)->Start().ok());
+    return std::move(c).value();
+  }
+
+ private:
+  ModelSpec spec_;
+  std::vector<std::unique_ptr<datacenter::Shard>> shards_;
+  std::vector<datacenter::Shard*> raw_;
+};
+
+void AddOneEverywhere(PsClient* c) {
+  for (TableId t = 0; t < static_cast<TableId>(c->spec().num_tables()); ++t) {
+    const auto& ts = c->spec().table(t);
+    std::fill(c->delta(t), c->delta(t) + ts.rows * ts.cols, 1.0f);
+  }
+  c->MarkAllDirty();
+}
+
+double MaxAbsError(PsClient* c, double expected) {
+  double err = 0;
+  for (TableId t = 0; t < static_cast<TableId>(c->spec().num_tables()); ++t) {
+    const auto& ts = c->spec().table(t);
+    for (int64_t i = 0; i < ts.rows * ts.cols; ++i) err = std::max(err, std::abs(c->table(t)[i] - expected));
+  }
+  return err;
+}
+
+TEST(PsClientTest, ReadsInitialValuesFromEveryShard) {
+  Site site(3, 1);
+  LocalConnectionFactory f(site.shards());
+  auto c = site.Client(0, 0, &f);
+  ASSERT_TRUE(c->Refresh().ok());
+  EXPECT_EQ(c->cache_stamp(), 0);
+  EXPECT_EQ(MaxAbsError(c.get(), 0.0), 0.0);  // zero-initialised tables
+}
+
+TEST(PsClientTest, CounterIsExactAcrossShardsAndWorkers) {
+  Site site(2, 3);
+  LocalConnectionFactory f(site.shards());
+  const int clocks = 20;
+  std::vector<std::thread> threads;
+  std::vector<std::unique_ptr<PsClient>> clients;
+  for (int w = 0; w < 3; ++w) clients.push_back(site.Client(w, 1, &f));
+  for (int w = 0; w < 3; ++w) {
+    threads.emplace_back([&, w] {
+      for (int c = 0; c < clocks; ++c) {
+        ASSERT_TRUE(clients[w]->Refresh().ok());
+        AddOneEverywhere(clients[w].get());
+        ASSERT_TRUE(clients[w]->Clock(c + 1 == clocks).ok());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(clients[0]->ReadAt(clocks, 0).ok());
+  EXPECT_EQ(MaxAbsError(clients[0].get(), 3.0 * clocks), 0.0);
+  for (auto& c : clients) EXPECT_LE(c->stats().max_staleness, 1);
+}
+
+TEST(PsClientTest, CacheServesReadsWithinTheBoundWithoutAsking) {
+  Site site(1, 1);
+  LocalConnectionFactory f(site.shards());
+  auto c = site.Client(0, 3, &f);
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(c->Refresh().ok());
+    ASSERT_TRUE(c->Clock().ok());
+  }
+  // Refreshes at clocks 0 and 4 only (the stamp must be >= clock - 3).
+  EXPECT_EQ(c->stats().refreshes, 2);
+  EXPECT_EQ(c->stats().cache_hits, 6);
+  EXPECT_EQ(c->stats().max_staleness, 3);
+}
+
+TEST(PsClientTest, SeesItsOwnUpdatesBeforeTheyAreRead) {
+  Site site(1, 1);
+  LocalConnectionFactory f(site.shards());
+  auto c = site.Client(0, 5, &f);
+  ASSERT_TRUE(c->Refresh().ok());
+  std::vector<float> v(16, 2.5f);
+  ASSERT_TRUE(c->Update(0, 16, v).ok());
+  ASSERT_TRUE(c->Clock().ok());
+  ASSERT_TRUE(c->Refresh().ok());  // from cache
+  EXPECT_EQ(c->table(0)[16], 2.5f);
+  EXPECT_EQ(c->table(0)[15], 0.0f);
+  ASSERT_TRUE(c->ReadAt(1, 0).ok());  // from the shard
+  EXPECT_EQ(c->table(0)[16], 2.5f);
+  EXPECT_EQ(c->table(0)[32], 0.0f);
+}
+
+TEST(PsClientTest, UpdateOutsideTheTableIsRefused) {
+  Site site(1, 1);
+  LocalConnectionFactory f(site.shards());
+  auto c = site.Client(0, 0, &f);
+  std::vector<float> v(8, 1.0f);
+  EXPECT_EQ(c->Update(1, 0, v).code(), StatusCode::kInvalidArgument);  // table b has 7
+  EXPECT_EQ(c->Update(9, 0, v).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(c->Update(0, -1, v).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(PsClientTest, RetriesUnavailableAndLostRepliesApplyOnce) {
+  Site site(2, 1);
+  FaultPlan faults;
+  LocalConnectionFactory f(site.shards(), &faults);
+  auto c = site.Client(0, 0, &f);
+  const int clocks = 10;
+  for (int i = 0; i < clocks; ++i) {
+    faults.fail_before = i % 3;   // some calls never arrive
+    faults.lose_reply = i % 2;    // some arrive but their reply is lost
+    ASSERT_TRUE(c->Refresh().ok());
+    AddOneEverywhere(c.get());
+    ASSERT_TRUE(c->Clock().ok());
+  }
+  faults.fail_before = 0;
+  faults.lose_reply = 0;
+  ASSERT_TRUE(c->ReadAt(clocks, 0).ok());
+  EXPECT_EQ(MaxAbsError(c.get(), clocks), 0.0);
+  EXPECT_GT(c->stats().retries, 0);
+}
+
+TEST(PsClientTest, GivesUpAfterMaxAttemptsWithTheLastError) {
+  Site site(1, 1);
+  FaultPlan faults;
+  LocalConnectionFactory f(site.shards(), &faults);
+  auto c = site.Client(0, 0, &f);
+  faults.fail_before = 1000;
+  Status st = c->Refresh();
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable);
+  EXPECT_NE(st.message().find("attempts"), std::string::npos) << st.message();
+  faults.fail_before = 0;
+}
+
+}  // namespace
+}  // namespace geops::worker

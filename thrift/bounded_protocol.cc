@@ -1,0 +1,160 @@
+#include "thrift/bounded_protocol.h"
+
+#include <algorithm>
+#include <limits>
+
+#include <thrift/protocol/TProtocolException.h>
+
+#include <spdlog/spdlog.h>
+
+namespace geops::rpc {
+
+using apache::thrift::protocol::TBinaryProtocolFactoryT;
+using apache::thrift::protocol::TBinaryProtocolT;
+using apache::thrift::protocol::TMessageType;
+using apache::thrift::protocol::TProtocol;
+using apache::thrift::protocol::TProtocolException;
+using apache::thrift::protocol::TProtocolFactory;
+using apache::thrift::protocol::TType;
+using apache::thrift::transport::TFramedTransport;
+using apache::thrift::transport::TTransport;
+
+namespace {
+
+using Base = TBinaryProtocolT<TFramedTransport>;
+
+int32_t Limit(const TransportOptions& options) { return static_cast<int32_t>(options.max_frame_bytes); }
+
+}  // namespace
+
+BoundedBinaryProtocol::BoundedBinaryProtocol(std::shared_ptr<FramedTransport> transport,
+                                             const TransportOptions& options)
+    : Base(transport, Limit(options), Limit(options), /*strict_read=*/true, /*strict_write=*/true),
+      framed_(transport.get()) {}
+
+void BoundedBinaryProtocol::CheckFits(int64_t count, int64_t min_bytes, const char* what) const {
+  if (count < 0) throw TProtocolException(TProtocolException::NEGATIVE_SIZE);
+  const int64_t left = framed_->FrameBytesLeft();
+  if (count > left / std::max<int64_t>(min_bytes, 1)) {
+    const std::string why = std::string(what) + " claims " + std::to_string(count) +
+                            (min_bytes <= 1 ? " bytes" : " elements") + " but its frame from " +
+                            framed_->PeerName() + " has " + std::to_string(left) + " bytes left";
+    spdlog::warn("{}; closing the connection", why);
+    throw TProtocolException(TProtocolException::SIZE_LIMIT, why);
+  }
+}
+
+uint32_t BoundedBinaryProtocol::readMessageBegin_virt(std::string& name, TMessageType& type,
+                                                      int32_t& seqid) {
+  int32_t header = 0;
+  uint32_t result = readI32(header);
+  if (header >= 0 || (header & VERSION_MASK) != VERSION_1) {
+    const std::string why = "message from " + framed_->PeerName() +
+                            " lacks the binary protocol's version identifier";
+    spdlog::warn("{}; closing the connection", why);
+    throw TProtocolException(TProtocolException::BAD_VERSION, why);
+  }
+  type = static_cast<TMessageType>(header & 0x000000ff);
+  int32_t name_size = 0;
+  result += readI32(name_size);
+  CheckFits(name_size, 1, "a method name");
+  result += readStringBody(name, name_size);
+  result += readI32(seqid);
+  return result;
+}
+
+uint32_t BoundedBinaryProtocol::readString_virt(std::string& str) {
+  int32_t size = 0;
+  uint32_t result = readI32(size);
+  CheckFits(size, 1, "a string");
+  return result + readStringBody(str, size);
+}
+
+uint32_t BoundedBinaryProtocol::readBinary_virt(std::string& str) {
+  if (&str != incoming_field_) return readString_virt(str);
+  int32_t size = 0;
+  uint32_t result = readI32(size);
+  CheckFits(size, 1, "a binary");
+  if (static_cast<size_t>(size) == incoming_out_.size()) {
+    str.clear();
+    if (size > 0) trans_->readAll(incoming_out_.data(), static_cast<uint32_t>(size));
+    incoming_done_ = true;
+    return result + static_cast<uint32_t>(size);
+  }
+  return result + readStringBody(str, size);
+}
+
+uint32_t BoundedBinaryProtocol::writeBinary_virt(const std::string& str) {
+  if (&str != outgoing_field_) return Base::writeBinary(str);
+  if (outgoing_bytes_.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    throw TProtocolException(TProtocolException::SIZE_LIMIT);
+  }
+  const auto size = static_cast<uint32_t>(outgoing_bytes_.size());
+  uint32_t result = writeI32(static_cast<int32_t>(size));
+  if (size > 0) trans_->write(outgoing_bytes_.data(), size);
+  return result + size;
+}
+
+void BoundedBinaryProtocol::SubstituteOutgoing(const std::string* field,
+                                               std::span<const uint8_t> bytes) {
+  outgoing_field_ = field;
+  outgoing_bytes_ = bytes;
+}
+
+void BoundedBinaryProtocol::RedirectIncoming(std::string* field, std::span<uint8_t> out) {
+  incoming_field_ = field;
+  incoming_out_ = out;
+  incoming_done_ = false;
+}
+
+void BoundedBinaryProtocol::ClearHooks() {
+  outgoing_field_ = nullptr;
+  outgoing_bytes_ = {};
+  incoming_field_ = nullptr;
+  incoming_out_ = {};
+}
+
+uint32_t BoundedBinaryProtocol::readListBegin_virt(TType& elem_type, uint32_t& size) {
+  uint32_t result = Base::readListBegin(elem_type, size);
+  CheckFits(size, getMinSerializedSize(elem_type), "a list");
+  return result;
+}
+
+uint32_t BoundedBinaryProtocol::readSetBegin_virt(TType& elem_type, uint32_t& size) {
+  uint32_t result = Base::readSetBegin(elem_type, size);
+  CheckFits(size, getMinSerializedSize(elem_type), "a set");
+  return result;
+}
+
+uint32_t BoundedBinaryProtocol::readMapBegin_virt(TType& key_type, TType& value_type, uint32_t& size) {
+  uint32_t result = Base::readMapBegin(key_type, value_type, size);
+  CheckFits(size, int64_t{getMinSerializedSize(key_type)} + getMinSerializedSize(value_type), "a map");
+  return result;
+}
+
+namespace {
+
+class BoundedProtocolFactory : public TProtocolFactory {
+ public:
+  explicit BoundedProtocolFactory(const TransportOptions& options)
+      : options_(options), plain_(Limit(options), Limit(options), true, true) {}
+
+  std::shared_ptr<TProtocol> getProtocol(std::shared_ptr<TTransport> transport) override {
+    if (auto framed = std::dynamic_pointer_cast<FramedTransport>(transport)) {
+      return std::make_shared<BoundedBinaryProtocol>(std::move(framed), options_);
+    }
+    return plain_.getProtocol(std::move(transport));
+  }
+
+ private:
+  const TransportOptions options_;
+  TBinaryProtocolFactoryT<TTransport> plain_;
+};
+
+}  // namespace
+
+std::shared_ptr<TProtocolFactory> MakeProtocolFactory(const TransportOptions& options) {
+  return std::make_shared<BoundedProtocolFactory>(options);
+}
+
+}  // namespace geops::rpc

@@ -1,0 +1,88 @@
+// BoundedBinaryProtocol: Thrift's binary protocol over a FramedTransport that
+// refuses any length field claiming more than the rest of the current frame.
+//
+// Why: a frame is read whole before it is parsed, so every string, binary
+// and container of a message must fit in what is left of its frame. Thrift
+// 0.17 does not hold them to that: a string length is only checked against a
+// fixed limit before std::string::resize (which zero-fills it), and a list
+// length is checked with a 32-bit product that overflows (2^30 i64 elements
+// pass as 0 bytes), after which the generated code resizes the vector. A
+// 40-byte frame could make a server allocate and clear gigabytes. Here each
+// length is checked, in 64 bits, against the frame's remaining bytes (an
+// element takes at least one byte), so what a peer can make this end
+// allocate is bounded by what it actually sent. Method names are read the
+// same way, and unversioned (pre-0.x "non-strict") messages are refused.
+//
+// It also offers the client two zero-copy hooks for a message's one large
+// binary field, so that a push is serialised straight from the caller's
+// floats and a pull lands straight in the caller's buffer, while the
+// generated code still decides how every message is laid out.
+//
+// Thread-safety: one protocol per transport, used by one thread at a time.
+// The factory is immutable and may be shared.
+#ifndef GEOPS_THRIFT_BOUNDED_PROTOCOL_H_
+#define GEOPS_THRIFT_BOUNDED_PROTOCOL_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include <thrift/protocol/TBinaryProtocol.h>
+
+#include "thrift/framed_transport.h"
+#include "thrift/thrift_options.h"
+
+namespace geops::rpc {
+
+class BoundedBinaryProtocol
+    : public apache::thrift::protocol::TBinaryProtocolT<apache::thrift::transport::TFramedTransport> {
+ public:
+  // Strings and containers are also capped at max_frame_bytes elements.
+  BoundedBinaryProtocol(std::shared_ptr<FramedTransport> transport, const TransportOptions& options);
+
+  // Each throws TProtocolException (SIZE_LIMIT, NEGATIVE_SIZE, BAD_VERSION)
+  // before allocating when a length does not fit the frame.
+  uint32_t readMessageBegin_virt(std::string& name, apache::thrift::protocol::TMessageType& type,
+                                 int32_t& seqid) override;
+  uint32_t readString_virt(std::string& str) override;
+  uint32_t readBinary_virt(std::string& str) override;
+  uint32_t readListBegin_virt(apache::thrift::protocol::TType& elem_type, uint32_t& size) override;
+  uint32_t readSetBegin_virt(apache::thrift::protocol::TType& elem_type, uint32_t& size) override;
+  uint32_t readMapBegin_virt(apache::thrift::protocol::TType& key_type,
+                             apache::thrift::protocol::TType& value_type, uint32_t& size) override;
+  uint32_t writeBinary_virt(const std::string& str) override;
+
+  // Until ClearHooks(): writing the binary field `*field` (identified by
+  // address) writes `bytes` instead of the string's contents. REQUIRES:
+  // `bytes` stays valid until then.
+  void SubstituteOutgoing(const std::string* field, std::span<const uint8_t> bytes);
+  // Until ClearHooks(): reading the binary field `*field` whose length is
+  // exactly out.size() copies it into `out` and leaves the string empty
+  // (then incoming_redirected() is true); any other length is read into the
+  // string as usual. REQUIRES: `out` stays valid until then.
+  void RedirectIncoming(std::string* field, std::span<uint8_t> out);
+  bool incoming_redirected() const { return incoming_done_; }
+  void ClearHooks();
+
+ private:
+  // Throws (and logs) unless `count` items of at least `min_bytes` each
+  // (counted as 1 when smaller) fit in the rest of the frame.
+  void CheckFits(int64_t count, int64_t min_bytes, const char* what) const;
+
+  FramedTransport* framed_;  // owned by the base protocol
+  const std::string* outgoing_field_ = nullptr;
+  std::span<const uint8_t> outgoing_bytes_;
+  const std::string* incoming_field_ = nullptr;
+  std::span<uint8_t> incoming_out_;
+  bool incoming_done_ = false;
+};
+
+// Makes BoundedBinaryProtocols over FramedTransports (any other transport
+// gets Thrift's plain binary protocol with the same limits).
+std::shared_ptr<apache::thrift::protocol::TProtocolFactory> MakeProtocolFactory(
+    const TransportOptions& options);
+
+}  // namespace geops::rpc
+
+#endif  // GEOPS_THRIFT_BOUNDED_PROTOCOL_H_

@@ -1,0 +1,86 @@
+// FramedTransport: Thrift's TFramedTransport with a per-frame message budget,
+// sized for tensors, and its factory.
+//
+// Why (THRIFT-5492): since Thrift 0.14 every transport carries a "consumed
+// message size" budget, TConfiguration::maxMessageSize (100 MiB by default).
+// TFramedTransport spends it as the protocol consumes strings and binaries,
+// but in 0.17 only the memory/HTTP transports ever renew it (in readEnd()), so
+// a long-lived framed connection under TThreadedServer dies once it has
+// carried maxMessageSize bytes in total: the server throws END_OF_FILE
+// "MaxMessageSize reached", closes the socket silently, and the client sees
+// "No more data to read". FramedTransport renews the budget (its own and the
+// CountingSocket's below it) every time it reads a frame, so the budget
+// bounds one message, not a connection's lifetime. maxMessageSize and
+// maxFrameSize are both set to TransportOptions::max_frame_bytes: every frame
+// is still bounded, and an oversized one is refused before it is read.
+//
+// Buffers: Thrift's default 512-byte write buffer makes every large message
+// regrow by doubling; FramedTransport starts at write_buffer_bytes (1 MiB)
+// and keeps what it grew to, up to buffer_reclaim_bytes. Figures in
+// experiments/results/lan_throughput.md.
+//
+// The protocol that goes with it is BoundedBinaryProtocol (bounded_protocol.h).
+//
+// Thread-safety: a transport is used by one thread at a time (Thrift's rule).
+// The factory is immutable and may be shared.
+#ifndef GEOPS_THRIFT_FRAMED_TRANSPORT_H_
+#define GEOPS_THRIFT_FRAMED_TRANSPORT_H_
+
+#include <memory>
+#include <string>
+
+#include <thrift/TConfiguration.h>
+#include <thrift/transport/TBufferTransports.h>
+
+#include "thrift/counting_socket.h"
+#include "thrift/thrift_options.h"
+
+namespace geops::rpc {
+
+// A TConfiguration whose max message and max frame sizes are
+// options.max_frame_bytes. REQUIRES: options.Validate().ok().
+std::shared_ptr<apache::thrift::TConfiguration> MakeThriftConfiguration(
+    const TransportOptions& options);
+
+class FramedTransport : public apache::thrift::transport::TFramedTransport {
+ public:
+  // `inner` is usually a CountingSocket; any transport works, but only a
+  // CountingSocket's budget can be renewed. `config` as made above.
+  FramedTransport(std::shared_ptr<apache::thrift::transport::TTransport> inner,
+                  const TransportOptions& options,
+                  std::shared_ptr<apache::thrift::TConfiguration> config);
+
+  // Bytes of the current frame not yet read (0 between frames).
+  uint32_t FrameBytesLeft() const { return static_cast<uint32_t>(rBound_ - rBase_); }
+  // The peer for logs, numeric (no DNS lookup).
+  std::string PeerName() const;
+
+ protected:
+  // Renews the budgets, then reads the next frame whole: false when the peer
+  // closed between frames; throws TTransportException on a truncated frame,
+  // and CORRUPTED_DATA (logged) on a negative or oversized length, before
+  // allocating anything for it.
+  bool readFrame() override;
+
+ private:
+  CountingSocket* socket_;  // `inner` when it is a CountingSocket, else null; owned by the base
+};
+
+class FramedTransportFactory : public apache::thrift::transport::TTransportFactory {
+ public:
+  // REQUIRES: options.Validate().ok().
+  explicit FramedTransportFactory(const TransportOptions& options);
+
+  std::shared_ptr<apache::thrift::transport::TTransport> getTransport(
+      std::shared_ptr<apache::thrift::transport::TTransport> inner) override;
+
+  const std::shared_ptr<apache::thrift::TConfiguration>& configuration() const { return config_; }
+
+ private:
+  const TransportOptions options_;
+  const std::shared_ptr<apache::thrift::TConfiguration> config_;
+};
+
+}  // namespace geops::rpc
+
+#endif  // GEOPS_THRIFT_FRAMED_TRANSPORT_H_

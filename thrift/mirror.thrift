@@ -1,0 +1,67 @@
+// geops WAN protocol: one shard <-> the same shard of another site.
+//
+// Transport and protocol as the LAN service (parameter_server.thrift):
+// framed TCP with the per-frame budget reset, binary protocol, every frame
+// bounded. A sender keeps two connections per peer: the bulk lane carries
+// pushBatch and reportClock in order (a clock report follows the batches it
+// covers), the priority lane carries notice and heartbeat so that they
+// overtake queued batches.
+//
+// Every request names its origin site and shard; a receiver refuses a shard
+// id other than its own, its own site id, and (heartbeat) another model.
+// Chunk keys are packed into one i64: (table id << 32) | chunk id.
+
+include "parameter_server.thrift"
+
+namespace cpp geops.rpc.gen
+
+struct PushBatchRequest {
+  1: i32 origin,       // sending site
+  2: i32 shard_id,     // the receiver's shard index must be the same
+  3: i64 seq,          // 1, 2, 3, ... per (origin, destination); applied once each
+  4: i64 clock,        // origin shard clock when the batch was cut
+  5: binary payload,   // one WAN batch (docs/wan_batch_format.md)
+}
+
+struct PushBatchReply {
+  1: i64 seq,  // the batch acknowledged: applied now or before, or buffered to apply in order
+}
+
+// Selective barrier: hold local reads of these chunks until batch `seq`
+// lands (at most timeout_ms).
+struct NoticeRequest {
+  1: i32 origin,
+  2: i32 shard_id,
+  3: i64 seq,
+  4: list<i64> chunk_keys,
+  5: i64 timeout_ms,
+}
+
+// The origin's shard clock; valid once batches through last_seq are applied.
+// drained: the origin's workers all finished and last_seq is its final batch.
+struct ClockReportRequest {
+  1: i32 origin,
+  2: i32 shard_id,
+  3: i64 clock,
+  4: i64 last_seq,
+  5: bool drained,
+}
+
+struct MirrorHeartbeat {
+  1: i32 origin,
+  2: i32 shard_id,
+  3: i64 model_fingerprint,  // 0 skips the check
+}
+
+struct MirrorHeartbeatReply {
+  1: i32 site,
+  2: i32 shard_id,
+  3: i64 model_fingerprint,
+}
+
+service Mirror {
+  PushBatchReply pushBatch(1: PushBatchRequest req) throws (1: parameter_server.GeopsError err),
+  void notice(1: NoticeRequest req) throws (1: parameter_server.GeopsError err),
+  void reportClock(1: ClockReportRequest req) throws (1: parameter_server.GeopsError err),
+  MirrorHeartbeatReply heartbeat(1: MirrorHeartbeat req) throws (1: parameter_server.GeopsError err),
+}

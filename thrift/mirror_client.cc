@@ -1,0 +1,131 @@
+#include "thrift/mirror_client.h"
+
+#include "gen-cpp/Mirror.h"
+#include "thrift/bounded_protocol.h"
+#include "thrift/error_convert.h"
+#include "thrift/framed_transport.h"
+#include "thrift/type_convert.h"
+
+namespace geops::rpc {
+namespace {
+
+// Envelope of a pushBatch around its payload; for refusing oversized frames
+// before building them.
+constexpr int64_t kEnvelopeBytes = 256;
+
+}  // namespace
+
+Result<std::unique_ptr<MirrorClient>> MirrorClient::Create(HostPort address, MirrorIdentity self,
+                                                           const ThriftClientOptions& options) {
+  GEOPS_RETURN_IF_ERROR(options.Validate());
+  if (address.host.empty() || address.port < 1 || address.port > 65535) {
+    return InvalidArgumentError("cannot connect to mirror '" + address.ToString() +
+                                "': need a host and a port in [1, 65535]");
+  }
+  return std::unique_ptr<MirrorClient>(new MirrorClient(std::move(address), self, options));
+}
+
+MirrorClient::MirrorClient(HostPort address, MirrorIdentity self, const ThriftClientOptions& options)
+    : address_(std::move(address)), self_(self), options_(options), counters_(std::make_shared<ByteCounters>()) {}
+
+MirrorClient::~MirrorClient() { Disconnect(); }
+
+Status MirrorClient::EnsureConnected() {
+  if (stub_ != nullptr && socket_->isOpen()) return Status::Ok();
+  Disconnect();
+  FramedTransportFactory factory(options_.transport);
+  auto socket = std::make_shared<CountingSocket>(address_.host, address_.port, factory.configuration(), counters_);
+  socket->setConnTimeout(static_cast<int>(options_.connect_timeout_ms));
+  socket->setSendTimeout(static_cast<int>(options_.rpc_timeout_ms));
+  socket->setRecvTimeout(static_cast<int>(options_.rpc_timeout_ms));
+  socket->setNoDelay(true);
+  try {
+    socket->open();
+  } catch (...) {
+    return StatusFromCurrentException("connect to mirror " + address_.ToString()).status;
+  }
+  socket->SetKernelBuffers(options_.transport.socket_buffer_bytes);
+  socket_ = socket;
+  transport_ = std::static_pointer_cast<FramedTransport>(factory.getTransport(socket));
+  protocol_ = std::make_shared<BoundedBinaryProtocol>(transport_, options_.transport);
+  stub_ = std::make_unique<gen::MirrorClient>(protocol_);
+  return Status::Ok();
+}
+
+void MirrorClient::Disconnect() {
+  if (socket_ != nullptr) socket_->close();
+  stub_.reset();
+  protocol_.reset();
+  transport_.reset();
+  socket_.reset();
+}
+
+template <typename Call>
+Status MirrorClient::Invoke(const char* name, Call&& call) {
+  GEOPS_RETURN_IF_ERROR(EnsureConnected());
+  try {
+    call(*stub_);
+    return Status::Ok();
+  } catch (...) {
+    CaughtError e = StatusFromCurrentException(std::string(name) + " to mirror " + address_.ToString());
+    if (e.connection_broken) Disconnect();
+    return e.status;
+  }
+}
+
+Status MirrorClient::PushBatch(const wan::WanBatch& batch) {
+  if (static_cast<int64_t>(batch.payload.size()) + kEnvelopeBytes > options_.transport.max_frame_bytes) {
+    return ResourceExhaustedError("a WAN batch of " + std::to_string(batch.payload.size()) +
+                                  " bytes exceeds max_frame_bytes " + std::to_string(options_.transport.max_frame_bytes));
+  }
+  gen::PushBatchRequest req;
+  req.origin = self_.site;
+  req.shard_id = self_.shard;
+  req.seq = static_cast<int64_t>(batch.seq);
+  req.clock = batch.clock;
+  req.payload.assign(batch.payload.begin(), batch.payload.end());
+  gen::PushBatchReply reply;
+  GEOPS_RETURN_IF_ERROR(Invoke("pushBatch", [&](gen::MirrorClient& c) { c.pushBatch(reply, req); }));
+  if (reply.seq != req.seq) {
+    return InternalError("mirror " + address_.ToString() + " acknowledged seq " + std::to_string(reply.seq) +
+                         " for seq " + std::to_string(req.seq));
+  }
+  return Status::Ok();
+}
+
+Status MirrorClient::ReportClock(const wan::WanClockReport& report) {
+  gen::ClockReportRequest req;
+  req.origin = self_.site;
+  req.shard_id = self_.shard;
+  req.clock = report.clock;
+  req.last_seq = static_cast<int64_t>(report.last_seq);
+  req.drained = report.drained;
+  return Invoke("reportClock", [&](gen::MirrorClient& c) { c.reportClock(req); });
+}
+
+Status MirrorClient::Notice(const wan::WanNotice& notice) {
+  gen::NoticeRequest req;
+  req.origin = self_.site;
+  req.shard_id = self_.shard;
+  req.seq = static_cast<int64_t>(notice.seq);
+  req.chunk_keys = PackKeys(notice.keys);
+  req.timeout_ms = notice.timeout_ms;
+  return Invoke("notice", [&](gen::MirrorClient& c) { c.notice(req); });
+}
+
+Result<MirrorIdentity> MirrorClient::Heartbeat() {
+  gen::MirrorHeartbeat req;
+  req.origin = self_.site;
+  req.shard_id = self_.shard;
+  req.model_fingerprint = static_cast<int64_t>(self_.model_fingerprint);
+  gen::MirrorHeartbeatReply reply;
+  GEOPS_RETURN_IF_ERROR(Invoke("heartbeat", [&](gen::MirrorClient& c) { c.heartbeat(reply, req); }));
+  MirrorIdentity peer{reply.site, reply.shard_id, static_cast<uint64_t>(reply.model_fingerprint)};
+  if (peer.shard != self_.shard) {
+    return FailedPreconditionError("mirror " + address_.ToString() + " serves shard " + std::to_string(peer.shard) +
+                                   ", expected shard " + std::to_string(self_.shard));
+  }
+  return peer;
+}
+
+}  // namespace geops::rpc

@@ -1,0 +1,80 @@
+// MirrorClient: one TCP connection from a shard to the same shard of another
+// site, speaking the WAN IDL (mirror.thrift). A sender keeps two: the bulk
+// lane (PushBatch, ReportClock, in order) and the priority lane (Notice,
+// Heartbeat).
+//
+// Every call is bounded: connecting by connect_timeout_ms, sending and
+// waiting for the reply by rpc_timeout_ms. The receiver's refusals come back
+// with their code and message (a bad batch is InvalidArgument or DataLoss:
+// do not resend it as is; ResourceExhausted: resend later). Anything that
+// leaves the connection in an unknown state closes it and returns
+// Unavailable; the next call reconnects. Batches are idempotent by
+// (origin, seq), so any call may be retried as is.
+//
+// Thread-safety: a client is used by one thread at a time; the byte
+// counters may be read from any thread.
+#ifndef GEOPS_THRIFT_MIRROR_CLIENT_H_
+#define GEOPS_THRIFT_MIRROR_CLIENT_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "common/status.h"
+#include "thrift/counting_socket.h"
+#include "thrift/host_port.h"
+#include "thrift/mirror_identity.h"
+#include "thrift/thrift_options.h"
+#include "wan/wan_transport.h"
+
+namespace geops::rpc {
+
+namespace gen {
+class MirrorClient;
+}  // namespace gen
+class BoundedBinaryProtocol;
+class FramedTransport;
+
+class MirrorClient {
+ public:
+  // `self` identifies the sender (origin site, shard, model). InvalidArgument
+  // for bad options or address. Does not connect: the first call does.
+  static Result<std::unique_ptr<MirrorClient>> Create(HostPort address, MirrorIdentity self,
+                                                      const ThriftClientOptions& options);
+  ~MirrorClient();
+  MirrorClient(const MirrorClient&) = delete;
+  MirrorClient& operator=(const MirrorClient&) = delete;
+
+  // OK: the peer accepted the batch (applied, or buffered to apply in order).
+  Status PushBatch(const wan::WanBatch& batch);
+  Status ReportClock(const wan::WanClockReport& report);
+  Status Notice(const wan::WanNotice& notice);
+  // The peer's identity; FailedPrecondition when it serves another shard or
+  // model.
+  Result<MirrorIdentity> Heartbeat();
+
+  const HostPort& address() const { return address_; }
+  // Exact socket bytes, all connections of this client together.
+  int64_t bytes_sent() const { return counters_->sent.load(std::memory_order_relaxed); }
+  int64_t bytes_received() const { return counters_->received.load(std::memory_order_relaxed); }
+
+ private:
+  MirrorClient(HostPort address, MirrorIdentity self, const ThriftClientOptions& options);
+  template <typename Call>
+  Status Invoke(const char* name, Call&& call);
+  Status EnsureConnected();
+  void Disconnect();
+
+  const HostPort address_;
+  const MirrorIdentity self_;
+  const ThriftClientOptions options_;
+  const std::shared_ptr<ByteCounters> counters_;
+  std::shared_ptr<CountingSocket> socket_;
+  std::shared_ptr<FramedTransport> transport_;
+  std::shared_ptr<BoundedBinaryProtocol> protocol_;
+  std::unique_ptr<gen::MirrorClient> stub_;
+};
+
+}  // namespace geops::rpc
+
+#endif  // GEOPS_THRIFT_MIRROR_CLIENT_H_

@@ -1,0 +1,132 @@
+#include "thrift/mirror_handler.h"
+
+#include <new>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "thrift/counting_socket.h"
+#include "thrift/error_convert.h"
+#include "thrift/type_convert.h"
+
+namespace geops::rpc {
+namespace {
+
+spdlog::level::level_enum LogLevel(StatusCode code) {
+  switch (code) {
+    case StatusCode::kInternal:
+    case StatusCode::kDataLoss:
+    case StatusCode::kUnknown:
+      return spdlog::level::err;
+    case StatusCode::kResourceExhausted:
+    case StatusCode::kUnavailable:
+      return spdlog::level::info;
+    default:
+      return spdlog::level::warn;
+  }
+}
+
+}  // namespace
+
+MirrorHandler::MirrorHandler(wan::WanReceiver* receiver, MirrorIdentity self, std::string peer)
+    : receiver_(receiver), self_(self), peer_(std::move(peer)) {}
+
+template <typename Body>
+void MirrorHandler::Serve(std::string_view call, Body&& body) {
+  Status status;
+  try {
+    status = body();
+  } catch (const std::bad_alloc&) {
+    status = ResourceExhaustedError("out of memory serving " + std::string(call));
+  } catch (const std::exception& e) {
+    status = InternalError("unexpected exception serving " + std::string(call) + ": " + e.what());
+  } catch (...) {
+    status = InternalError("unexpected exception serving " + std::string(call));
+  }
+  if (status.ok()) return;
+  spdlog::log(LogLevel(status.code()), "mirror site {} shard {}: {} from {} refused: {}", self_.site, self_.shard,
+              call, peer_, status.ToString());
+  throw ToGeopsError(status);
+}
+
+Status MirrorHandler::CheckSender(int32_t origin, int32_t shard_id) const {
+  if (shard_id != self_.shard) {
+    return FailedPreconditionError("mirror of shard " + std::to_string(shard_id) + " connected to shard " +
+                                   std::to_string(self_.shard) + " of site " + std::to_string(self_.site) +
+                                   "; shard i of a site mirrors shard i of the others");
+  }
+  if (origin == self_.site || origin < 0) {
+    return InvalidArgumentError("message claims origin site " + std::to_string(origin) + ", this is site " +
+                                std::to_string(self_.site));
+  }
+  return Status::Ok();
+}
+
+void MirrorHandler::pushBatch(gen::PushBatchReply& reply, const gen::PushBatchRequest& req) {
+  Serve("pushBatch", [&]() -> Status {
+    GEOPS_RETURN_IF_ERROR(CheckSender(req.origin, req.shard_id));
+    if (req.seq <= 0) return InvalidArgumentError("pushBatch: seq must be >= 1, got " + std::to_string(req.seq));
+    if (req.clock < 0) return InvalidArgumentError("pushBatch: clock must be >= 0");
+    wan::WanBatch batch;
+    batch.origin = req.origin;
+    batch.seq = static_cast<uint64_t>(req.seq);
+    batch.clock = req.clock;
+    batch.payload.assign(req.payload.begin(), req.payload.end());
+    GEOPS_RETURN_IF_ERROR(receiver_->OnBatch(batch));
+    reply.seq = req.seq;
+    return Status::Ok();
+  });
+}
+
+void MirrorHandler::notice(const gen::NoticeRequest& req) {
+  Serve("notice", [&]() -> Status {
+    GEOPS_RETURN_IF_ERROR(CheckSender(req.origin, req.shard_id));
+    if (req.seq <= 0) return InvalidArgumentError("notice: seq must be >= 1");
+    if (static_cast<int64_t>(req.chunk_keys.size()) > kMaxNoticeKeys) {
+      return ResourceExhaustedError("notice names " + std::to_string(req.chunk_keys.size()) + " chunks, at most " +
+                                    std::to_string(kMaxNoticeKeys));
+    }
+    if (req.timeout_ms < 1) return InvalidArgumentError("notice: timeout_ms must be >= 1");
+    wan::WanNotice n;
+    n.origin = req.origin;
+    n.seq = static_cast<uint64_t>(req.seq);
+    n.keys = UnpackKeys(req.chunk_keys);
+    n.timeout_ms = req.timeout_ms;
+    return receiver_->OnNotice(n);
+  });
+}
+
+void MirrorHandler::reportClock(const gen::ClockReportRequest& req) {
+  Serve("reportClock", [&]() -> Status {
+    GEOPS_RETURN_IF_ERROR(CheckSender(req.origin, req.shard_id));
+    if (req.clock < 0 || req.last_seq < 0) return InvalidArgumentError("reportClock: negative clock or seq");
+    return receiver_->OnClock(
+        wan::WanClockReport{req.origin, req.clock, static_cast<uint64_t>(req.last_seq), req.drained});
+  });
+}
+
+void MirrorHandler::heartbeat(gen::MirrorHeartbeatReply& reply, const gen::MirrorHeartbeat& req) {
+  Serve("heartbeat", [&]() -> Status {
+    GEOPS_RETURN_IF_ERROR(CheckSender(req.origin, req.shard_id));
+    const uint64_t theirs = static_cast<uint64_t>(req.model_fingerprint);
+    if (theirs != 0 && self_.model_fingerprint != 0 && theirs != self_.model_fingerprint) {
+      return FailedPreconditionError("site " + std::to_string(req.origin) + " runs another model (fingerprint " +
+                                     std::to_string(theirs) + ", here " + std::to_string(self_.model_fingerprint) +
+                                     "); every site must load the same topology");
+    }
+    GEOPS_RETURN_IF_ERROR(receiver_->OnHeartbeat(req.origin));
+    reply.site = self_.site;
+    reply.shard_id = self_.shard;
+    reply.model_fingerprint = static_cast<int64_t>(self_.model_fingerprint);
+    return Status::Ok();
+  });
+}
+
+gen::MirrorIf* MirrorHandlerFactory::getHandler(const apache::thrift::TConnectionInfo& info) {
+  auto* socket = dynamic_cast<CountingSocket*>(info.transport.get());
+  return new MirrorHandler(receiver_, self_, socket != nullptr ? socket->PeerName() : std::string("unknown peer"));
+}
+
+void MirrorHandlerFactory::releaseHandler(gen::MirrorIf* handler) { delete handler; }
+
+}  // namespace geops::rpc

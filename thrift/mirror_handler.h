@@ -1,0 +1,61 @@
+// MirrorHandler: the server side of the WAN IDL (mirror.thrift) for one
+// connection. It checks each request's identity (the receiver's own shard
+// index, a site other than its own, the same model) and bounds (a notice's
+// key count), turns it into a core message (wan/wan_transport.h) and hands
+// it to the shard's WanReceiver. Any refusal, and any exception from below
+// (bad_alloc -> ResourceExhausted, anything else -> Internal), becomes a
+// GeopsError reply and one log line naming the peer; nothing escapes as a
+// crash.
+//
+// Thread-safety: a handler serves one connection, so one thread at a time;
+// many handlers call the (thread-safe) receiver concurrently.
+#ifndef GEOPS_THRIFT_MIRROR_HANDLER_H_
+#define GEOPS_THRIFT_MIRROR_HANDLER_H_
+
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "gen-cpp/Mirror.h"
+#include "thrift/mirror_identity.h"
+#include "wan/wan_transport.h"
+
+namespace geops::rpc {
+
+// Most chunk keys one notice may name.
+inline constexpr int64_t kMaxNoticeKeys = int64_t{1} << 22;
+
+class MirrorHandler : public gen::MirrorIf {
+ public:
+  // REQUIRES: `receiver` outlives the handler. `peer` names the client in logs.
+  MirrorHandler(wan::WanReceiver* receiver, MirrorIdentity self, std::string peer);
+
+  void pushBatch(gen::PushBatchReply& reply, const gen::PushBatchRequest& req) override;
+  void notice(const gen::NoticeRequest& req) override;
+  void reportClock(const gen::ClockReportRequest& req) override;
+  void heartbeat(gen::MirrorHeartbeatReply& reply, const gen::MirrorHeartbeat& req) override;
+
+ private:
+  template <typename Body>
+  void Serve(std::string_view call, Body&& body);
+  Status CheckSender(int32_t origin, int32_t shard_id) const;
+
+  wan::WanReceiver* const receiver_;
+  const MirrorIdentity self_;
+  const std::string peer_;
+};
+
+class MirrorHandlerFactory : public gen::MirrorIfFactory {
+ public:
+  MirrorHandlerFactory(wan::WanReceiver* receiver, MirrorIdentity self) : receiver_(receiver), self_(self) {}
+  gen::MirrorIf* getHandler(const apache::thrift::TConnectionInfo& info) override;
+  void releaseHandler(gen::MirrorIf* handler) override;
+
+ private:
+  wan::WanReceiver* const receiver_;
+  const MirrorIdentity self_;
+};
+
+}  // namespace geops::rpc
+
+#endif  // GEOPS_THRIFT_MIRROR_HANDLER_H_

@@ -1,0 +1,298 @@
+#include "thrift/ps_client.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "gen-cpp/ParameterServer.h"
+#include "thrift/bounded_protocol.h"
+#include "thrift/error_convert.h"
+#include "thrift/framed_transport.h"
+#include "thrift/type_convert.h"
+
+namespace geops::rpc {
+namespace {
+
+// Envelope of one message around its payload: method name, sequence id,
+// field headers, the other scalars. Generous; only used to refuse a frame
+// that could not fit before building it.
+constexpr int64_t kEnvelopeBytes = 512;
+constexpr int64_t kBytesPerKey = 8;
+
+void PackKeysInto(std::span<const ChunkKey> keys, std::vector<int64_t>* out) {
+  out->clear();
+  out->reserve(keys.size());
+  for (const ChunkKey& k : keys) out->push_back(static_cast<int64_t>(k.Packed()));
+}
+
+}  // namespace
+
+// Clears the protocol's zero-copy hooks when a call is over, however it ends.
+class HookGuard {
+ public:
+  explicit HookGuard(BoundedBinaryProtocol* protocol) : protocol_(protocol) {}
+  ~HookGuard() {
+    if (protocol_ != nullptr) protocol_->ClearHooks();
+  }
+  HookGuard(const HookGuard&) = delete;
+  HookGuard& operator=(const HookGuard&) = delete;
+
+ private:
+  BoundedBinaryProtocol* protocol_;
+};
+
+struct ReusedMessages {
+  gen::ReadRequest read_request;
+  gen::ReadReply read_reply;
+  gen::UpdateRequest update_request;
+};
+
+Result<std::unique_ptr<ThriftShardConnection>> ThriftShardConnection::Create(
+    HostPort address, const ThriftClientOptions& options, std::shared_ptr<const ModelSpec> spec) {
+  GEOPS_RETURN_IF_ERROR(options.Validate());
+  if (address.host.empty() || address.port < 1 || address.port > 65535) {
+    return InvalidArgumentError("cannot connect to '" + address.ToString() +
+                                "': need a host and a port in [1, 65535]");
+  }
+  return std::unique_ptr<ThriftShardConnection>(
+      new ThriftShardConnection(std::move(address), options, std::move(spec)));
+}
+
+ThriftShardConnection::ThriftShardConnection(HostPort address, const ThriftClientOptions& options,
+                                             std::shared_ptr<const ModelSpec> spec)
+    : address_(std::move(address)),
+      options_(options),
+      spec_(std::move(spec)),
+      counters_(std::make_shared<ByteCounters>()),
+      messages_(std::make_unique<ReusedMessages>()) {}
+
+ThriftShardConnection::~ThriftShardConnection() { Disconnect(); }
+
+bool ThriftShardConnection::connected() const { return socket_ != nullptr && socket_->isOpen(); }
+
+worker::TransferStats ThriftShardConnection::stats() const {
+  worker::TransferStats s;
+  s.bytes_sent = counters_->sent.load(std::memory_order_relaxed);
+  s.bytes_received = counters_->received.load(std::memory_order_relaxed);
+  s.calls = calls_.load(std::memory_order_relaxed);
+  s.retries = reconnects_.load(std::memory_order_relaxed);
+  return s;
+}
+
+Status ThriftShardConnection::EnsureConnected() {
+  if (stub_ != nullptr && socket_->isOpen()) return Status::Ok();
+  Disconnect();
+  auto factory = FramedTransportFactory(options_.transport);
+  auto socket = std::make_shared<CountingSocket>(address_.host, address_.port,
+                                                 factory.configuration(), counters_);
+  socket->setConnTimeout(static_cast<int>(options_.connect_timeout_ms));
+  socket->setSendTimeout(static_cast<int>(options_.rpc_timeout_ms));
+  socket->setRecvTimeout(static_cast<int>(options_.rpc_timeout_ms));
+  socket->setNoDelay(true);
+  if (ever_connected_) reconnects_.fetch_add(1, std::memory_order_relaxed);
+  try {
+    socket->open();
+  } catch (...) {
+    return StatusFromCurrentException("connect to " + address_.ToString()).status;
+  }
+  socket->SetKernelBuffers(options_.transport.socket_buffer_bytes);
+  ever_connected_ = true;
+  recv_timeout_ms_ = static_cast<int>(options_.rpc_timeout_ms);
+  socket_ = socket;
+  transport_ = std::static_pointer_cast<FramedTransport>(factory.getTransport(socket));
+  protocol_ = std::make_shared<BoundedBinaryProtocol>(transport_, options_.transport);
+  stub_ = std::make_unique<gen::ParameterServerClient>(protocol_);
+  return Status::Ok();
+}
+
+void ThriftShardConnection::Disconnect() {
+  // Close the socket itself: closing the framed transport would first try to
+  // flush whatever a failed call left in its buffer.
+  if (socket_ != nullptr) socket_->close();
+  stub_.reset();
+  protocol_.reset();
+  transport_.reset();
+  socket_.reset();
+}
+
+template <typename Call>
+Status ThriftShardConnection::Invoke(const char* name, int64_t server_wait_ms, Call&& call) {
+  calls_.fetch_add(1, std::memory_order_relaxed);
+  GEOPS_RETURN_IF_ERROR(EnsureConnected());
+  const int64_t wait = std::min<int64_t>(options_.rpc_timeout_ms + std::max<int64_t>(server_wait_ms, 0),
+                                         std::numeric_limits<int32_t>::max() / 2);
+  if (wait != recv_timeout_ms_) {
+    socket_->setRecvTimeout(static_cast<int>(wait));
+    recv_timeout_ms_ = static_cast<int>(wait);
+  }
+  try {
+    call(*stub_);
+    return Status::Ok();
+  } catch (...) {
+    CaughtError e = StatusFromCurrentException(std::string(name) + " on " + address_.ToString());
+    if (e.connection_broken) Disconnect();
+    return e.status;
+  }
+}
+
+std::optional<int64_t> ThriftShardConnection::PayloadBytes(std::span<const ChunkKey> keys) const {
+  if (spec_ == nullptr) return std::nullopt;
+  int64_t elements = 0;
+  for (const ChunkKey& k : keys) {
+    if (!spec_->HasChunk(k)) return std::nullopt;
+    elements += spec_->ChunkElements(k);
+  }
+  return elements * int64_t{sizeof(float)};
+}
+
+Result<RegisterReply> ThriftShardConnection::Register(WorkerId worker, uint64_t model_fingerprint,
+                                                      const std::string& auth_token) {
+  gen::RegisterRequest req;
+  req.worker_id = worker;
+  req.model_fingerprint = static_cast<int64_t>(model_fingerprint);
+  req.auth_token = auth_token;
+  gen::RegisterReply reply;
+  GEOPS_RETURN_IF_ERROR(Invoke("registerWorker", 0, [&](gen::ParameterServerClient& c) {
+    c.registerWorker(reply, req);
+  }));
+  return FromThrift(reply);
+}
+
+Result<ReadReply> ThriftShardConnection::Read(WorkerId worker, Clock clock, int64_t staleness,
+                                              std::span<const ChunkKey> keys, float* out,
+                                              int64_t deadline_ms) {
+  if (deadline_ms < 0) {
+    return InvalidArgumentError("read deadline_ms must be >= 0, got " + std::to_string(deadline_ms));
+  }
+  const std::optional<int64_t> expected = PayloadBytes(keys);
+  if (expected && *expected + kEnvelopeBytes > options_.transport.max_frame_bytes) {
+    return ResourceExhaustedError("a read of " + std::to_string(*expected) +
+                                  " bytes exceeds max_frame_bytes " +
+                                  std::to_string(options_.transport.max_frame_bytes));
+  }
+  gen::ReadRequest& req = messages_->read_request;
+  req.worker_id = worker;
+  req.clock = clock;
+  req.staleness = staleness;
+  PackKeysInto(keys, &req.chunk_keys);
+  req.deadline_ms = deadline_ms;
+  gen::ReadReply& reply = messages_->read_reply;
+  bool landed_in_out = false;
+  GEOPS_RETURN_IF_ERROR(Invoke("read", deadline_ms, [&](gen::ParameterServerClient& c) {
+    HookGuard guard(protocol_.get());
+    if (expected) {
+      protocol_->RedirectIncoming(
+          &reply.values, std::span<uint8_t>(reinterpret_cast<uint8_t*>(out), static_cast<size_t>(*expected)));
+    }
+    c.read(reply, req);
+    landed_in_out = protocol_->incoming_redirected();
+  }));
+  ReadReply r;
+  r.shard_clock = reply.shard_clock;
+  if (landed_in_out) return r;
+  // Only a reply of an unexpected length (or any, without a spec) gets here.
+  const size_t got = reply.values.size();
+  if (spec_ != nullptr && (!expected || static_cast<int64_t>(got) != *expected)) {
+    return InternalError("read on " + address_.ToString() + ": reply carries " + std::to_string(got) +
+                         " bytes for " + std::to_string(keys.size()) + " chunks that hold " +
+                         (expected ? std::to_string(*expected) : "an unknown number of") +
+                         " bytes here; do worker and shard run the same model?");
+  }
+  if (got % sizeof(float) != 0) {
+    return InternalError("read on " + address_.ToString() + ": reply of " + std::to_string(got) +
+                         " bytes is not a whole number of float32");
+  }
+  if (got > 0) std::memcpy(out, reply.values.data(), got);
+  return r;
+}
+
+Result<UpdateReply> ThriftShardConnection::Update(WorkerId worker, Clock clock,
+                                                  std::span<const ChunkKey> keys,
+                                                  std::span<const float> values) {
+  const int64_t frame = static_cast<int64_t>(values.size_bytes()) +
+                        kBytesPerKey * static_cast<int64_t>(keys.size()) + kEnvelopeBytes;
+  if (frame > options_.transport.max_frame_bytes) {
+    return ResourceExhaustedError("an update of " + std::to_string(values.size_bytes()) +
+                                  " bytes exceeds max_frame_bytes " +
+                                  std::to_string(options_.transport.max_frame_bytes));
+  }
+  gen::UpdateRequest& req = messages_->update_request;
+  req.worker_id = worker;
+  req.clock = clock;
+  PackKeysInto(keys, &req.chunk_keys);
+  req.values.clear();  // the payload is written from `values` directly
+  gen::UpdateReply reply;
+  GEOPS_RETURN_IF_ERROR(Invoke("update", 0, [&](gen::ParameterServerClient& c) {
+    HookGuard guard(protocol_.get());
+    protocol_->SubstituteOutgoing(
+        &req.values,
+        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(values.data()), values.size_bytes()));
+    c.update(reply, req);
+  }));
+  UpdateReply r;
+  r.applied = reply.applied;
+  r.shard_clock = reply.shard_clock;
+  return r;
+}
+
+Result<Clock> ThriftShardConnection::AdvanceClock(WorkerId worker, Clock new_clock, bool finished) {
+  gen::ClockRequest req;
+  req.worker_id = worker;
+  req.clock = new_clock;
+  req.finished = finished;
+  gen::ClockReply reply;
+  GEOPS_RETURN_IF_ERROR(Invoke("clock", 0, [&](gen::ParameterServerClient& c) {
+    c.clock(reply, req);
+  }));
+  return Clock{reply.shard_clock};
+}
+
+Status ThriftShardConnection::Heartbeat(WorkerId worker) {
+  return Invoke("heartbeat", 0, [&](gen::ParameterServerClient& c) { c.heartbeat(worker); });
+}
+
+Result<ShardStatus> ThriftShardConnection::GetStatus() {
+  gen::ShardStatus reply;
+  GEOPS_RETURN_IF_ERROR(Invoke("status", 0, [&](gen::ParameterServerClient& c) { c.status(reply); }));
+  return FromThrift(reply);
+}
+
+Result<std::unique_ptr<ThriftShardConnectionFactory>> ThriftShardConnectionFactory::Create(
+    const std::vector<std::string>& shards, const ThriftClientOptions& options,
+    std::shared_ptr<const ModelSpec> spec) {
+  std::vector<HostPort> parsed;
+  parsed.reserve(shards.size());
+  for (size_t i = 0; i < shards.size(); ++i) {
+    Result<HostPort> hp = ParseHostPort(shards[i]);
+    if (!hp.ok()) return hp.status().WithContext("shard " + std::to_string(i));
+    parsed.push_back(std::move(hp).value());
+  }
+  return Create(std::move(parsed), options, std::move(spec));
+}
+
+Result<std::unique_ptr<ThriftShardConnectionFactory>> ThriftShardConnectionFactory::Create(
+    std::vector<HostPort> shards, const ThriftClientOptions& options,
+    std::shared_ptr<const ModelSpec> spec) {
+  if (shards.empty()) return InvalidArgumentError("no shard addresses");
+  for (size_t i = 0; i < shards.size(); ++i) {
+    if (shards[i].host.empty() || shards[i].port < 1 || shards[i].port > 65535) {
+      return InvalidArgumentError("shard " + std::to_string(i) + " address '" + shards[i].ToString() +
+                                  "' needs a host and a port in [1, 65535]");
+    }
+  }
+  GEOPS_RETURN_IF_ERROR(options.Validate());
+  return std::unique_ptr<ThriftShardConnectionFactory>(
+      new ThriftShardConnectionFactory(std::move(shards), options, std::move(spec)));
+}
+
+Result<std::unique_ptr<worker::ShardConnection>> ThriftShardConnectionFactory::Connect(ShardId shard) {
+  if (shard < 0 || shard >= num_shards()) {
+    return InvalidArgumentError("shard " + std::to_string(shard) + " outside [0, " +
+                                std::to_string(num_shards()) + ")");
+  }
+  GEOPS_ASSIGN_OR_RETURN(std::unique_ptr<ThriftShardConnection> c,
+                         ThriftShardConnection::Create(shards_[shard], options_, spec_));
+  return std::unique_ptr<worker::ShardConnection>(std::move(c));
+}
+
+}  // namespace geops::rpc

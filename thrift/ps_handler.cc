@@ -1,0 +1,213 @@
+#include "thrift/ps_handler.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <new>
+#include <span>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "common/deadline.h"
+#include "thrift/counting_socket.h"
+#include "thrift/error_convert.h"
+#include "thrift/type_convert.h"
+
+namespace geops::rpc {
+namespace {
+
+static_assert(std::endian::native == std::endian::little,
+              "the wire carries little-endian float32; a big-endian host would need swapping");
+
+// Worded as the shard words it, so a worker sees one message either way.
+Status CheckBatchBytes(int64_t bytes, int64_t max_bytes, const char* what) {
+  if (bytes <= max_bytes) return Status::Ok();
+  return ResourceExhaustedError(std::string(what) + " of " + std::to_string(bytes) +
+                                " bytes exceeds max_batch_bytes " + std::to_string(max_bytes) +
+                                "; split it into smaller batches");
+}
+
+// Floats held by `keys`, refusing (like the shard) an unknown table or chunk
+// and a total past `max_bytes`, so the reply buffer is never sized from
+// unchecked input.
+Result<int64_t> PayloadElements(const ModelSpec& spec, const std::vector<ChunkKey>& keys,
+                                int64_t max_bytes, const char* what) {
+  int64_t elements = 0;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const ChunkKey k = keys[i];
+    if (!spec.HasTable(k.table)) {
+      return InvalidArgumentError(std::string(what) + ": unknown table id " + std::to_string(k.table) +
+                                  " in key " + std::to_string(i) + " (the model has " +
+                                  std::to_string(spec.num_tables()) + " tables)");
+    }
+    if (!spec.HasChunk(k)) {
+      return InvalidArgumentError(std::string(what) + ": chunk " + std::to_string(k.chunk) +
+                                  " of table '" + spec.table(k.table).name +
+                                  "' is out of range (the table has " +
+                                  std::to_string(spec.num_chunks(k.table)) + " chunks)");
+    }
+    elements += spec.ChunkElements(k);
+    GEOPS_RETURN_IF_ERROR(CheckBatchBytes(elements * int64_t{sizeof(float)}, max_bytes, what));
+  }
+  return elements;
+}
+
+bool IsFloatAligned(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % alignof(float) == 0;
+}
+
+// How loudly a refusal is logged: bad input and bugs are warnings/errors;
+// waits that ran out and retries are routine.
+spdlog::level::level_enum LogLevel(StatusCode code) {
+  switch (code) {
+    case StatusCode::kInternal:
+    case StatusCode::kDataLoss:
+    case StatusCode::kUnknown:
+      return spdlog::level::err;
+    case StatusCode::kDeadlineExceeded:
+    case StatusCode::kUnavailable:
+    case StatusCode::kAborted:
+      return spdlog::level::info;
+    default:
+      return spdlog::level::warn;
+  }
+}
+
+}  // namespace
+
+PsHandler::PsHandler(datacenter::Shard* shard, std::string peer)
+    : shard_(shard), peer_(std::move(peer)) {}
+
+template <typename Body>
+void PsHandler::Serve(std::string_view call, Body&& body) {
+  Status status;
+  try {
+    status = body();
+  } catch (const std::bad_alloc&) {
+    status = ResourceExhaustedError("out of memory serving " + std::string(call));
+  } catch (const std::exception& e) {
+    status = InternalError("unexpected exception serving " + std::string(call) + ": " + e.what());
+  } catch (...) {
+    status = InternalError("unexpected exception serving " + std::string(call));
+  }
+  if (status.ok()) return;
+  spdlog::log(LogLevel(status.code()), "shard {}: {} from {} refused: {}",
+              shard_->options().shard_id, call, peer_, status.ToString());
+  throw ToGeopsError(status);
+}
+
+void PsHandler::registerWorker(gen::RegisterReply& reply, const gen::RegisterRequest& req) {
+  Serve("registerWorker", [&]() -> Status {
+    GEOPS_ASSIGN_OR_RETURN(
+        RegisterReply r,
+        shard_->RegisterWorker(req.worker_id, static_cast<uint64_t>(req.model_fingerprint),
+                               req.auth_token));
+    reply = ToThrift(r);
+    return Status::Ok();
+  });
+}
+
+void PsHandler::read(gen::ReadReply& reply, const gen::ReadRequest& req) {
+  Serve("read", [&] { return DoRead(reply, req); });
+}
+
+Status PsHandler::DoRead(gen::ReadReply& reply, const gen::ReadRequest& req) {
+  if (req.deadline_ms < 0) {
+    return InvalidArgumentError("read deadline_ms must be >= 0, got " + std::to_string(req.deadline_ms));
+  }
+  std::vector<ChunkKey> keys = UnpackKeys(req.chunk_keys);
+  GEOPS_ASSIGN_OR_RETURN(int64_t elements, PayloadElements(shard_->spec(), keys,
+                                                            shard_->options().max_batch_bytes, "read"));
+  const int64_t bytes = elements * int64_t{sizeof(float)};
+  // The shard writes straight into the reply's buffer. std::string storage
+  // comes from operator new (16-byte aligned) once past the small-string
+  // buffer; a misaligned one would go through a copy.
+  reply.values.resize(static_cast<size_t>(bytes));
+  const int64_t wait_ms = std::min(req.deadline_ms, shard_->options().max_read_wait_ms);
+  const Deadline deadline = Deadline::InMs(wait_ms);
+  float* out = reinterpret_cast<float*>(reply.values.data());
+  std::vector<float> bounce;
+  if (!IsFloatAligned(out)) {
+    bounce.resize(static_cast<size_t>(elements));
+    out = bounce.data();
+  }
+  Result<ReadReply> r = shard_->Read(req.worker_id, req.clock, req.staleness, keys, out, deadline);
+  if (r.ok() && !bounce.empty()) {
+    std::memcpy(reply.values.data(), bounce.data(), static_cast<size_t>(bytes));
+  }
+  if (!r.ok()) {
+    reply.values.clear();
+    return r.status();
+  }
+  reply.shard_clock = r->shard_clock;
+  return Status::Ok();
+}
+
+void PsHandler::update(gen::UpdateReply& reply, const gen::UpdateRequest& req) {
+  Serve("update", [&] { return DoUpdate(reply, req); });
+}
+
+Status PsHandler::DoUpdate(gen::UpdateReply& reply, const gen::UpdateRequest& req) {
+  const std::string& raw = req.values;
+  GEOPS_RETURN_IF_ERROR(CheckBatchBytes(static_cast<int64_t>(raw.size()),
+                                        shard_->options().max_batch_bytes, "update batch"));
+  if (raw.size() % sizeof(float) != 0) {
+    return InvalidArgumentError("update batch: payload is " + std::to_string(raw.size()) +
+                                " bytes, not a whole number of float32");
+  }
+  std::vector<ChunkKey> keys = UnpackKeys(req.chunk_keys);
+  GEOPS_ASSIGN_OR_RETURN(int64_t elements,
+                         PayloadElements(shard_->spec(), keys, shard_->options().max_batch_bytes,
+                                         "update batch"));
+  const int64_t got = static_cast<int64_t>(raw.size() / sizeof(float));
+  if (got != elements) {
+    return InvalidArgumentError("update batch: payload has " + std::to_string(got) +
+                                " floats, expected " + std::to_string(elements) + " for " +
+                                std::to_string(keys.size()) + " chunks");
+  }
+  std::vector<float> copy;
+  std::span<const float> values;
+  if (IsFloatAligned(raw.data())) {
+    values = std::span<const float>(reinterpret_cast<const float*>(raw.data()), static_cast<size_t>(got));
+  } else {
+    copy.resize(static_cast<size_t>(got));
+    std::memcpy(copy.data(), raw.data(), raw.size());
+    values = copy;
+  }
+  GEOPS_ASSIGN_OR_RETURN(UpdateReply r, shard_->Update(req.worker_id, req.clock, keys, values));
+  reply.applied = r.applied;
+  reply.shard_clock = r.shard_clock;
+  return Status::Ok();
+}
+
+void PsHandler::clock(gen::ClockReply& reply, const gen::ClockRequest& req) {
+  Serve("clock", [&]() -> Status {
+    GEOPS_ASSIGN_OR_RETURN(Clock c, shard_->AdvanceClock(req.worker_id, req.clock, req.finished));
+    reply.shard_clock = c;
+    return Status::Ok();
+  });
+}
+
+void PsHandler::heartbeat(int32_t worker_id) {
+  Serve("heartbeat", [&] { return shard_->Heartbeat(worker_id); });
+}
+
+void PsHandler::status(gen::ShardStatus& reply) {
+  Serve("status", [&] {
+    reply = ToThrift(shard_->GetStatus());
+    return Status::Ok();
+  });
+}
+
+gen::ParameterServerIf* PsHandlerFactory::getHandler(const apache::thrift::TConnectionInfo& info) {
+  // The accepted socket is a CountingSocket (ListenSocket makes them); its
+  // numeric peer name costs no DNS lookup.
+  auto* socket = dynamic_cast<CountingSocket*>(info.transport.get());
+  return new PsHandler(shard_, socket != nullptr ? socket->PeerName() : std::string("unknown peer"));
+}
+
+void PsHandlerFactory::releaseHandler(gen::ParameterServerIf* handler) { delete handler; }
+
+}  // namespace geops::rpc

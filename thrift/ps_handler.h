@@ -1,0 +1,70 @@
+// PsHandler: the server side of the LAN IDL for one connection. It turns each
+// Thrift request into a call on a datacenter::Shard and the result back into
+// a reply, and PsHandlerFactory makes one handler per accepted connection
+// (the place for per-connection state such as the peer and, later, whether
+// it authenticated).
+//
+// Every request is checked before it reaches the shard where the wire allows
+// what the core's types cannot: a binary payload must be a whole number of
+// float32 and exactly as long as its chunks, a read's reply must fit the
+// batch bound, a wait must not be negative. The shard then validates the
+// rest. Any refusal, and any exception from below (bad_alloc ->
+// ResourceExhausted, anything else -> Internal), becomes a GeopsError reply
+// and one log line naming the peer; nothing escapes as a crash.
+//
+// Thread-safety: a handler serves one connection, so one thread at a time;
+// many handlers call the (thread-safe) shard concurrently. The factory may be
+// used from any thread.
+#ifndef GEOPS_THRIFT_PS_HANDLER_H_
+#define GEOPS_THRIFT_PS_HANDLER_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "datacenter/shard.h"
+#include "gen-cpp/ParameterServer.h"
+
+namespace geops::rpc {
+
+class PsHandler : public gen::ParameterServerIf {
+ public:
+  // REQUIRES: `shard` outlives the handler. `peer` names the client in logs.
+  PsHandler(datacenter::Shard* shard, std::string peer);
+
+  void registerWorker(gen::RegisterReply& reply, const gen::RegisterRequest& req) override;
+  void read(gen::ReadReply& reply, const gen::ReadRequest& req) override;
+  void update(gen::UpdateReply& reply, const gen::UpdateRequest& req) override;
+  void clock(gen::ClockReply& reply, const gen::ClockRequest& req) override;
+  void heartbeat(int32_t worker_id) override;
+  void status(gen::ShardStatus& reply) override;
+
+ private:
+  // Runs `body` (returning Status); on failure or exception logs and throws
+  // the GeopsError that the generated processor sends as the reply.
+  template <typename Body>
+  void Serve(std::string_view call, Body&& body);
+
+  Status DoRead(gen::ReadReply& reply, const gen::ReadRequest& req);
+  Status DoUpdate(gen::UpdateReply& reply, const gen::UpdateRequest& req);
+
+  datacenter::Shard* const shard_;
+  const std::string peer_;
+};
+
+class PsHandlerFactory : public gen::ParameterServerIfFactory {
+ public:
+  // REQUIRES: `shard` outlives every handler made.
+  explicit PsHandlerFactory(datacenter::Shard* shard) : shard_(shard) {}
+
+  gen::ParameterServerIf* getHandler(const apache::thrift::TConnectionInfo& info) override;
+  void releaseHandler(gen::ParameterServerIf* handler) override;
+
+ private:
+  datacenter::Shard* const shard_;
+};
+
+}  // namespace geops::rpc
+
+#endif  // GEOPS_THRIFT_PS_HANDLER_H_

@@ -1,0 +1,104 @@
+#include "thrift/ps_server.h"
+
+#include <system_error>
+
+#include <thrift/server/TThreadedServer.h>
+
+#include <spdlog/spdlog.h>
+
+#include "thrift/bounded_protocol.h"
+#include "thrift/error_convert.h"
+#include "thrift/framed_transport.h"
+#include "thrift/ps_handler.h"
+
+namespace geops::rpc {
+
+using apache::thrift::server::TThreadedServer;
+
+Result<std::unique_ptr<PsServer>> PsServer::Start(datacenter::Shard* shard,
+                                                  const PsServerOptions& options) {
+  if (shard == nullptr) return InvalidArgumentError("PsServer needs a shard");
+  GEOPS_RETURN_IF_ERROR(options.Validate());
+  const std::string where = HostPort{options.host, options.port}.ToString();
+  auto counters = std::make_shared<ByteCounters>();
+  auto transport_factory = std::make_shared<FramedTransportFactory>(options.transport);
+  auto listener = std::make_shared<ListenSocket>(options.host, options.port,
+                                                 transport_factory->configuration(), counters,
+                                                 options.transport.socket_buffer_bytes);
+  if (options.idle_timeout_ms > 0) listener->setRecvTimeout(static_cast<int>(options.idle_timeout_ms));
+  if (options.send_timeout_ms > 0) listener->setSendTimeout(static_cast<int>(options.send_timeout_ms));
+  try {
+    // Bind here, not in serve(), so that the caller learns the port and
+    // hears about an address in use.
+    listener->listen();
+  } catch (...) {
+    return UnavailableError(StatusFromCurrentException("listen on " + where).status.message());
+  }
+  const int port = listener->getPort();
+  auto processor_factory = std::make_shared<gen::ParameterServerProcessorFactory>(
+      std::make_shared<PsHandlerFactory>(shard));
+  auto server = std::make_shared<TThreadedServer>(processor_factory, listener, transport_factory,
+                                                  MakeProtocolFactory(options.transport));
+  server->setConcurrentClientLimit(options.max_connections);
+  std::unique_ptr<PsServer> ps(new PsServer(shard, options, port, counters, server));
+  try {
+    ps->serve_thread_ = std::thread([self = ps.get()] { self->ServeLoop(); });
+  } catch (const std::system_error& e) {
+    ps->serve_done_ = true;  // nothing to wait for
+    return ResourceExhaustedError(std::string("cannot start the server thread: ") + e.what());
+  }
+  spdlog::info("shard {}: serving on {}", shard->options().shard_id, ps->address().ToString());
+  return ps;
+}
+
+void PsServer::ServeLoop() {
+  try {
+    server_->serve();
+  } catch (const std::exception& e) {
+    spdlog::error("shard {}: server loop ended: {}", shard_->options().shard_id, e.what());
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    serve_done_ = true;
+  }
+  serve_done_cv_.notify_all();
+}
+
+PsServer::PsServer(datacenter::Shard* shard, const PsServerOptions& options, int port,
+                   std::shared_ptr<ByteCounters> counters, std::shared_ptr<TThreadedServer> server)
+    : shard_(shard),
+      options_(options),
+      port_(port),
+      counters_(std::move(counters)),
+      server_(std::move(server)) {}
+
+PsServer::~PsServer() {
+  // Calls still in the shard end by their own deadline, which the shard
+  // bounds by max_read_wait_ms.
+  const int64_t grace_ms = shard_->options().max_read_wait_ms + 10000;
+  Status s = Stop(Deadline::InMs(grace_ms));
+  while (!s.ok()) {
+    spdlog::error("shard {}: server on port {} still busy at destruction: {}",
+                  shard_->options().shard_id, port_, s.ToString());
+    s = Stop(Deadline::InMs(grace_ms));
+  }
+}
+
+Status PsServer::Stop(Deadline deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!stopping_) {
+    stopping_ = true;
+    server_->stop();  // interrupts accept() and every connection blocked reading
+  }
+  if (!serve_done_cv_.wait_until(lock, deadline.when(), [this] { return serve_done_; })) {
+    return DeadlineExceededError("server on port " + std::to_string(port_) + " still has " +
+                                 std::to_string(server_->getConcurrentClientCount()) +
+                                 " connection(s) busy in the shard");
+  }
+  if (serve_thread_.joinable()) serve_thread_.join();
+  return Status::Ok();
+}
+
+int64_t PsServer::connections() const { return server_->getConcurrentClientCount(); }
+
+}  // namespace geops::rpc

@@ -1,0 +1,66 @@
+#include "thrift/thrift_options.h"
+
+#include <limits>
+
+namespace geops::rpc {
+namespace {
+
+std::string Str(int64_t v) { return std::to_string(v); }
+
+// Socket timeouts travel as int milliseconds.
+constexpr int64_t kMaxTimeoutMs = std::numeric_limits<int32_t>::max() / 2;
+
+}  // namespace
+
+Status TransportOptions::Validate() const {
+  if (max_frame_bytes < 4096 || max_frame_bytes > kMaxFrameBytesLimit) {
+    return InvalidArgumentError("max_frame_bytes must be in [4096, " + Str(kMaxFrameBytesLimit) +
+                                "], got " + Str(max_frame_bytes));
+  }
+  if (write_buffer_bytes < 64 || write_buffer_bytes > max_frame_bytes) {
+    return InvalidArgumentError("write_buffer_bytes must be in [64, max_frame_bytes], got " +
+                                Str(write_buffer_bytes));
+  }
+  if (buffer_reclaim_bytes < write_buffer_bytes || buffer_reclaim_bytes > kMaxFrameBytesLimit) {
+    return InvalidArgumentError(
+        "buffer_reclaim_bytes must be in [write_buffer_bytes, " + Str(kMaxFrameBytesLimit) +
+        "], got " + Str(buffer_reclaim_bytes));
+  }
+  if (socket_buffer_bytes < 0 || socket_buffer_bytes > (int64_t{1} << 30)) {
+    return InvalidArgumentError("socket_buffer_bytes must be in [0, 1 GiB], got " +
+                                Str(socket_buffer_bytes));
+  }
+  return Status::Ok();
+}
+
+Status PsServerOptions::Validate() const {
+  if (host.empty()) return InvalidArgumentError("server host must not be empty");
+  if (port < 0 || port > 65535) return InvalidArgumentError("server port must be in [0, 65535], got " + Str(port));
+  GEOPS_RETURN_IF_ERROR(transport.Validate().WithContext("server transport"));
+  if (max_connections < 1) {
+    return InvalidArgumentError("max_connections must be >= 1, got " + Str(max_connections));
+  }
+  if (idle_timeout_ms < 0 || idle_timeout_ms > kMaxTimeoutMs) {
+    return InvalidArgumentError("idle_timeout_ms must be in [0, " + Str(kMaxTimeoutMs) + "], got " +
+                                Str(idle_timeout_ms));
+  }
+  if (send_timeout_ms < 0 || send_timeout_ms > kMaxTimeoutMs) {
+    return InvalidArgumentError("send_timeout_ms must be in [0, " + Str(kMaxTimeoutMs) + "], got " +
+                                Str(send_timeout_ms));
+  }
+  return Status::Ok();
+}
+
+Status ThriftClientOptions::Validate() const {
+  if (connect_timeout_ms < 1 || connect_timeout_ms > kMaxTimeoutMs) {
+    return InvalidArgumentError("connect_timeout_ms must be in [1, " + Str(kMaxTimeoutMs) + "], got " +
+                                Str(connect_timeout_ms));
+  }
+  if (rpc_timeout_ms < 1 || rpc_timeout_ms > kMaxTimeoutMs) {
+    return InvalidArgumentError("rpc_timeout_ms must be in [1, " + Str(kMaxTimeoutMs) + "], got " +
+                                Str(rpc_timeout_ms));
+  }
+  return transport.Validate().WithContext("client transport");
+}
+
+}  // namespace geops::rpc

@@ -1,0 +1,89 @@
+#include "thrift/type_convert.h"
+
+namespace geops::rpc {
+
+std::vector<int64_t> PackKeys(std::span<const ChunkKey> keys) {
+  std::vector<int64_t> out;
+  out.reserve(keys.size());
+  for (const ChunkKey& k : keys) out.push_back(static_cast<int64_t>(k.Packed()));
+  return out;
+}
+
+std::vector<ChunkKey> UnpackKeys(const std::vector<int64_t>& packed) {
+  std::vector<ChunkKey> out;
+  out.reserve(packed.size());
+  for (int64_t p : packed) out.push_back(ChunkKey::FromPacked(static_cast<uint64_t>(p)));
+  return out;
+}
+
+gen::RegisterReply ToThrift(const RegisterReply& in) {
+  gen::RegisterReply out;
+  out.shard_id = in.shard_id;
+  out.num_shards = in.num_shards;
+  out.worker_clock = in.worker_clock;
+  out.shard_clock = in.shard_clock;
+  out.lease_ms = in.lease_ms;
+  out.model_fingerprint = static_cast<int64_t>(in.model_fingerprint);
+  return out;
+}
+
+RegisterReply FromThrift(const gen::RegisterReply& in) {
+  RegisterReply out;
+  out.shard_id = in.shard_id;
+  out.num_shards = in.num_shards;
+  out.worker_clock = in.worker_clock;
+  out.shard_clock = in.shard_clock;
+  out.lease_ms = in.lease_ms;
+  out.model_fingerprint = static_cast<uint64_t>(in.model_fingerprint);
+  return out;
+}
+
+gen::ShardStatus ToThrift(const ShardStatus& in) {
+  gen::ShardStatus out;
+  out.shard_id = in.shard_id;
+  out.num_shards = in.num_shards;
+  out.shard_clock = in.shard_clock;
+  out.num_chunks = in.num_chunks;
+  out.num_elements = in.num_elements;
+  out.update_batches_applied = in.update_batches_applied;
+  out.update_batches_duplicate = in.update_batches_duplicate;
+  out.update_bytes_applied = in.update_bytes_applied;
+  out.reads_served = in.reads_served;
+  out.read_bytes_served = in.read_bytes_served;
+  out.requests_rejected = in.requests_rejected;
+  out.read_wait_seconds = in.read_wait_seconds;
+  out.workers.reserve(in.workers.size());
+  for (const WorkerState& w : in.workers) {
+    gen::WorkerState g;
+    g.worker_id = w.worker_id;
+    g.clock = w.clock;
+    g.live = w.live;
+    g.finished = w.finished;
+    g.ms_since_heard = w.ms_since_heard;
+    out.workers.push_back(std::move(g));
+  }
+  return out;
+}
+
+ShardStatus FromThrift(const gen::ShardStatus& in) {
+  ShardStatus out;
+  out.shard_id = in.shard_id;
+  out.num_shards = in.num_shards;
+  out.shard_clock = in.shard_clock;
+  out.num_chunks = in.num_chunks;
+  out.num_elements = in.num_elements;
+  out.update_batches_applied = in.update_batches_applied;
+  out.update_batches_duplicate = in.update_batches_duplicate;
+  out.update_bytes_applied = in.update_bytes_applied;
+  out.reads_served = in.reads_served;
+  out.read_bytes_served = in.read_bytes_served;
+  out.requests_rejected = in.requests_rejected;
+  out.read_wait_seconds = in.read_wait_seconds;
+  out.workers.reserve(in.workers.size());
+  for (const gen::WorkerState& g : in.workers) {
+    out.workers.push_back(WorkerState{g.worker_id, g.clock, g.live, g.finished, g.ms_since_heard});
+  }
+  return out;
+}
+
+}  // namespace geops::rpc

@@ -1,0 +1,30 @@
+// Conversions between the IDL's generated types (geops::rpc::gen) and the
+// core's plain types (common/ps_types.h, common/ids.h). Pure functions; the
+// only code besides the handler and the client that touches generated types.
+#ifndef GEOPS_THRIFT_TYPE_CONVERT_H_
+#define GEOPS_THRIFT_TYPE_CONVERT_H_
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/ps_types.h"
+#include "gen-cpp/parameter_server_types.h"
+
+namespace geops::rpc {
+
+// Chunk keys travel packed: (table << 32) | chunk, as i64.
+std::vector<int64_t> PackKeys(std::span<const ChunkKey> keys);
+// Every i64 is a valid packed key, so unpacking cannot fail.
+std::vector<ChunkKey> UnpackKeys(const std::vector<int64_t>& packed);
+
+gen::RegisterReply ToThrift(const RegisterReply& in);
+RegisterReply FromThrift(const gen::RegisterReply& in);
+
+gen::ShardStatus ToThrift(const ShardStatus& in);
+ShardStatus FromThrift(const gen::ShardStatus& in);
+
+}  // namespace geops::rpc
+
+#endif  // GEOPS_THRIFT_TYPE_CONVERT_H_

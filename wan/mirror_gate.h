@@ -1,0 +1,116 @@
+// MirrorGate: the WAN layer's hold on local reads (a geops::ReadGate).
+//
+// A read of some chunks waits while any of these holds:
+//   final    every local worker has finished and some peer has not yet
+//            drained (its final batch is not applied here): the read is the
+//            evaluator's, and it must see the final model;
+//   drift    own shard clock - min(mirror clocks) > DS (mirror clock; DS < 0
+//            disables it). Mirror clocks count only live peers (heard within
+//            the lease) that have not drained; a drained peer never holds
+//            anyone back;
+//   notice   a requested chunk is under a selective-barrier notice whose
+//            batch has not landed and whose timeout has not passed.
+// It wakes on every change and at least every kPollMs (leases and notice
+// timeouts are evaluated lazily). Waits are accounted per reason.
+//
+// Peers are named by site id and start at clock 0, heard at creation.
+//
+// Thread-safety: all methods may be called concurrently; one mutex guards
+// all state and is never held while calling out.
+#ifndef GEOPS_WAN_MIRROR_GATE_H_
+#define GEOPS_WAN_MIRROR_GATE_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/deadline.h"
+#include "common/ids.h"
+#include "common/replication.h"
+#include "common/status.h"
+
+namespace geops::wan {
+
+struct GateStats {
+  double drift_wait_seconds = 0;   // reads held by the mirror clock
+  double notice_wait_seconds = 0;  // reads held by selective-barrier notices
+  double final_wait_seconds = 0;   // reads held for the peers' final batches
+  int64_t reads_held = 0;          // reads that waited at all
+  int64_t reads_timed_out = 0;
+  int64_t notices = 0;             // notices received
+  int64_t notices_expired = 0;     // notices whose batch had not landed in time
+  int64_t max_drift_clocks = 0;    // largest own clock - min mirror clock seen
+};
+
+class MirrorGate : public ReadGate {
+ public:
+  // `peers`: the other sites. ds < 0: no drift bound. lease > 0.
+  MirrorGate(std::vector<SiteId> peers, int64_t ds, std::chrono::milliseconds lease);
+
+  Status WaitReadable(std::span<const ChunkKey> keys, Clock shard_clock, bool site_finished,
+                      Deadline deadline, double* waited) override;
+
+  // Own shard clock (the largest seen) and whether every local worker finished.
+  void SetOwnClock(Clock clock, bool local_finished);
+  // A peer's clock, taken once its batches through the report's last_seq
+  // were applied. `drained`: it sends nothing more.
+  void OnPeerClock(SiteId peer, Clock clock, bool drained);
+  // Anything heard from the peer renews its lease.
+  void OnPeerHeard(SiteId peer);
+  // Batches of `peer` through `seq` are applied: their notices are released.
+  void OnPeerApplied(SiteId peer, uint64_t seq);
+  // Holds reads of `keys` until batch `seq` of `peer` is applied, or
+  // timeout_ms. Ignored when that batch is applied already.
+  void AddNotice(SiteId peer, uint64_t seq, std::span<const ChunkKey> keys, int64_t timeout_ms);
+
+  // Every peer has drained and its final batch is applied.
+  bool AllPeersDrained() const;
+  // Blocks until AllPeersDrained() or the deadline; false on timeout.
+  bool WaitAllPeersDrained(Deadline deadline) const;
+  // Min clock over live, undrained peers; own clock when there is none.
+  Clock MinMirrorClock() const;
+  GateStats stats() const;
+  // Chunks under a live notice now (tests and inspection).
+  std::vector<ChunkKey> NoticedChunks() const;
+
+ private:
+  static constexpr int64_t kPollMs = 50;
+
+  struct Peer {
+    Clock clock = 0;
+    bool drained = false;
+    uint64_t applied = 0;
+    SteadyClock::time_point heard;
+  };
+  struct Notice {
+    SiteId peer = 0;
+    uint64_t seq = 0;
+    SteadyClock::time_point expiry;
+  };
+  enum class Hold { kNone, kFinal, kDrift, kNotice };
+
+  Clock MinMirrorLocked(SteadyClock::time_point now) const;
+  Hold HoldLocked(std::span<const ChunkKey> keys, SteadyClock::time_point now);
+  bool AllDrainedLocked() const;
+  std::string DescribeLocked(Hold hold, std::span<const ChunkKey> keys, SteadyClock::time_point now) const;
+
+  const int64_t ds_;
+  const std::chrono::milliseconds lease_;
+
+  mutable std::mutex mu_;
+  mutable std::condition_variable changed_;
+  Clock own_clock_ = 0;                      // GUARDED_BY(mu_)
+  bool local_finished_ = false;              // GUARDED_BY(mu_)
+  std::map<SiteId, Peer> peers_;             // GUARDED_BY(mu_)
+  std::multimap<ChunkKey, Notice> notices_;  // GUARDED_BY(mu_)
+  GateStats stats_;                          // GUARDED_BY(mu_)
+};
+
+}  // namespace geops::wan
+
+#endif  // GEOPS_WAN_MIRROR_GATE_H_

@@ -1,0 +1,346 @@
+#include "wan/replicator.h"
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+#include "wan/batch_restamp.h"
+
+namespace geops::wan {
+namespace {
+
+// Largest batch cut when the whole backlog must go (drain, bsp, avg).
+constexpr int64_t kUnlimitedBudgetBytes = int64_t{256} << 20;
+
+}  // namespace
+
+Result<std::unique_ptr<Replicator>> Replicator::Create(const ModelSpec* spec, ReplicatorConfig config,
+                                                       ReplicaTarget* target, WanTransport* transport) {
+  if (spec == nullptr || target == nullptr || transport == nullptr) {
+    return InvalidArgumentError("replicator needs a model, a shard and a transport");
+  }
+  GEOPS_RETURN_IF_ERROR(config.options.Validate());
+  std::set<SiteId> seen;
+  for (SiteId p : config.peers) {
+    if (p == config.site) return InvalidArgumentError("replicator: site " + std::to_string(p) + " is its own peer");
+    if (p < 0) return InvalidArgumentError("replicator: invalid peer id " + std::to_string(p));
+    if (!seen.insert(p).second) return InvalidArgumentError("replicator: peer " + std::to_string(p) + " named twice");
+  }
+  SignificanceFilterOptions fo;
+  fo.max_hold_clocks = config.options.max_hold_clocks;
+  GEOPS_ASSIGN_OR_RETURN(SignificanceFilter filter, SignificanceFilter::Create(fo));
+  GEOPS_ASSIGN_OR_RETURN(ThresholdSchedule schedule, ThresholdSchedule::Create(config.options.threshold));
+  std::vector<PeerOutbox> outboxes;
+  for (SiteId p : config.peers) {
+    GEOPS_ASSIGN_OR_RETURN(PeerOutbox out, PeerOutbox::Create(p, SignificanceFilterOptions{}));
+    outboxes.push_back(std::move(out));
+  }
+  return std::unique_ptr<Replicator>(new Replicator(spec, std::move(config), target, transport, std::move(filter),
+                                                    std::move(schedule), std::move(outboxes)));
+}
+
+Replicator::Replicator(const ModelSpec* spec, ReplicatorConfig config, ReplicaTarget* target,
+                       WanTransport* transport, SignificanceFilter filter, ThresholdSchedule schedule,
+                       std::vector<PeerOutbox> outboxes)
+    : spec_(spec),
+      config_(std::move(config)),
+      options_(config_.options),
+      target_(target),
+      transport_(transport),
+      gate_(config_.peers, config_.options.EffectiveDs(), std::chrono::milliseconds(config_.options.peer_lease_ms)),
+      inbox_(target, &gate_, config_.site, config_.options.max_reorder_batches),
+      filter_(std::move(filter)),
+      schedule_(std::move(schedule)),
+      outbox_stats_(outboxes.size()),
+      outbox_seq_(outboxes.size(), 0),
+      outboxes_(std::move(outboxes)),
+      encoder_(EncoderOptions{config_.options.compress, 1}) {
+  lookup_ = [this](ChunkKey key) { return LookupValue(key); };
+}
+
+Replicator::~Replicator() { Stop(); }
+
+void Replicator::Start() {
+  transport_->SetDeliveryCallback([this](SiteId peer, uint64_t seq) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      acks_.emplace_back(peer, seq);
+    }
+    cv_.notify_all();
+  });
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!thread_.joinable() && !stop_) thread_ = std::thread([this] { Loop(); });
+}
+
+void Replicator::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  drained_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+const float* Replicator::LookupValue(ChunkKey key) {
+  if (!spec_->HasChunk(key)) return nullptr;
+  value_scratch_.resize(static_cast<size_t>(spec_->ChunkElements(key)));
+  if (!target_->ReadChunkValue(key, value_scratch_.data()).ok()) return nullptr;
+  return value_scratch_.data();
+}
+
+void Replicator::OnLocalUpdate(std::span<const ChunkKey> keys, std::span<const float> values) {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t offset = 0;
+  for (const ChunkKey key : keys) {
+    const size_t n = static_cast<size_t>(spec_->ChunkElements(key));
+    if (offset + n > values.size()) break;  // the shard validated the batch; never happens
+    Status s = filter_.Add(key, values.subspan(offset, n));
+    if (!s.ok()) spdlog::error("wan shard {}: local update not accumulated: {}", config_.shard, s.ToString());
+    offset += n;
+  }
+  stats_.elements_pushed += static_cast<int64_t>(offset);
+}
+
+void Replicator::OnShardClock(Clock shard_clock, bool all_finished) {
+  gate_.SetOwnClock(shard_clock, all_finished);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    target_clock_ = std::max(target_clock_, shard_clock);
+    finished_ = finished_ || all_finished;
+  }
+  cv_.notify_all();
+}
+
+int64_t Replicator::Window(bool finishing) const {
+  if (finishing || options_.mode == WanMode::kBsp || options_.mode == WanMode::kAvg) return 0;
+  return options_.max_inflight_batches;
+}
+
+int64_t Replicator::BudgetBytes(SiteId peer, bool finishing) {
+  if (Window(finishing) == 0) return kUnlimitedBudgetBytes;
+  const double bw = transport_->BandwidthBytesPerSecond(peer);
+  if (!(bw > 0)) return kUnlimitedBudgetBytes;
+  return std::max<int64_t>(options_.min_batch_bytes, static_cast<int64_t>(bw * options_.max_batch_seconds));
+}
+
+PeerOutbox* Replicator::OutboxFor(SiteId peer) {
+  for (PeerOutbox& o : outboxes_) {
+    if (o.peer() == peer) return &o;
+  }
+  return nullptr;
+}
+
+void Replicator::SelectLocked(Clock k, bool finishing) {
+  const double start = NowSeconds();
+  SelectStats st;
+  if (finishing) {
+    st = filter_.DrainAll(&selected_);
+  } else {
+    switch (options_.mode) {
+      case WanMode::kAsp:
+        st = filter_.Select(k, lookup_, static_cast<float>(schedule_.At(k)), &selected_);
+        break;
+      case WanMode::kBsp:
+      case WanMode::kAllAsync:
+        st = filter_.DrainAll(&selected_);
+        break;
+      case WanMode::kAvg:
+        if (k / options_.averaging_period > last_sync_ / options_.averaging_period) {
+          st = filter_.DrainAll(&selected_);
+          last_sync_ = k;
+        } else {
+          selected_.clear();
+        }
+        break;
+    }
+  }
+  stats_.elements_selected += st.elements_selected;
+  stats_.select_seconds += NowSeconds() - start;
+}
+
+void Replicator::MaybeNotice(PeerOutbox& out, uint64_t seq, const std::vector<ChunkKey>& keys, int64_t bytes,
+                             bool finishing) {
+  if (options_.mode != WanMode::kAsp || finishing || keys.empty()) return;
+  const double eta = transport_->EstimateDeliverySeconds(out.peer(), bytes);
+  if (!(eta > options_.notice_min_seconds)) return;
+  WanNotice n;
+  n.origin = config_.site;
+  n.seq = seq;
+  n.keys = keys;
+  n.timeout_ms = options_.notice_timeout_ms;
+  out.CountNotice();
+  transport_->SendNotice(out.peer(), std::move(n));
+}
+
+void Replicator::ShipSelected(Clock k, bool finishing) {
+  if (selected_.empty()) return;
+  const double start = NowSeconds();
+  BatchHeader header;
+  header.origin = config_.site;
+  header.seq = 0;  // stamped per peer
+  header.clock = k;
+  header.codec = finishing ? ValueCodec::kFp32 : options_.EffectiveCodec();
+  Result<EncodeStats> st = encoder_.Encode(header, selected_, &payload_, &residuals_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.encode_seconds += NowSeconds() - start;
+    if (!st.ok()) {
+      // Nothing was encoded: everything goes back, to be tried next tick.
+      spdlog::error("wan shard {}: encoding clock {} failed: {}", config_.shard, k, st.status().ToString());
+      for (const SparseChunkUpdate& u : selected_) filter_.AddSparse(u).IgnoreError();
+      return;
+    }
+    ++stats_.batches_encoded;
+    for (const SparseChunkUpdate& r : residuals_) filter_.AddSparse(r).IgnoreError();
+  }
+  if (st->chunks_out == 0) return;
+  std::vector<ChunkKey> keys;
+  keys.reserve(selected_.size());
+  for (const SparseChunkUpdate& u : selected_) keys.push_back(u.key);
+  bool decoded = false;
+  const int64_t window = Window(finishing);
+  for (PeerOutbox& out : outboxes_) {
+    if (out.CanSendDirect(window)) {
+      WanBatch batch;
+      batch.origin = config_.site;
+      batch.seq = out.AssignSeq();
+      batch.clock = k;
+      batch.payload = payload_;
+      Status s = RestampBatchSeq(batch.payload, batch.seq);
+      if (!s.ok()) spdlog::error("wan shard {}: {}", config_.shard, s.ToString());
+      MaybeNotice(out, batch.seq, keys, static_cast<int64_t>(batch.payload.size()), finishing);
+      out.OnSent(batch.seq, static_cast<int64_t>(batch.payload.size()), st->elements_out);
+      transport_->SendBatch(out.peer(), std::move(batch));
+      continue;
+    }
+    if (!decoded) {
+      BatchDecoder decoder;
+      Status s = decoder.Decode(payload_, &decoded_);
+      if (!s.ok()) {
+        spdlog::error("wan shard {}: own batch does not decode: {}", config_.shard, s.ToString());
+        continue;
+      }
+      decoded = true;
+    }
+    Status s = out.AddToBacklog(decoded_.chunks);
+    if (!s.ok()) spdlog::error("wan shard {}: backlog for site {}: {}", config_.shard, out.peer(), s.ToString());
+  }
+}
+
+void Replicator::ServeBacklogs(Clock k, bool finishing) {
+  const int64_t window = Window(finishing);
+  float threshold = -1.0f;
+  if (options_.mode == WanMode::kAsp && !finishing) {
+    std::lock_guard<std::mutex> lock(mu_);
+    threshold = static_cast<float>(schedule_.At(k));
+  }
+  std::vector<ChunkKey> keys;
+  for (PeerOutbox& out : outboxes_) {
+    while (out.backlogged() && out.WindowOpen(window)) {
+      BacklogCut cut;
+      cut.origin = config_.site;
+      cut.clock = k;
+      cut.codec = finishing ? ValueCodec::kFp32 : options_.EffectiveCodec();
+      cut.compress = options_.compress;
+      cut.threshold = threshold;
+      cut.budget_bytes = BudgetBytes(out.peer(), finishing);
+      cut.lookup = &lookup_;
+      Result<std::optional<WanBatch>> batch = out.CutFromBacklog(cut, &keys);
+      if (!batch.ok()) {
+        spdlog::error("wan shard {}: backlog for site {}: {}", config_.shard, out.peer(), batch.status().ToString());
+        break;
+      }
+      if (!batch->has_value()) break;
+      MaybeNotice(out, (*batch)->seq, keys, static_cast<int64_t>((*batch)->payload.size()), finishing);
+      transport_->SendBatch(out.peer(), std::move(**batch));
+      // A lossy codec leaves residuals behind: only the drain loops on.
+      if (!finishing && threshold >= 0) break;
+    }
+  }
+}
+
+void Replicator::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [this] {
+      return stop_ || target_clock_ > ticked_ || (finished_ && !drained_) || !acks_.empty();
+    });
+    if (stop_) return;
+    std::vector<std::pair<SiteId, uint64_t>> acks;
+    acks.swap(acks_);
+    const Clock k = target_clock_;
+    const bool tick = k > ticked_;
+    const bool finishing = finished_ && !drained_;
+    if (tick || finishing) {
+      SelectLocked(k, finishing);
+      ticked_ = k;
+      ++stats_.ticks;
+      stats_.ticked_clock = k;
+    } else {
+      selected_.clear();
+    }
+    lock.unlock();
+
+    for (const auto& [peer, seq] : acks) {
+      if (PeerOutbox* out = OutboxFor(peer)) out->OnAcked(seq);
+    }
+    if (tick || finishing) ShipSelected(k, finishing);
+    ServeBacklogs(k, finishing);
+    if (tick || finishing) {
+      for (PeerOutbox& out : outboxes_) {
+        transport_->SendClock(out.peer(), WanClockReport{config_.site, k, out.last_seq(), finishing});
+      }
+    }
+    bool in_flight = false;
+    for (const PeerOutbox& out : outboxes_) in_flight = in_flight || out.inflight() > 0;
+
+    lock.lock();
+    for (size_t i = 0; i < outboxes_.size(); ++i) {
+      outbox_stats_[i] = outboxes_[i].stats();
+      outbox_seq_[i] = outboxes_[i].last_seq();
+    }
+    if (finishing) {
+      drained_ = true;
+      stats_.drained = true;
+      spdlog::info("wan shard {}: drained at clock {}", config_.shard, k);
+    }
+    if (drained_ && !in_flight && !drain_acked_) drain_acked_ = true;
+    drained_cv_.notify_all();
+  }
+}
+
+bool Replicator::WaitDrainAcknowledged(Deadline deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return drained_cv_.wait_until(lock, deadline.when(), [this] { return drain_acked_ || stop_; }) && drain_acked_;
+}
+
+ReplicatorStats Replicator::stats() const {
+  ReplicatorStats out;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    out = stats_;
+    for (size_t i = 0; i < outbox_stats_.size(); ++i) {
+      out.peers.push_back(PeerReplicationStats{config_.peers[i], outbox_seq_[i], outbox_stats_[i]});
+    }
+  }
+  out.inbox = inbox_.stats();
+  out.gate = gate_.stats();
+  return out;
+}
+
+void Replicator::PendingFor(SiteId peer, ChunkKey key, std::vector<double>* out) const {
+  out->assign(static_cast<size_t>(spec_->ChunkElements(key)), 0.0);
+  std::lock_guard<std::mutex> lock(mu_);
+  std::span<const float> acc = filter_.Accumulated(key);
+  for (size_t i = 0; i < acc.size() && i < out->size(); ++i) (*out)[i] += acc[i];
+  for (const PeerOutbox& o : outboxes_) {
+    if (o.peer() != peer) continue;
+    std::span<const float> b = o.backlog().Accumulated(key);
+    for (size_t i = 0; i < b.size() && i < out->size(); ++i) (*out)[i] += b[i];
+  }
+}
+
+}  // namespace geops::wan

@@ -1,0 +1,187 @@
+// Replicator: one shard's WAN replication engine. It is the shard's
+// ReplicationTap (local updates and clock ticks come in), the WanReceiver of
+// its peers' messages (remote batches go to the shard through the
+// RemoteInbox), and it owns the MirrorGate that holds local reads.
+//
+// Outbound, at every shard clock tick k (on its own thread, so workers'
+// clock calls never wait for encoding):
+//   1. select from the SignificanceFilter that accumulates local updates,
+//      per mode: asp takes what exceeds t(k); bsp and all-async take
+//      everything; avg takes everything at multiples of H and nothing else;
+//   2. encode once with the mode's codec; the residuals go back into the
+//      filter (error feedback);
+//   3. per peer: send the batch (stamped with that peer's next seq) when the
+//      link keeps up, else add its content to that peer's backlog, where
+//      updates coalesce per chunk and leave most significant first when the
+//      window opens (PeerOutbox); asp announces a batch the link needs
+//      longer than notice_min_seconds for with a selective-barrier notice;
+//   4. report the clock to every peer, with the last seq sent.
+// When every local worker has finished, everything left (filter and
+// backlogs) is shipped losslessly (fp32), and the clock report carries the
+// drained marker: the peers then know they hold this site's final updates.
+// A site's model is final once every peer has drained (WaitFinal).
+//
+// Thread-safety: all public methods may be called from any thread. Lock
+// discipline: mu_ guards the filter, the clock and finish marks, pending
+// acknowledgements and the stop flag; the tick thread holds it only to
+// select from the filter (reading chunk values from the shard under chunk
+// locks) and to put residuals back, never while calling the transport. The
+// outboxes, encoder and scratch belong to the tick thread. The transport
+// must not call back (delivery callback, WanReceiver) while holding a lock
+// that its Send* methods take. Order: mu_ -> shard chunk locks.
+#ifndef GEOPS_WAN_REPLICATOR_H_
+#define GEOPS_WAN_REPLICATOR_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "common/model_spec.h"
+#include "common/replication.h"
+#include "common/status.h"
+#include "wan/codec.h"
+#include "wan/mirror_gate.h"
+#include "wan/peer_outbox.h"
+#include "wan/remote_inbox.h"
+#include "wan/significance_filter.h"
+#include "wan/threshold_schedule.h"
+#include "wan/wan_options.h"
+#include "wan/wan_transport.h"
+
+namespace geops::wan {
+
+struct ReplicatorConfig {
+  SiteId site = 0;               // this site's id
+  ShardId shard = 0;             // for logs
+  std::vector<SiteId> peers;     // the other sites (their shard of the same index)
+  WanOptions options;
+};
+
+struct PeerReplicationStats {
+  SiteId peer = 0;
+  uint64_t last_seq = 0;
+  OutboxStats out;
+};
+
+struct ReplicatorStats {
+  Clock ticked_clock = 0;
+  int64_t ticks = 0;
+  int64_t batches_encoded = 0;
+  int64_t elements_pushed = 0;    // local update values tapped
+  int64_t elements_selected = 0;  // values taken out of the filter
+  double select_seconds = 0;
+  double encode_seconds = 0;
+  bool drained = false;           // the final marker has been sent
+  std::vector<PeerReplicationStats> peers;
+  InboxStats inbox;
+  GateStats gate;
+};
+
+class Replicator final : public ReplicationTap, public WanReceiver {
+ public:
+  // InvalidArgument for bad options, a peer equal to `site` or repeated, or
+  // null target/transport. `spec`, `target` and `transport` must outlive
+  // the replicator. Nothing runs until Start().
+  static Result<std::unique_ptr<Replicator>> Create(const ModelSpec* spec, ReplicatorConfig config,
+                                                    ReplicaTarget* target, WanTransport* transport);
+  // Stops the tick thread.
+  ~Replicator() override;
+  Replicator(const Replicator&) = delete;
+  Replicator& operator=(const Replicator&) = delete;
+
+  // Registers the delivery callback and starts the tick thread.
+  void Start();
+  // Stops the tick thread (idempotent). Queued work is dropped.
+  void Stop();
+
+  // ReplicationTap.
+  void OnLocalUpdate(std::span<const ChunkKey> keys, std::span<const float> values) override;
+  void OnShardClock(Clock shard_clock, bool all_finished) override;
+
+  // WanReceiver (see RemoteInbox).
+  Status OnBatch(const WanBatch& batch) override { return inbox_.OnBatch(batch); }
+  Status OnClock(const WanClockReport& report) override { return inbox_.OnClock(report); }
+  Status OnNotice(const WanNotice& notice) override { return inbox_.OnNotice(notice); }
+  Status OnHeartbeat(SiteId origin) override { return inbox_.OnHeartbeat(origin); }
+
+  // The shard's read gate.
+  MirrorGate* gate() { return &gate_; }
+
+  // Blocks until this site's drain has been sent and every batch is
+  // acknowledged by its peer, or the deadline (false).
+  bool WaitDrainAcknowledged(Deadline deadline);
+  // Blocks until every peer's final updates are applied here, or the
+  // deadline (false).
+  bool WaitFinal(Deadline deadline) const { return gate_.WaitAllPeersDrained(deadline); }
+
+  ReplicatorStats stats() const;
+
+  // For tests: the mass not yet delivered to `peer` for chunk `key` (filter
+  // plus that peer's backlog), added into *out (resized to the chunk size).
+  // REQUIRES: the replicator is stopped.
+  void PendingFor(SiteId peer, ChunkKey key, std::vector<double>* out) const;
+
+ private:
+  Replicator(const ModelSpec* spec, ReplicatorConfig config, ReplicaTarget* target, WanTransport* transport,
+             SignificanceFilter filter, ThresholdSchedule schedule, std::vector<PeerOutbox> outboxes);
+
+  void Loop();
+  // Selects this tick's updates into selected_ per mode. REQUIRES: mu_ held.
+  void SelectLocked(Clock k, bool finishing);
+  // Encodes selected_ once and sends or backlogs it per peer.
+  void ShipSelected(Clock k, bool finishing);
+  // Cuts batches from backlogs whose window is open.
+  void ServeBacklogs(Clock k, bool finishing);
+  void MaybeNotice(PeerOutbox& out, uint64_t seq, const std::vector<ChunkKey>& keys, int64_t bytes,
+                   bool finishing);
+  int64_t BudgetBytes(SiteId peer, bool finishing);
+  int64_t Window(bool finishing) const;
+  PeerOutbox* OutboxFor(SiteId peer);
+  const float* LookupValue(ChunkKey key);
+
+  const ModelSpec* const spec_;
+  const ReplicatorConfig config_;
+  const WanOptions& options_;
+  ReplicaTarget* const target_;
+  WanTransport* const transport_;
+  MirrorGate gate_;
+  RemoteInbox inbox_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;            // tick thread: work arrived
+  std::condition_variable drained_cv_;    // drain sent / acknowledged
+  SignificanceFilter filter_;             // GUARDED_BY(mu_)
+  ThresholdSchedule schedule_;            // GUARDED_BY(mu_)
+  Clock target_clock_ = 0;                // GUARDED_BY(mu_): largest shard clock heard
+  Clock ticked_ = 0;                      // GUARDED_BY(mu_): last clock processed
+  Clock last_sync_ = 0;                   // GUARDED_BY(mu_): avg: last clock shipped at
+  bool finished_ = false;                 // GUARDED_BY(mu_)
+  bool drained_ = false;                  // GUARDED_BY(mu_)
+  bool stop_ = false;                     // GUARDED_BY(mu_)
+  std::vector<std::pair<SiteId, uint64_t>> acks_;  // GUARDED_BY(mu_)
+  bool drain_acked_ = false;              // GUARDED_BY(mu_): drained and nothing in flight
+  ReplicatorStats stats_;                 // GUARDED_BY(mu_) (peers, inbox, gate filled on read)
+  std::vector<OutboxStats> outbox_stats_; // GUARDED_BY(mu_): copies published by the tick thread
+  std::vector<uint64_t> outbox_seq_;      // GUARDED_BY(mu_)
+
+  // Tick thread only.
+  std::vector<PeerOutbox> outboxes_;
+  std::vector<SparseChunkUpdate> selected_;
+  std::vector<SparseChunkUpdate> residuals_;
+  std::vector<uint8_t> payload_;
+  DecodedBatch decoded_;
+  BatchEncoder encoder_;
+  std::vector<float> value_scratch_;  // one chunk, for significance lookups
+  ChunkValueLookup lookup_;
+
+  std::thread thread_;
+};
+
+}  // namespace geops::wan
+
+#endif  // GEOPS_WAN_REPLICATOR_H_

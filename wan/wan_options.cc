@@ -1,0 +1,79 @@
+#include "wan/wan_options.h"
+
+#include <cmath>
+
+namespace geops::wan {
+
+std::string_view WanModeName(WanMode mode) {
+  switch (mode) {
+    case WanMode::kBsp: return "bsp";
+    case WanMode::kAllAsync: return "all-async";
+    case WanMode::kAsp: return "asp";
+    case WanMode::kAvg: return "avg";
+  }
+  return "unknown";
+}
+
+Result<WanMode> ParseWanMode(std::string_view text) {
+  if (text == "bsp") return WanMode::kBsp;
+  if (text == "all-async") return WanMode::kAllAsync;
+  if (text == "asp") return WanMode::kAsp;
+  if (text == "avg") return WanMode::kAvg;
+  return InvalidArgumentError("wan mode must be \"bsp\", \"all-async\", \"asp\" or \"avg\", got \"" +
+                              std::string(text) + "\"");
+}
+
+std::string_view ValueCodecName(ValueCodec codec) {
+  switch (codec) {
+    case ValueCodec::kFp32: return "fp32";
+    case ValueCodec::kFp16: return "fp16";
+    case ValueCodec::kInt8: return "int8";
+    case ValueCodec::kSign: return "sign";
+  }
+  return "unknown";
+}
+
+Result<ValueCodec> ParseValueCodec(std::string_view text) {
+  if (text == "fp32") return ValueCodec::kFp32;
+  if (text == "fp16") return ValueCodec::kFp16;
+  if (text == "int8") return ValueCodec::kInt8;
+  if (text == "sign") return ValueCodec::kSign;
+  return InvalidArgumentError("codec must be \"fp32\", \"fp16\", \"int8\" or \"sign\", got \"" +
+                              std::string(text) + "\"");
+}
+
+int64_t WanOptions::EffectiveDs() const {
+  switch (mode) {
+    case WanMode::kBsp: return 0;
+    case WanMode::kAllAsync: return -1;
+    case WanMode::kAsp: return staleness_ds;
+    case WanMode::kAvg: return averaging_period;
+  }
+  return -1;
+}
+
+Status WanOptions::Validate() const {
+  const std::string p = "wan options: ";
+  if (mode != WanMode::kBsp && mode != WanMode::kAllAsync && mode != WanMode::kAsp && mode != WanMode::kAvg) {
+    return InvalidArgumentError(p + "unknown mode " + std::to_string(static_cast<int>(mode)));
+  }
+  if (staleness_ds < -1) return InvalidArgumentError(p + "staleness_ds must be >= 0, or -1 for none");
+  GEOPS_RETURN_IF_ERROR(ThresholdSchedule::Create(threshold).status().WithContext("wan options"));
+  if (static_cast<uint8_t>(codec) >= kNumValueCodecs) return InvalidArgumentError(p + "unknown codec");
+  if (averaging_period < 1) return InvalidArgumentError(p + "averaging_period must be >= 1");
+  if (max_inflight_batches < 1) return InvalidArgumentError(p + "max_inflight_batches must be >= 1");
+  if (!(max_batch_seconds > 0) || !std::isfinite(max_batch_seconds)) {
+    return InvalidArgumentError(p + "max_batch_seconds must be > 0");
+  }
+  if (min_batch_bytes < 1024) return InvalidArgumentError(p + "min_batch_bytes must be >= 1024");
+  if (!(notice_min_seconds >= 0) || !std::isfinite(notice_min_seconds)) {
+    return InvalidArgumentError(p + "notice_min_seconds must be >= 0");
+  }
+  if (notice_timeout_ms < 1) return InvalidArgumentError(p + "notice_timeout_ms must be >= 1");
+  if (peer_lease_ms < 1) return InvalidArgumentError(p + "peer_lease_ms must be >= 1");
+  if (max_hold_clocks < 0) return InvalidArgumentError(p + "max_hold_clocks must be >= 0");
+  if (max_reorder_batches < 1) return InvalidArgumentError(p + "max_reorder_batches must be >= 1");
+  return Status::Ok();
+}
+
+}  // namespace geops::wan

@@ -1,0 +1,84 @@
+// WanOptions: how one site replicates its shards to the other sites (the
+// `[wan]` section of a topology). Plain values with in-class defaults,
+// checked once by Validate() when a Replicator is built.
+//
+// Modes (one code path, different knobs):
+//   kBsp       every update is shipped at every shard clock, losslessly
+//              (fp32), and reads wait for every peer's clock: a global
+//              barrier (DS = 0).
+//   kAllAsync  every update is shipped at every shard clock, losslessly;
+//              no drift bound (sites never wait for each other).
+//   kAsp       Approximate Synchronous Parallel: only significant updates
+//              (|acc| / |w| > t(k)) are shipped, in `codec`, under the drift
+//              bound DS, with selective-barrier notices for slow batches.
+//   kAvg       periodic synchronisation every `averaging_period` clocks:
+//              the whole accumulated delta is shipped losslessly at clocks
+//              that are multiples of H, and sites drift at most H clocks.
+//              Deltas add up like in every other mode (outer step 1 on the
+//              sum, as in local SGD / DiLoCo with an outer learning rate 1).
+// The end of a run is lossless in every mode: once every local worker
+// finished, everything still accumulated is shipped in fp32.
+#ifndef GEOPS_WAN_WAN_OPTIONS_H_
+#define GEOPS_WAN_WAN_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "wan/batch_format.h"
+#include "wan/threshold_schedule.h"
+
+namespace geops::wan {
+
+enum class WanMode : int32_t { kBsp = 0, kAllAsync = 1, kAsp = 2, kAvg = 3 };
+
+// "bsp", "all-async", "asp", "avg".
+std::string_view WanModeName(WanMode mode);
+// InvalidArgument naming the accepted values.
+Result<WanMode> ParseWanMode(std::string_view text);
+// "fp32", "fp16", "int8", "sign".
+std::string_view ValueCodecName(ValueCodec codec);
+Result<ValueCodec> ParseValueCodec(std::string_view text);
+
+struct WanOptions {
+  WanMode mode = WanMode::kAsp;
+  // asp: the drift bound DS in clocks (>= 0), or -1 for none. bsp uses 0,
+  // all-async none, avg averaging_period, whatever is set here.
+  int64_t staleness_ds = 2;
+  ThresholdOptions threshold;           // asp: t(k) = max(floor, t0 / sqrt(k + 1))
+  ValueCodec codec = ValueCodec::kFp16;  // asp: value codec; other modes use fp32
+  bool compress = true;                 // LZ4 over each batch body
+  int64_t averaging_period = 10;        // avg: H in clocks, >= 1
+  // Batches handed to a peer link and not yet acknowledged, per peer (>= 1).
+  // bsp and avg ignore it (they ship everything at once); asp and all-async
+  // keep further updates coalesced per chunk until a batch is acknowledged.
+  int64_t max_inflight_batches = 2;
+  // When the link's bandwidth is known, a batch is cut to about this much
+  // link time; the most significant chunks go first. Seconds, > 0.
+  double max_batch_seconds = 0.5;
+  int64_t min_batch_bytes = 64 << 10;   // lower bound of that cut, bytes, >= 1024
+  // asp: a batch the link needs longer than this to deliver is announced by
+  // a selective-barrier notice on the priority lane. Seconds, >= 0.
+  double notice_min_seconds = 0.05;
+  // A notice blocks reads of its chunks at most this long, ms, >= 1.
+  int64_t notice_timeout_ms = 10000;
+  // A peer not heard from for this long leaves the mirror-clock minimum, ms.
+  int64_t peer_lease_ms = 30000;
+  // asp: a chunk holding unshipped mass for this many clocks is shipped
+  // whole at the next tick; 0 = no bound.
+  int64_t max_hold_clocks = 0;
+  // Out-of-order batches buffered per origin before refusing more (>= 1).
+  int64_t max_reorder_batches = 64;
+
+  // The drift bound the mode implies: -1 for none.
+  int64_t EffectiveDs() const;
+  // The value codec of regular (non-drain) batches.
+  ValueCodec EffectiveCodec() const { return mode == WanMode::kAsp ? codec : ValueCodec::kFp32; }
+
+  Status Validate() const;
+};
+
+}  // namespace geops::wan
+
+#endif  // GEOPS_WAN_WAN_OPTIONS_H_

@@ -1,0 +1,98 @@
+// The messages one shard exchanges with its mirrors (shard i of every other
+// site), and the two interfaces that carry them:
+//   WanTransport  the outbound side: one ordered stream per peer for batches
+//                 and clock reports, and a priority lane for notices. The
+//                 Replicator sends through it; implementations are the
+//                 shaped Thrift links (ShapedTransport) and in-memory test
+//                 networks.
+//   WanReceiver   the inbound side: what the peer's transport calls when a
+//                 message arrives (the Replicator implements it).
+//
+// Delivery contract of a transport: messages of one peer stream reach the
+// receiver at least once, normally in the order sent; the receiver
+// deduplicates batches by (origin, seq) and puts reordered ones back in
+// order, so a transport may retry freely. A transport reports each batch
+// the receiver accepted through the delivery callback (acknowledgement).
+//
+// The message structs are values; thread-compatible.
+#ifndef GEOPS_WAN_WAN_TRANSPORT_H_
+#define GEOPS_WAN_WAN_TRANSPORT_H_
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/status.h"
+
+namespace geops::wan {
+
+// One encoded batch (docs/wan_batch_format.md); origin, seq and clock are
+// repeated from its header so that a transport need not parse it.
+struct WanBatch {
+  SiteId origin = 0;
+  uint64_t seq = 0;   // 1, 2, 3, ... per (origin, destination)
+  Clock clock = 0;    // origin shard clock when it was cut
+  std::vector<uint8_t> payload;
+};
+
+// "My shard clock is `clock`; you have had every batch through `last_seq`."
+// A receiver takes the clock only once it has applied the batches through
+// last_seq. `drained`: the origin's workers all finished and last_seq is its
+// final batch: nothing more will come.
+struct WanClockReport {
+  SiteId origin = 0;
+  Clock clock = 0;
+  uint64_t last_seq = 0;
+  bool drained = false;
+};
+
+// Selective barrier: batch `seq` of `origin`, which touches `keys`, is on
+// its way and will take long; hold local reads of exactly those chunks until
+// it lands, at most timeout_ms.
+struct WanNotice {
+  SiteId origin = 0;
+  uint64_t seq = 0;
+  std::vector<ChunkKey> keys;
+  int64_t timeout_ms = 10000;
+};
+
+class WanReceiver {
+ public:
+  virtual ~WanReceiver() = default;
+  // Each may be called from any thread, concurrently. Errors are replies to
+  // the sender: InvalidArgument / DataLoss for a bad message (do not resend
+  // it as is), ResourceExhausted or Unavailable for "later, please".
+  virtual Status OnBatch(const WanBatch& batch) = 0;
+  virtual Status OnClock(const WanClockReport& report) = 0;
+  virtual Status OnNotice(const WanNotice& notice) = 0;
+  virtual Status OnHeartbeat(SiteId origin) = 0;
+};
+
+class WanTransport {
+ public:
+  virtual ~WanTransport() = default;
+
+  // Called with (peer, seq) once the peer accepted batch seq (applied it or
+  // buffered it). Set once, before the first Send.
+  using DeliveryCallback = std::function<void(SiteId peer, uint64_t seq)>;
+  virtual void SetDeliveryCallback(DeliveryCallback callback) = 0;
+
+  // Queue a message for `peer` and return at once; never block on the
+  // network. Batches and clock reports of one peer share one ordered stream.
+  virtual void SendBatch(SiteId peer, WanBatch batch) = 0;
+  virtual void SendClock(SiteId peer, WanClockReport report) = 0;
+  // Notices take the priority lane: they overtake queued batches.
+  virtual void SendNotice(SiteId peer, WanNotice notice) = 0;
+
+  // Seconds until `bytes` queued now would be delivered to `peer`
+  // (queue + transmission + delay); 0 when the link is not modelled.
+  virtual double EstimateDeliverySeconds(SiteId peer, int64_t bytes) = 0;
+  // The link's current bandwidth to `peer`, bytes per second; 0 = unknown.
+  virtual double BandwidthBytesPerSecond(SiteId peer) = 0;
+};
+
+}  // namespace geops::wan
+
+#endif  // GEOPS_WAN_WAN_TRANSPORT_H_

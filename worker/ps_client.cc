@@ -1,0 +1,323 @@
+#include "worker/ps_client.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <future>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+#include "common/deadline.h"
+
+namespace geops::worker {
+
+Result<std::unique_ptr<PsClient>> PsClient::Create(const ModelSpec& spec, int num_shards,
+                                                   const WorkerClientOptions& options,
+                                                   ShardConnectionFactory* factory) {
+  GEOPS_RETURN_IF_ERROR(options.Validate());
+  if (num_shards < 1) return InvalidArgumentError("num_shards must be >= 1");
+  if (factory == nullptr) return InvalidArgumentError("a connection factory is required");
+  return std::unique_ptr<PsClient>(new PsClient(spec, num_shards, options, factory));
+}
+
+PsClient::PsClient(const ModelSpec& spec, int num_shards, const WorkerClientOptions& options,
+                   ShardConnectionFactory* factory)
+    : spec_(spec), num_shards_(num_shards), options_(options), factory_(factory) {
+  const int n = spec_.num_tables();
+  cache_.resize(n);
+  oplog_.resize(n);
+  int64_t chunks = 0;
+  for (TableId t = 0; t < static_cast<TableId>(n); ++t) {
+    const int64_t elems = spec_.table(t).rows * spec_.table(t).cols;
+    cache_[t].assign(elems, 0.0f);
+    oplog_[t].assign(elems, 0.0f);
+    cache_ptrs_.push_back(cache_[t].data());
+    oplog_ptrs_.push_back(oplog_[t].data());
+    first_chunk_.push_back(chunks);
+    chunks += spec_.num_chunks(t);
+  }
+  dirty_.assign(chunks, 0);
+  shard_keys_.resize(num_shards_);
+  read_buf_.resize(num_shards_);
+  send_buf_.resize(num_shards_);
+  for (ShardId s = 0; s < num_shards_; ++s) {
+    shard_keys_[s] = spec_.ChunksOfShard(s, num_shards_);
+    int64_t elems = 0;
+    for (ChunkKey k : shard_keys_[s]) elems += spec_.ChunkElements(k);
+    read_buf_[s].resize(elems);
+    send_buf_[s].reserve(elems);
+  }
+  conns_.resize(num_shards_);
+  hb_conns_.resize(num_shards_);
+}
+
+PsClient::~PsClient() {
+  {
+    std::lock_guard<std::mutex> lock(hb_mu_);
+    hb_stop_ = true;
+  }
+  hb_cv_.notify_all();
+  if (hb_thread_.joinable()) hb_thread_.join();
+}
+
+template <typename Fn>
+Status PsClient::CallShard(ShardId s, Fn&& call) {
+  int64_t backoff = options_.retry_backoff_ms;
+  Status last;
+  for (int attempt = 0; attempt < options_.max_attempts; ++attempt) {
+    if (attempt > 0) {
+      retries_.fetch_add(1, std::memory_order_relaxed);
+      std::this_thread::sleep_for(std::chrono::milliseconds(backoff));
+      backoff = std::min<int64_t>(backoff * 2, 2000);
+    }
+    if (conns_[s] == nullptr) {
+      auto conn = factory_->Connect(s);
+      if (!conn.ok()) {
+        last = conn.status();
+        if (last.code() == StatusCode::kUnavailable) continue;
+        return last;
+      }
+      conns_[s] = std::move(conn).value();
+    }
+    last = call(*conns_[s]);
+    if (last.ok()) return last;
+    if (last.code() == StatusCode::kUnavailable) continue;
+    if (last.code() == StatusCode::kAborted) {
+      // The shard no longer knows this worker (it restarted): register again.
+      spdlog::warn("worker {}: shard {} asks to re-register: {}", options_.worker_id, s,
+                   last.message());
+      Status reg =
+          conns_[s]->Register(options_.worker_id, spec_.Fingerprint(), options_.auth_token).status();
+      if (!reg.ok() && reg.code() != StatusCode::kUnavailable) return reg;
+      continue;
+    }
+    return last;
+  }
+  return last.WithContext("shard " + std::to_string(s) + " after " +
+                          std::to_string(options_.max_attempts) + " attempts");
+}
+
+template <typename Fn>
+Status PsClient::ForEachShard(Fn&& fn) {
+  if (num_shards_ == 1) return fn(0);
+  std::vector<std::future<Status>> pending;
+  pending.reserve(num_shards_ - 1);
+  for (ShardId s = 1; s < num_shards_; ++s) {
+    pending.push_back(std::async(std::launch::async, [&fn, s] { return fn(s); }));
+  }
+  Status first = fn(0);
+  for (auto& f : pending) {
+    Status st = f.get();
+    if (first.ok() && !st.ok()) first = st;
+  }
+  return first;
+}
+
+Status PsClient::Register(ShardId s, RegisterReply* reply) {
+  return CallShard(s, [&](ShardConnection& c) -> Status {
+    auto r = c.Register(options_.worker_id, spec_.Fingerprint(), options_.auth_token);
+    if (!r.ok()) return r.status();
+    *reply = *r;
+    return Status::Ok();
+  });
+}
+
+Status PsClient::Start() {
+  std::vector<RegisterReply> replies(num_shards_);
+  GEOPS_RETURN_IF_ERROR(ForEachShard([&](ShardId s) { return Register(s, &replies[s]); }));
+  geops::Clock held = replies[0].worker_clock;
+  for (ShardId s = 0; s < num_shards_; ++s) {
+    if (replies[s].num_shards != num_shards_) {
+      return FailedPreconditionError("shard " + std::to_string(s) + " says the site has " +
+                                     std::to_string(replies[s].num_shards) + " shards, the worker expects " +
+                                     std::to_string(num_shards_));
+    }
+    if (replies[s].shard_id != s) {
+      return FailedPreconditionError("the address given for shard " + std::to_string(s) +
+                                     " is served by shard " + std::to_string(replies[s].shard_id));
+    }
+    if (replies[s].worker_clock != held) {
+      return FailedPreconditionError("shards disagree on worker " + std::to_string(options_.worker_id) +
+                                     "'s clock: shard 0 holds " + std::to_string(held) + ", shard " +
+                                     std::to_string(s) + " holds " + std::to_string(replies[s].worker_clock));
+    }
+  }
+  clock_ = held;
+  cache_stamp_ = -1;
+  for (ShardId s = 0; s < num_shards_; ++s) {
+    auto conn = factory_->Connect(s);
+    if (conn.ok()) hb_conns_[s] = std::move(conn).value();
+  }
+  hb_thread_ = std::thread([this] { HeartbeatLoop(); });
+  return Status::Ok();
+}
+
+void PsClient::HeartbeatLoop() {
+  std::unique_lock<std::mutex> lock(hb_mu_);
+  while (!hb_stop_) {
+    hb_cv_.wait_for(lock, std::chrono::milliseconds(options_.heartbeat_ms));
+    if (hb_stop_) break;
+    lock.unlock();
+    for (ShardId s = 0; s < num_shards_; ++s) {
+      if (hb_conns_[s] == nullptr) {
+        auto conn = factory_->Connect(s);
+        if (!conn.ok()) continue;
+        hb_conns_[s] = std::move(conn).value();
+      }
+      Status st = hb_conns_[s]->Heartbeat(options_.worker_id);
+      if (!st.ok() && st.code() != StatusCode::kUnavailable) {
+        spdlog::debug("worker {}: heartbeat to shard {}: {}", options_.worker_id, s, st.ToString());
+      }
+    }
+    int64_t sent = 0, received = 0;
+    for (const auto& c : hb_conns_) {
+      if (c) {
+        sent += c->stats().bytes_sent;
+        received += c->stats().bytes_received;
+      }
+    }
+    hb_bytes_sent_.store(sent);
+    hb_bytes_received_.store(received);
+    lock.lock();
+  }
+}
+
+Status PsClient::ReadShard(ShardId s, geops::Clock clock, int64_t staleness, geops::Clock* stamp) {
+  const std::vector<ChunkKey>& keys = shard_keys_[s];
+  if (keys.empty()) {
+    *stamp = std::numeric_limits<geops::Clock>::max();
+    return Status::Ok();
+  }
+  float* buf = read_buf_[s].data();
+  GEOPS_RETURN_IF_ERROR(CallShard(s, [&](ShardConnection& c) -> Status {
+    auto r = c.Read(options_.worker_id, clock, staleness, keys, buf, options_.rpc_timeout_ms);
+    if (!r.ok()) return r.status();
+    *stamp = r->shard_clock;
+    return Status::Ok();
+  }));
+  // Scatter the shard's chunks into the dense tables.
+  for (ChunkKey k : keys) {
+    const int64_t n = spec_.ChunkElements(k);
+    std::memcpy(cache_[k.table].data() + spec_.ChunkOffset(k), buf, n * sizeof(float));
+    buf += n;
+  }
+  return Status::Ok();
+}
+
+Status PsClient::ReadAt(geops::Clock clock, int64_t staleness) {
+  const double start = NowSeconds();
+  ++cache_version_;  // the shards' values overwrite the cache, even on error
+  std::vector<geops::Clock> stamps(num_shards_, 0);
+  Status st = ForEachShard([&](ShardId s) { return ReadShard(s, clock, staleness, &stamps[s]); });
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  stats_.read_wait_seconds += NowSeconds() - start;
+  if (!st.ok()) {
+    cache_stamp_ = -1;  // partly overwritten: never serve it again
+    return st;
+  }
+  stats_.refreshes++;
+  cache_stamp_ = *std::min_element(stamps.begin(), stamps.end());
+  return Status::Ok();
+}
+
+Status PsClient::Refresh() {
+  const int64_t s = options_.staleness;
+  if (s != kAsync && cache_stamp_ >= 0 && cache_stamp_ >= clock_ - s) {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    stats_.cache_hits++;
+    stats_.max_staleness = std::max<int64_t>(stats_.max_staleness, clock_ - cache_stamp_);
+    return Status::Ok();
+  }
+  GEOPS_RETURN_IF_ERROR(ReadAt(clock_, s));
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  stats_.max_staleness = std::max<int64_t>(stats_.max_staleness, std::max<geops::Clock>(0, clock_ - cache_stamp_));
+  return Status::Ok();
+}
+
+void PsClient::MarkDirty(TableId id) {
+  std::fill(dirty_.begin() + first_chunk_[id], dirty_.begin() + first_chunk_[id] + spec_.num_chunks(id), 1);
+}
+
+void PsClient::MarkAllDirty() { std::fill(dirty_.begin(), dirty_.end(), 1); }
+
+Status PsClient::Update(TableId id, int64_t offset, std::span<const float> values) {
+  if (!spec_.HasTable(id)) return InvalidArgumentError("unknown table id " + std::to_string(id));
+  const int64_t size = static_cast<int64_t>(oplog_[id].size());
+  if (offset < 0 || offset > size || static_cast<int64_t>(values.size()) > size - offset) {
+    return InvalidArgumentError("update of " + std::to_string(values.size()) + " values at " +
+                                std::to_string(offset) + " leaves table '" + spec_.table(id).name +
+                                "' of " + std::to_string(size) + " values");
+  }
+  if (values.empty()) return Status::Ok();
+  float* dst = oplog_[id].data() + offset;
+  for (size_t i = 0; i < values.size(); ++i) dst[i] += values[i];
+  const int64_t per_chunk = spec_.rows_per_chunk(id) * spec_.table(id).cols;
+  const int64_t first = offset / per_chunk;
+  const int64_t last = (offset + static_cast<int64_t>(values.size()) - 1) / per_chunk;
+  std::fill(dirty_.begin() + first_chunk_[id] + first, dirty_.begin() + first_chunk_[id] + last + 1, 1);
+  return Status::Ok();
+}
+
+Status PsClient::FlushShard(ShardId s, bool finished) {
+  std::vector<ChunkKey> keys;
+  std::vector<float>& buf = send_buf_[s];
+  buf.clear();
+  for (ChunkKey k : shard_keys_[s]) {
+    if (!dirty_[first_chunk_[k.table] + k.chunk]) continue;
+    keys.push_back(k);
+    const float* src = oplog_[k.table].data() + spec_.ChunkOffset(k);
+    buf.insert(buf.end(), src, src + spec_.ChunkElements(k));
+  }
+  if (!keys.empty()) {
+    GEOPS_RETURN_IF_ERROR(CallShard(s, [&](ShardConnection& c) -> Status {
+      return c.Update(options_.worker_id, clock_, keys, buf).status();
+    }));
+  }
+  return CallShard(s, [&](ShardConnection& c) -> Status {
+    return c.AdvanceClock(options_.worker_id, clock_ + 1, finished).status();
+  });
+}
+
+Status PsClient::Clock(bool finished) {
+  const double start = NowSeconds();
+  GEOPS_RETURN_IF_ERROR(ForEachShard([&](ShardId s) { return FlushShard(s, finished); }));
+  // Read-my-writes: the cache gets this clock's own deltas.
+  for (TableId t = 0; t < static_cast<TableId>(spec_.num_tables()); ++t) {
+    for (ChunkId c = 0; c < spec_.num_chunks(t); ++c) {
+      if (!dirty_[first_chunk_[t] + c]) continue;
+      const ChunkKey k{t, c};
+      const int64_t off = spec_.ChunkOffset(k), n = spec_.ChunkElements(k);
+      float* dst = cache_[t].data() + off;
+      float* delta = oplog_[t].data() + off;
+      for (int64_t i = 0; i < n; ++i) dst[i] += delta[i];
+      std::fill(delta, delta + n, 0.0f);
+    }
+  }
+  std::fill(dirty_.begin(), dirty_.end(), 0);
+  ++clock_;
+  ++cache_version_;
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  stats_.flush_seconds += NowSeconds() - start;
+  return Status::Ok();
+}
+
+PsClientStats PsClient::stats() const {
+  PsClientStats out;
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    out = stats_;
+  }
+  for (const auto& c : conns_) {
+    if (c) {
+      out.bytes_sent += c->stats().bytes_sent;
+      out.bytes_received += c->stats().bytes_received;
+    }
+  }
+  out.bytes_sent += hb_bytes_sent_.load();
+  out.bytes_received += hb_bytes_received_.load();
+  out.retries = retries_.load();
+  return out;
+}
+
+}  // namespace geops::worker

@@ -1,0 +1,162 @@
+// PsClient: a worker's access to the parameters of its site.
+//
+// It keeps a process-level cache of the whole model (one dense buffer per
+// table), stamped with the site clock it was read at, and an op-log holding
+// this clock's deltas (one dense buffer per table, coalescing every update
+// of the clock). Access is batched: a refresh asks every shard once for all
+// its chunks, a clock flush sends every shard one update batch with its
+// dirty chunks; the shards are contacted in parallel.
+//
+// Stale synchronous parallel reads: at clock c with staleness s, Refresh()
+// serves from the cache when its stamp is >= c - s, else it reads from the
+// shards, which answer once the site clock reaches c - s. s = kAsync reads
+// fresh values every clock without waiting. The worker sees its own updates
+// (they are added to the cache when the clock is flushed).
+//
+// Calls that fail with Unavailable are retried with back-off up to
+// max_attempts; Aborted (the shard forgot the worker, e.g. it restarted)
+// re-registers and retries. Update batches carry (worker, clock), so a retry
+// is applied once. A background thread sends heartbeats on its own
+// connections so a long computation does not cost the worker its lease.
+//
+// Thread-safety: one thread drives a PsClient; stats() may be called from any.
+#ifndef GEOPS_WORKER_PS_CLIENT_H_
+#define GEOPS_WORKER_PS_CLIENT_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/model_spec.h"
+#include "common/options.h"
+#include "common/status.h"
+#include "worker/shard_connection.h"
+
+namespace geops::worker {
+
+struct PsClientStats {
+  int64_t bytes_sent = 0;
+  int64_t bytes_received = 0;
+  int64_t refreshes = 0;          // reads that went to the shards
+  int64_t cache_hits = 0;         // reads served from the cache
+  int64_t retries = 0;
+  int64_t max_staleness = 0;      // max over reads of (clock - cache stamp)
+  double read_wait_seconds = 0;   // time spent in refreshes
+  double flush_seconds = 0;       // time spent flushing clocks
+};
+
+class PsClient {
+ public:
+  // InvalidArgument for bad options or num_shards < 1. `factory` must outlive
+  // the client.
+  static Result<std::unique_ptr<PsClient>> Create(const ModelSpec& spec, int num_shards,
+                                                  const WorkerClientOptions& options,
+                                                  ShardConnectionFactory* factory);
+  ~PsClient();
+  PsClient(const PsClient&) = delete;
+  PsClient& operator=(const PsClient&) = delete;
+
+  // Connects to and registers with every shard, then starts heartbeats. The
+  // worker resumes at the clock the shards hold for it. FailedPrecondition if
+  // the shards disagree on that clock or on the model.
+  Status Start();
+
+  const ModelSpec& spec() const { return spec_; }
+  geops::Clock clock() const { return clock_; }
+  // Site clock the cache was read at: it includes every update of clocks < stamp.
+  geops::Clock cache_stamp() const { return cache_stamp_; }
+
+  // Makes the cache fresh enough for the current clock (see above).
+  // Blocks for at most rpc_timeout_ms per attempt.
+  Status Refresh();
+  // Reads from the shards at clock `clock` with staleness `staleness`,
+  // whatever the cache holds (used for the final, exact read).
+  Status ReadAt(geops::Clock clock, int64_t staleness);
+
+  // Moves whenever the cache's contents may have changed: by one at every
+  // read from the shards (ReadAt, or a Refresh that reads, failed or not) and
+  // by one at every successful Clock() (which adds this clock's deltas). A
+  // device copy of the cache (worker/cuda) re-uploads only when it moves.
+  uint64_t cache_version() const { return cache_version_; }
+
+  // The cached table, dense row-major. Valid until the next Refresh/ReadAt.
+  const float* table(TableId id) const { return cache_[id].data(); }
+  std::span<const float* const> tables() const { return cache_ptrs_; }
+
+  // This clock's delta buffer for a table (dense, zeroed at every clock).
+  // Writing into it does not by itself ship anything: call MarkDirty.
+  float* delta(TableId id) { return oplog_[id].data(); }
+  std::span<float* const> deltas() { return oplog_ptrs_; }
+  // Marks every chunk of `id` (or of all tables) to be shipped at Clock().
+  void MarkDirty(TableId id);
+  void MarkAllDirty();
+  // Adds `values` into the op-log of `id` at element `offset` and marks the
+  // touched chunks dirty. InvalidArgument if the range leaves the table.
+  Status Update(TableId id, int64_t offset, std::span<const float> values);
+
+  // Ends the clock: ships one batch per shard with its dirty chunks, then
+  // advances the clock on every shard (`finished`: this was the last one).
+  // The deltas are also added to the cache. On error the clock is unchanged
+  // and Clock() may be called again: batches already applied are not re-applied.
+  Status Clock(bool finished = false);
+
+  PsClientStats stats() const;
+
+ private:
+  PsClient(const ModelSpec& spec, int num_shards, const WorkerClientOptions& options,
+           ShardConnectionFactory* factory);
+
+  // Runs `call` against shard `s` with retries (see class comment).
+  template <typename Fn>
+  Status CallShard(ShardId s, Fn&& call);
+  Status Register(ShardId s, RegisterReply* reply);
+  // Runs fn(shard) for every shard in parallel and returns the first error.
+  template <typename Fn>
+  Status ForEachShard(Fn&& fn);
+  Status ReadShard(ShardId s, geops::Clock clock, int64_t staleness, geops::Clock* stamp);
+  Status FlushShard(ShardId s, bool finished);
+  void HeartbeatLoop();
+
+  const ModelSpec spec_;
+  const int num_shards_;
+  const WorkerClientOptions options_;
+  ShardConnectionFactory* const factory_;
+
+  geops::Clock clock_ = 0;
+  geops::Clock cache_stamp_ = -1;  // nothing cached yet
+  uint64_t cache_version_ = 0;  // see cache_version()
+  std::vector<std::vector<float>> cache_;
+  std::vector<const float*> cache_ptrs_;
+  std::vector<std::vector<float>> oplog_;
+  std::vector<float*> oplog_ptrs_;
+  std::vector<uint8_t> dirty_;  // per global chunk index (table-major)
+  std::vector<int64_t> first_chunk_;  // global index of each table's chunk 0
+
+  // Per shard: its chunks, and buffers for reading and sending them.
+  std::vector<std::vector<ChunkKey>> shard_keys_;
+  std::vector<std::vector<float>> read_buf_;
+  std::vector<std::vector<float>> send_buf_;
+  std::vector<std::unique_ptr<ShardConnection>> conns_;
+
+  mutable std::mutex stats_mu_;
+  PsClientStats stats_;  // GUARDED_BY(stats_mu_), except bytes (from connections)
+  std::atomic<int64_t> retries_{0};
+
+  std::mutex hb_mu_;
+  std::condition_variable hb_cv_;
+  bool hb_stop_ = false;  // GUARDED_BY(hb_mu_)
+  std::vector<std::unique_ptr<ShardConnection>> hb_conns_;  // heartbeat thread only
+  std::atomic<int64_t> hb_bytes_sent_{0};
+  std::atomic<int64_t> hb_bytes_received_{0};
+  std::thread hb_thread_;
+};
+
+}  // namespace geops::worker
+
+#endif  // GEOPS_WORKER_PS_CLIENT_H_
