@@ -24,6 +24,10 @@ struct SiteArgs {
   std::string data_dir;
   bool data_dir_given = false;
   bool exit_with_parent = false;  // see ExitWithParent
+  // WAN (topologies with two or more sites; see cli/site_wan.h).
+  int mirror_port = -1;          // -1: base_port + 1000 + shard, or any free port
+  std::string mirror_peers;      // "site=host:port,..." of the same shard of the other sites
+  std::string peers_file;        // written by geops launch once every shard listens
 };
 // Serves one shard of a site until SIGINT/SIGTERM. With a store directory it
 // loads the shard's persisted state first (refusing a store of another
@@ -47,6 +51,12 @@ struct WorkerArgs {
 };
 // Runs one worker's training to the end.
 int RunWorker(const WorkerArgs& args);
+
+struct TraceShowArgs {
+  std::string topology_path;
+};
+// Prints the effective WAN link table of a topology (2: bad topology or links).
+int RunTraceShow(const TraceShowArgs& args);
 
 }  // namespace geops::cli
 

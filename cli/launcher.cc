@@ -9,10 +9,12 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <map>
 #include <optional>
 
 #include "cli/child_event.h"
 #include "cli/launch_stats.h"
+#include "cli/launch_wan.h"
 #include "cli/process_manager.h"
 #include "cli/progress_display.h"
 #include "cli/summary.h"
@@ -30,6 +32,7 @@ struct ChildRole {
   int index = 0;                // shard or worker number within the site
   std::optional<std::string> address;  // shards: from their "listening" event
   int malformed = 0;
+  std::optional<std::string> mirror;   // shards of a multi-site topology: their WAN mirror address
 };
 
 uint64_t ToMs(double s) { return s <= 0 ? 1 : static_cast<uint64_t>(s * 1000.0); }
@@ -151,11 +154,12 @@ void Launcher::StartShards() {
       int port = site.base_port > 0 ? site.base_port + i : 0;
       std::string name = site.name + "-shard-" + std::to_string(i);
       ++shards_total_;
-      if (!SpawnChild(name,
-                      {o_.geops_binary, "site", "--topology", o_.topology_path, "--site", site.name, "--shard",
-                       std::to_string(i), "--port", std::to_string(port), "--out", o_.out_dir,
-                       "--data-dir", o_.topology.ShardDataDir(s, i, o_.out_dir), "--exit-with-parent"},
-                      ChildRole{true, s, i, std::nullopt, 0})) {
+      std::vector<std::string> argv = {o_.geops_binary, "site", "--topology", o_.topology_path, "--site", site.name,
+                                       "--shard", std::to_string(i), "--port", std::to_string(port), "--out",
+                                       o_.out_dir, "--data-dir", o_.topology.ShardDataDir(s, i, o_.out_dir),
+                                       "--exit-with-parent"};
+      for (std::string& a : WanSiteArguments(o_.topology, o_.out_dir)) argv.push_back(std::move(a));
+      if (!SpawnChild(name, std::move(argv), ChildRole{true, s, i, std::nullopt, 0, std::nullopt})) {
         return;
       }
     }
@@ -181,7 +185,7 @@ void Launcher::StartWorkers() {
       if (!SpawnChild(name,
                       {o_.geops_binary, "worker", "--topology", o_.topology_path, "--site", site.name, "--worker",
                        std::to_string(w), "--shards", shards, "--out", o_.out_dir, "--exit-with-parent"},
-                      ChildRole{false, s, w, std::nullopt, 0})) {
+                      ChildRole{false, s, w, std::nullopt, 0, std::nullopt})) {
         return;
       }
       ++workers_live_;
@@ -259,8 +263,22 @@ void Launcher::OnListening(int id, const nlohmann::json& event) {
   }
   if (role.address) return;  // repeated
   role.address = *address;
+  role.mirror = StringField(event, "mirror");
   ++shards_listening_;
-  if (phase_ == Phase::kStartingShards && shards_listening_ == shards_total_) StartWorkers();
+  if (phase_ != Phase::kStartingShards || shards_listening_ != shards_total_) return;
+  if (o_.topology.multi_site()) {
+    std::map<std::pair<int, int>, std::string> mirrors;
+    for (const ChildRole& r : roles_) {
+      if (r.shard && r.mirror) mirrors[{r.site, r.index}] = *r.mirror;
+    }
+    Status written = WritePeersFile(o_.topology, o_.out_dir, mirrors);
+    if (!written.ok()) {
+      display_.Message("geops launch: " + written.message(), true);
+      BeginStop("failed", written.message());
+      return;
+    }
+  }
+  StartWorkers();
 }
 
 void Launcher::OnExit(int id, const ProcessExit& exit) {

@@ -4,6 +4,7 @@
 //   geops site   --topology T --site S --shard I [--port P] [--data-dir D]
 //   geops inspect DATA_DIR                  show what a shard's store holds
 //   geops worker --topology T --site S --worker W [--shards H:P,...]
+//   geops trace show TOPOLOGY.toml          print the effective WAN link table
 //
 // Exit codes: 0 success, 1 runtime failure, 2 bad arguments or configuration;
 // `launch` returns 130 / 143 when stopped by SIGINT / SIGTERM.
@@ -44,10 +45,22 @@ int main(int argc, char** argv) {
       "The shard's store directory (default: from the topology's [storage]; \"\" keeps it in memory)");
   site_cmd->add_flag("--exit-with-parent", site.exit_with_parent,
                      "Stop when standard input closes (set by geops launch)");
+  site_cmd->add_option("--mirror-port", site.mirror_port,
+                       "WAN mirror port (0 = any free port; default: base_port + 1000 + shard)")
+      ->check(CLI::Range(0, 65535));
+  site_cmd->add_option("--mirror-peers", site.mirror_peers,
+                       "Mirror addresses of this shard in the other sites: site=host:port,...");
+  site_cmd->add_option("--peers-file", site.peers_file, "Peers file written by geops launch");
 
   geops::cli::InspectArgs inspect;
   CLI::App* inspect_cmd = app.add_subcommand("inspect", "Show what a shard's store holds, without changing it");
   inspect_cmd->add_option("data_dir", inspect.data_dir, "The shard's store directory")->required();
+
+  geops::cli::TraceShowArgs trace_show;
+  CLI::App* trace_cmd = app.add_subcommand("trace", "WAN link traces");
+  trace_cmd->require_subcommand(1);
+  CLI::App* trace_show_cmd = trace_cmd->add_subcommand("show", "Print the effective WAN link table of a topology");
+  trace_show_cmd->add_option("topology", trace_show.topology_path, "Topology TOML file")->required();
 
   geops::cli::WorkerArgs worker;
   CLI::App* worker_cmd = app.add_subcommand("worker", "Run one training worker");
@@ -78,5 +91,6 @@ int main(int argc, char** argv) {
   if (*site_cmd) return geops::cli::RunSite(site);
   if (*inspect_cmd) return geops::cli::RunInspect(inspect);
   if (*worker_cmd) return geops::cli::RunWorker(worker);
+  if (*trace_show_cmd) return geops::cli::RunTraceShow(trace_show);
   return 2;
 }

@@ -54,13 +54,15 @@ worker::TrainerOptions BuildTrainerOptions(const Topology& t, int site, int work
   o.batch_size = t.batch_size;
   o.learning_rate = static_cast<float>(t.learning_rate);
   o.final_learning_rate = static_cast<float>(t.final_learning_rate);
-  o.eval_every = t.eval_every;
-  o.evaluator = (site == 0 && worker == 0);
+  // Worker 0 of every site checks its own replica at the end; only site 0's
+  // also evaluates along the way (the test set costs CPU on every site).
+  o.evaluator = worker == 0;
+  o.eval_every = site == 0 ? t.eval_every : 0;
   int before = 0;
   for (int s = 0; s < site; ++s) before += t.sites[s].workers;
   o.data_worker = before + worker;
   o.data_workers = t.total_workers();
-  o.counter_workers = t.sites[site].workers;
+  o.counter_workers = t.total_workers();  // every site's replica sums every worker's updates
   o.seed = t.seed;
   o.data_dir = t.data_dir;
   o.backend = t.backend;

@@ -14,6 +14,7 @@
 #include "cli/commands.h"
 #include "cli/event_line.h"
 #include "cli/model_from_topology.h"
+#include "cli/site_wan.h"
 #include "common/shard_store.h"
 #include "datacenter/shard.h"
 #include "storage/rocksdb_shard_store.h"
@@ -112,6 +113,21 @@ int RunSite(const SiteArgs& args) {
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   if (args.exit_with_parent) ExitWithParent();
 
+  // The WAN side taps the shard before any worker can reach it.
+  std::unique_ptr<SiteWan> wan;
+  if (topology->multi_site()) {
+    SiteWanArgs wan_args;
+    wan_args.mirror_port = args.mirror_port;
+    wan_args.mirror_peers = args.mirror_peers;
+    wan_args.peers_file = args.peers_file;
+    auto started = SiteWan::Start(*topology, *site, args.shard, &*model, shard->get(), wan_args);
+    if (!started.ok()) {
+      std::fprintf(stderr, "geops site: %s\n", started.status().ToString().c_str());
+      return started.status().code() == StatusCode::kUnavailable ? 1 : 2;
+    }
+    wan = std::move(started).value();
+  }
+
   rpc::PsServerOptions server_options;
   server_options.host = spec_site.host;
   server_options.port = args.port >= 0 ? args.port
@@ -124,12 +140,15 @@ int RunSite(const SiteArgs& args) {
   const std::string address = spec_site.host + ":" + std::to_string((*server)->port());
   spdlog::info("site {} shard {}/{} serving {} chunks on {}", spec_site.name, args.shard,
                spec_site.shards, (*shard)->GetStatus().num_chunks, address);
-  EmitEvent({{"event", "listening"}, {"site", spec_site.name}, {"shard", args.shard},
-             {"address", address}});
+  nlohmann::json listening = {{"event", "listening"}, {"site", spec_site.name}, {"shard", args.shard},
+                              {"address", address}};
+  if (wan) listening["mirror"] = wan->mirror_address();
+  EmitEvent(listening);
 
   int sig = 0;
   sigwait(&stop, &sig);
   spdlog::info("site {} shard {}: signal {}, stopping", spec_site.name, args.shard, sig);
+  if (wan) wan->Settle(5000);
   Status stopped = (*server)->Stop(Deadline::InMs(5000));
   Status flushed = (*shard)->Flush(Deadline::InMs(30000));
   if (!flushed.ok()) std::fprintf(stderr, "geops site: %s\n", flushed.ToString().c_str());
@@ -137,6 +156,7 @@ int RunSite(const SiteArgs& args) {
   stats["event"] = "shard_stats";
   stats["site"] = spec_site.name;
   stats["shard"] = args.shard;
+  if (wan) stats["wan"] = wan->StatsJson();
   EmitEvent(stats);
   if (!args.out_dir.empty()) {
     std::error_code ec;
@@ -144,7 +164,8 @@ int RunSite(const SiteArgs& args) {
     std::ofstream(args.out_dir + "/metrics/" + spec_site.name + "-shard-" + std::to_string(args.shard) +
                   ".json") << stats.dump(2) << "\n";
   }
-  server->reset();  // then the shard it serves, then the store the shard writes to
+  server->reset();  // then the WAN side, the shard it serves, the store the shard writes to
+  wan.reset();
   shard->reset();
   store.reset();
   if (!stopped.ok()) {

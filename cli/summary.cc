@@ -11,6 +11,7 @@
 #include <map>
 
 #include "cli/child_event.h"
+#include "cli/summary_wan.h"
 
 namespace geops::cli {
 namespace {
@@ -102,6 +103,7 @@ json BuildSummary(const Topology& topology, const LaunchStats& stats, const Laun
   s["failure"] = outcome.failure.empty() ? json(nullptr) : json(outcome.failure);
   s["interrupted"] = outcome.exit == "interrupted";
   s["launcher_seconds"] = outcome.launcher_seconds;
+  AddWanSummary(topology, stats, &s);
   return s;
 }
 
@@ -184,6 +186,7 @@ std::string FormatSummaryTable(const Topology& topology, const json& summary) {
   out += ", LAN " + Bytes(NumberField(summary, "lan_bytes").value_or(0));
   if (auto st = IntField(summary, "max_staleness_observed")) out += ", max staleness " + std::to_string(*st);
   out += "\n";
+  out += FormatWanSummary(summary);
   out += "exit: " + StringField(summary, "exit").value_or("?");
   if (auto f = StringField(summary, "failure")) out += " (" + *f + ")";
   out += "\n";

@@ -28,6 +28,9 @@ class TableReader {
     if constexpr (std::is_same_v<T, std::string>) {
       if (auto v = node->value<std::string>()) { *out = *v; return; }
       Fail(node, key, "must be a string");
+    } else if constexpr (std::is_same_v<T, bool>) {
+      if (auto v = node->value<bool>()) { *out = *v; return; }
+      Fail(node, key, "must be true or false");
     } else if constexpr (std::is_same_v<T, double>) {
       if (auto v = node->value<double>()) { *out = *v; return; }
       Fail(node, key, "must be a number");
@@ -85,7 +88,92 @@ class TableReader {
   Status status_;
 };
 
+Status ParseWan(const toml::table& root, const std::string& origin, Topology* t) {
+  WanSpec& w = t->wan;
+  TableReader r(root["wan"].as_table(), "wan", origin);
+  r.RejectUnknown({"mode", "staleness_ds", "threshold", "threshold_floor", "codec", "compress", "averaging_period",
+                   "max_inflight_batches", "notice_min_ms", "notice_timeout_ms", "peer_lease_ms", "time_scale",
+                   "links", "trace_dir", "skyplane_bandwidth", "trace_file", "variation", "variation_bin_s"});
+  r.Get("mode", &w.mode);
+  r.Get("staleness_ds", &w.staleness_ds);
+  r.Get("threshold", &w.threshold);
+  r.Get("threshold_floor", &w.threshold_floor);
+  r.Get("codec", &w.codec);
+  r.Get("compress", &w.compress);
+  r.Get("averaging_period", &w.averaging_period);
+  r.Get("max_inflight_batches", &w.max_inflight_batches);
+  r.Get("notice_min_ms", &w.notice_min_ms);
+  r.Get("notice_timeout_ms", &w.notice_timeout_ms);
+  r.Get("peer_lease_ms", &w.peer_lease_ms);
+  r.Get("time_scale", &w.time_scale);
+  r.Get("links", &w.links);
+  r.Get("trace_dir", &w.trace_dir);
+  r.Get("skyplane_bandwidth", &w.skyplane_bandwidth);
+  r.Get("trace_file", &w.trace_file);
+  r.Get("variation", &w.variation);
+  r.Get("variation_bin_s", &w.variation_bin_s);
+  r.Require(w.mode == "bsp" || w.mode == "all-async" || w.mode == "asp" || w.mode == "avg", "mode",
+            "must be \"bsp\", \"all-async\", \"asp\" or \"avg\", got \"" + w.mode + "\"");
+  r.Require(w.staleness_ds >= -1, "staleness_ds", "must be >= 0, or -1 for none");
+  r.Require(w.threshold >= 0 && w.threshold < 1e6, "threshold", "must be >= 0");
+  r.Require(w.threshold_floor >= 0 && w.threshold_floor < 1e6, "threshold_floor", "must be >= 0");
+  r.Require(w.codec == "fp32" || w.codec == "fp16" || w.codec == "int8" || w.codec == "sign", "codec",
+            "must be \"fp32\", \"fp16\", \"int8\" or \"sign\"");
+  r.Require(w.averaging_period >= 1, "averaging_period", "must be >= 1");
+  r.Require(w.max_inflight_batches >= 1, "max_inflight_batches", "must be >= 1");
+  r.Require(w.notice_min_ms >= 0, "notice_min_ms", "must be >= 0");
+  r.Require(w.notice_timeout_ms >= 1, "notice_timeout_ms", "must be >= 1");
+  r.Require(w.peer_lease_ms >= 10, "peer_lease_ms", "must be >= 10");
+  r.Require(w.time_scale > 0 && w.time_scale <= 1e6, "time_scale", "must be in (0, 1e6]");
+  r.Require(w.links == "static" || w.links == "skyplane" || w.links == "csv", "links",
+            "must be \"static\", \"skyplane\" or \"csv\"");
+  r.Require(w.links != "skyplane" || !w.trace_dir.empty(), "trace_dir", "is needed with links = \"skyplane\"");
+  r.Require(w.skyplane_bandwidth == "per-connection" || w.skyplane_bandwidth == "aggregate", "skyplane_bandwidth",
+            "must be \"per-connection\" or \"aggregate\"");
+  r.Require(w.links != "csv" || !w.trace_file.empty(), "trace_file", "is needed with links = \"csv\"");
+  r.Require(w.variation_bin_s > 0, "variation_bin_s", "must be > 0");
+  GEOPS_RETURN_IF_ERROR(r.Check());
+
+  const toml::array* links = root["links"].as_array();
+  if (links == nullptr) return Status::Ok();
+  std::set<std::pair<std::string, std::string>> seen;
+  for (const toml::node& node : *links) {
+    const toml::table* lt = node.as_table();
+    if (lt == nullptr) {
+      return InvalidArgumentError(origin + ":" + std::to_string(node.source().begin.line) +
+                                  ": each links entry must be a table ([[links]])");
+    }
+    LinkSpec l;
+    TableReader lr(lt, "links", origin);
+    lr.RejectUnknown({"src", "dst", "bandwidth_mbps", "delay_ms"});
+    lr.Get("src", &l.src);
+    lr.Get("dst", &l.dst);
+    lr.Get("bandwidth_mbps", &l.bandwidth_mbps);
+    lr.Get("delay_ms", &l.delay_ms);
+    bool src_known = false, dst_known = false;
+    for (const SiteSpec& s : t->sites) {
+      src_known = src_known || s.name == l.src;
+      dst_known = dst_known || s.name == l.dst;
+    }
+    lr.Require(src_known, "src", "'" + l.src + "' is not a site");
+    lr.Require(dst_known, "dst", "'" + l.dst + "' is not a site");
+    lr.Require(l.src != l.dst, "dst", "must differ from src");
+    lr.Require(seen.insert({l.src, l.dst}).second, "dst", "link " + l.src + " -> " + l.dst + " is listed twice");
+    lr.Require(l.bandwidth_mbps > 0 && l.bandwidth_mbps < 1e9, "bandwidth_mbps", "must be > 0");
+    lr.Require(l.delay_ms >= 0 && l.delay_ms < 1e7, "delay_ms", "must be >= 0");
+    GEOPS_RETURN_IF_ERROR(lr.Check());
+    t->links.push_back(l);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+std::string Topology::Resolve(const std::string& p) const {
+  if (p.empty() || p.front() == '/') return p;
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  return (dir / p).lexically_normal().string();
+}
 
 int Topology::total_workers() const {
   int n = 0;
@@ -122,7 +210,7 @@ Result<Topology> ParseTopology(const std::string& text, const std::string& origi
   t.path = origin;
 
   TableReader top(&root, "", origin);
-  top.RejectUnknown({"name", "model", "training", "storage", "sites"});
+  top.RejectUnknown({"name", "model", "training", "storage", "sites", "wan", "links"});
   top.Get("name", &t.name);
   GEOPS_RETURN_IF_ERROR(top.Check());
 
@@ -196,12 +284,13 @@ Result<Topology> ParseTopology(const std::string& text, const std::string& origi
     }
     SiteSpec s;
     TableReader r(st, "sites", origin);
-    r.RejectUnknown({"name", "host", "base_port", "shards", "workers"});
+    r.RejectUnknown({"name", "host", "base_port", "shards", "workers", "region"});
     r.Get("name", &s.name);
     r.Get("host", &s.host);
     r.Get("base_port", &s.base_port);
     r.Get("shards", &s.shards);
     r.Get("workers", &s.workers);
+    r.Get("region", &s.region);
     r.Require(!s.name.empty(), "name", "must be a non-empty string");
     r.Require(names.insert(s.name).second, "name", "'" + s.name + "' is used by two sites");
     r.Require(!s.host.empty(), "host", "must be a non-empty address");
@@ -211,6 +300,7 @@ Result<Topology> ParseTopology(const std::string& text, const std::string& origi
     GEOPS_RETURN_IF_ERROR(r.Check());
     t.sites.push_back(s);
   }
+  GEOPS_RETURN_IF_ERROR(ParseWan(root, origin, &t));
   if (t.name.empty()) t.name = origin;
   return t;
 }

@@ -21,6 +21,39 @@ struct SiteSpec {
   int base_port = 0;             // shard i listens on base_port + i; 0 = any free port
   int shards = 1;                // shard processes of the site
   int workers = 1;               // worker processes of the site
+  std::string region;            // measured-grid region, e.g. "aws:us-east-1" ([wan] links = "skyplane")
+};
+
+// One directed WAN link of `[[links]]`. Without an entry for the reverse
+// direction, it serves both.
+struct LinkSpec {
+  std::string src;
+  std::string dst;
+  double bandwidth_mbps = 0;  // > 0
+  double delay_ms = 0;        // one-way, >= 0
+};
+
+// `[wan]`: how the sites replicate to each other (only with >= 2 sites).
+// Field meanings: wan/wan_options.h; link sources: cli/wan_links.h.
+struct WanSpec {
+  std::string mode = "asp";            // "bsp", "all-async", "asp", "avg"
+  int64_t staleness_ds = 2;            // asp: drift bound DS in clocks; -1 = none
+  double threshold = 0.01;             // asp: t0 (relative change)
+  double threshold_floor = 0.001;      // asp: floor of t(k)
+  std::string codec = "fp16";          // asp: "fp32", "fp16", "int8", "sign"
+  bool compress = true;                // LZ4 over each batch
+  int64_t averaging_period = 10;       // avg: H in clocks
+  int64_t max_inflight_batches = 2;    // per peer link, before updates coalesce
+  double notice_min_ms = 50;           // asp: announce batches slower than this on the wire
+  int64_t notice_timeout_ms = 10000;
+  int64_t peer_lease_ms = 30000;       // a silent site leaves the mirror clock after this
+  double time_scale = 1.0;             // link model runs this many times faster than real time
+  std::string links = "static";        // "static" ([[links]]), "skyplane" (regions), "csv"
+  std::string trace_dir;               // skyplane: folder with throughput.csv and latency.csv
+  std::string skyplane_bandwidth = "per-connection";  // or "aggregate" (sum of 64 connections)
+  std::string trace_file;              // csv: geops CSV trace
+  std::string variation;               // optional Mahimahi trace: bandwidth varies like it
+  double variation_bin_s = 0.5;        // Mahimahi bin width, seconds
 };
 
 struct Topology {
@@ -57,6 +90,12 @@ struct Topology {
   std::string durability = "sync";  // "sync", "async" or "off" (see common/options.h)
 
   std::vector<SiteSpec> sites;
+  WanSpec wan;                    // used when there are >= 2 sites
+  std::vector<LinkSpec> links;    // [[links]]
+
+  bool multi_site() const { return sites.size() > 1; }
+  // `path` (relative paths are taken from the topology file's folder).
+  std::string Resolve(const std::string& path) const;
 
   int total_workers() const;
   // The store directory of shard `shard` of site `site`, a relative

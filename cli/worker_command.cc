@@ -97,7 +97,9 @@ int RunWorker(const WorkerArgs& args) {
   }
   rpc::ThriftClientOptions client_options;
   client_options.rpc_timeout_ms = topology->rpc_timeout_ms;
-  auto factory = rpc::ThriftShardConnectionFactory::Create(addresses, client_options);
+  // With the spec, pulled chunks land straight in the cache and their sizes are checked.
+  auto factory = rpc::ThriftShardConnectionFactory::Create(addresses, client_options,
+                                                           std::make_shared<const ModelSpec>(*model));
   if (!factory.ok()) {
     std::fprintf(stderr, "geops worker: %s\n", factory.status().ToString().c_str());
     return 2;

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <set>
 
+#include "common/splitmix.h"
+
 namespace geops {
 
 Result<ModelSpec> ModelSpec::Create(std::vector<TableSpec> tables, int64_t chunk_bytes,
@@ -89,20 +91,6 @@ std::vector<ChunkKey> ModelSpec::ChunksOfTable(TableId id) const {
   return out;
 }
 
-namespace {
-
-// splitmix64: a small, well-mixed generator; ample for initial weights.
-uint64_t SplitMix(uint64_t* state) {
-  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-// Uniform in [0, 1) with 24 bits of precision.
-float Unit(uint64_t* state) { return static_cast<float>(SplitMix(state) >> 40) * 0x1.0p-24f; }
-
-}  // namespace
 
 void ModelSpec::InitChunk(ChunkKey key, float* out) const {
   const TableSpec& t = tables_[key.table];
@@ -112,14 +100,14 @@ void ModelSpec::InitChunk(ChunkKey key, float* out) const {
     return;
   }
   uint64_t state = seed_ ^ (key.Packed() * 0x2545f4914f6cdd1dull);
-  SplitMix(&state);
+  SplitMix64(&state);
   if (t.init == InitKind::kUniform) {
-    for (int64_t i = 0; i < n; ++i) out[i] = (2.0f * Unit(&state) - 1.0f) * t.init_scale;
+    for (int64_t i = 0; i < n; ++i) out[i] = (2.0f * SplitMixUnit(&state) - 1.0f) * t.init_scale;
     return;
   }
   for (int64_t i = 0; i < n; i += 2) {  // Box-Muller, two values per draw
-    const float u1 = std::max(Unit(&state), 1e-7f);
-    const float u2 = Unit(&state);
+    const float u1 = std::max(SplitMixUnit(&state), 1e-7f);
+    const float u2 = SplitMixUnit(&state);
     const float r = std::sqrt(-2.0f * std::log(u1)) * t.init_scale;
     out[i] = r * std::cos(6.2831853f * u2);
     if (i + 1 < n) out[i + 1] = r * std::sin(6.2831853f * u2);

@@ -284,6 +284,7 @@ class ShardImpl final : public Shard {
         [&](int64_t local) {
           if (mutation) mutation->MarkChunk(local);
         });
+    if (mutation && r.ok() && r->applied) mutation->MarkOrigin(origin, seq);  // in the same commit as the chunks
     if (mutation) mutation->Finish();  // committed with the next clock tick
     if (!r.ok()) return Reject(r.status());
     return r;
@@ -338,6 +339,7 @@ class ShardImpl final : public Shard {
       store_->Overwrite(store_->LocalIndex(state.chunks.key(i)), state.chunks.values(i).data());
     }
     for (const WorkerRecord& r : state.workers) tracker_.Restore(r);
+    for (const OriginRecord& r : state.origins) remote_->Restore(r.origin, r.seq);
     durability_ = persistent->durability();
     persister_ = std::make_unique<ShardPersister>(persistent, store_.get(), &tracker_, options_.shard_id,
                                                   options_.num_workers);

@@ -39,6 +39,15 @@ void ShardPersister::Mutation::MarkWorker(WorkerId worker) {
   marked_ = true;
 }
 
+void ShardPersister::Mutation::MarkOrigin(SiteId origin, uint64_t seq) {
+  {
+    std::lock_guard<std::mutex> lock(p_->origin_mu_);
+    uint64_t& mark = p_->origin_marks_[origin];
+    mark = std::max(mark, seq);
+  }
+  marked_ = true;
+}
+
 uint64_t ShardPersister::Mutation::Finish() {
   if (p_ == nullptr) return 0;
   ShardPersister* p = p_;
@@ -140,6 +149,11 @@ uint64_t ShardPersister::Capture() {
     if (worker_marked_[w].load(std::memory_order_relaxed) == 0) continue;
     worker_marked_[w].store(0, std::memory_order_relaxed);
     commit_.workers.push_back(tracker_->Record(w));
+  }
+  {
+    std::lock_guard<std::mutex> lock(origin_mu_);
+    for (const auto& [origin, seq] : origin_marks_) commit_.origins.push_back({origin, seq});
+    origin_marks_.clear();
   }
   commit_.shard_clock = tracker_->ShardClock();
   {

@@ -2,8 +2,8 @@
 // changes of many concurrent calls into one commit (group commit).
 //
 // Every change to persistent state (an applied update batch, a clock
-// advance) runs inside a Mutation scope and marks what it changed: chunks by
-// local index, workers by id. Finishing the scope hands back a ticket. A
+// advance, an applied WAN batch) runs inside a Mutation scope and marks what
+// it changed: chunks by local index, workers by id, origin sequence numbers. Finishing the scope hands back a ticket. A
 // background committer takes a commit when one is asked for: it waits until
 // no Mutation is open (new ones wait to begin), copies the marked chunks and
 // worker records, lets mutations go on, and writes the copy to the store as
@@ -22,6 +22,7 @@
 //                only briefly, never while copying or writing.
 //   state_mu_    guards requested_, durable_, stop_, failure_ and stats_;
 //                never held while calling the store.
+//   origin_mu_   guards origin_marks_; a leaf lock.
 // The committer copies chunks under their own locks while copying_ keeps
 // mutations out; it calls the ClockTracker (its own mutex) with no lock held.
 // Order: a caller's locks (the shard's per-worker mutex) -> barrier_mu_ |
@@ -32,6 +33,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -73,6 +75,9 @@ class ShardPersister {
     ~Mutation() { Finish(); }
     void MarkChunk(int64_t local);
     void MarkWorker(WorkerId worker);
+    // Records that the WAN batch `seq` from site `origin` is applied; the
+    // commit holding this scope's chunks holds the seq too.
+    void MarkOrigin(SiteId origin, uint64_t seq);
     // Ends the scope. Returns the ticket of its changes, 0 when nothing was
     // marked (or when already finished).
     uint64_t Finish();
@@ -119,6 +124,8 @@ class ShardPersister {
   // mutation is open).
   std::unique_ptr<std::atomic<uint8_t>[]> chunk_marked_;
   std::unique_ptr<std::atomic<uint8_t>[]> worker_marked_;
+  std::mutex origin_mu_;
+  std::map<SiteId, uint64_t> origin_marks_;  // GUARDED_BY(origin_mu_)
 
   std::mutex barrier_mu_;
   std::condition_variable barrier_cv_;

@@ -71,7 +71,8 @@ bool DecodeChunkKey(std::string_view bytes, ChunkKey* key);
 
 ChunkHeader EncodeChunkHeader(std::span<const float> values);
 // Checks header, size and checksum of a stored chunk value and appends its
-// floats to `out`. DataLoss naming the chunk and the problem.
+// floats to `out`. DataLoss naming the chunk and the problem; `out` may then
+// end with the bad chunk (callers drop the whole state on error).
 Status DecodeChunkValue(ChunkKey key, std::string_view value, ChunkBatch* out);
 
 std::string WorkerKey(WorkerId worker);

@@ -3,9 +3,9 @@
 // Transport and protocol as the LAN service (parameter_server.thrift):
 // framed TCP with the per-frame budget reset, binary protocol, every frame
 // bounded. A sender keeps two connections per peer: the bulk lane carries
-// pushBatch and reportClock in order (a clock report follows the batches it
-// covers), the priority lane carries notice and heartbeat so that they
-// overtake queued batches.
+// pushBatch in order, the priority lane carries notice, reportClock and
+// heartbeat so that they overtake queued batches (a receiver holds a clock
+// report until the batches it covers have landed).
 //
 // Every request names its origin site and shard; a receiver refuses a shard
 // id other than its own, its own site id, and (heartbeat) another model.

@@ -22,13 +22,16 @@ struct TransportOptions {
   // per-message budget of TConfiguration (reset at every frame).
   int64_t max_frame_bytes = int64_t{1} << 30;  // 1 GiB
   // Initial write buffer of the framed transport, bytes; it grows by
-  // doubling to the largest message written.
+  // doubling to the largest message written and keeps that size (up to
+  // buffer_reclaim_bytes).
   int64_t write_buffer_bytes = int64_t{1} << 20;  // 1 MiB
   // Read/write buffers grown past this are freed after the message instead
   // of being kept for the next one, bytes. Bounds idle memory per connection.
   int64_t buffer_reclaim_bytes = int64_t{256} << 20;  // 256 MiB
   // SO_SNDBUF / SO_RCVBUF of each socket, bytes; 0 keeps the kernel's
-  // auto-tuning (the fastest on loopback, see experiments/results).
+  // auto-tuning. A set size turns auto-tuning off and is capped by
+  // net.core.wmem_max / rmem_max; it did not beat auto-tuning on loopback
+  // (experiments/results/lan_throughput.md).
   int64_t socket_buffer_bytes = 0;
 
   Status Validate() const;

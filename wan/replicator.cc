@@ -291,7 +291,11 @@ void Replicator::Loop() {
     ServeBacklogs(k, finishing);
     if (tick || finishing) {
       for (PeerOutbox& out : outboxes_) {
-        transport_->SendClock(out.peer(), WanClockReport{config_.site, k, out.last_seq(), finishing});
+        // bsp and avg tie the clock to the batches sent (a peer takes it
+        // once they landed); asp and all-async report progress at once.
+        // The drain always ties: "drained" means "you have everything".
+        const bool tied = finishing || options_.mode == WanMode::kBsp || options_.mode == WanMode::kAvg;
+        transport_->SendClock(out.peer(), WanClockReport{config_.site, k, tied ? out.last_seq() : 0, finishing});
       }
     }
     bool in_flight = false;

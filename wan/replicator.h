@@ -15,7 +15,11 @@
 //      updates coalesce per chunk and leave most significant first when the
 //      window opens (PeerOutbox); asp announces a batch the link needs
 //      longer than notice_min_seconds for with a selective-barrier notice;
-//   4. report the clock to every peer, with the last seq sent.
+//   4. report the clock to every peer: in bsp and avg with the last seq
+//      sent, so that the peer takes the clock only once those batches have
+//      landed (the barrier covers the updates); in asp and all-async
+//      untied, so the mirror clock tracks progress without waiting behind
+//      queued batches (ASP bounds drift, not content).
 // When every local worker has finished, everything left (filter and
 // backlogs) is shipped losslessly (fp32), and the clock report carries the
 // drained marker: the peers then know they hold this site's final updates.

@@ -39,8 +39,8 @@ struct WanBatch {
 
 // "My shard clock is `clock`; you have had every batch through `last_seq`."
 // A receiver takes the clock only once it has applied the batches through
-// last_seq. `drained`: the origin's workers all finished and last_seq is its
-// final batch: nothing more will come.
+// last_seq (0: at once). `drained`: the origin's workers all finished and
+// last_seq is its final batch: nothing more will come.
 struct WanClockReport {
   SiteId origin = 0;
   Clock clock = 0;
@@ -80,7 +80,8 @@ class WanTransport {
   virtual void SetDeliveryCallback(DeliveryCallback callback) = 0;
 
   // Queue a message for `peer` and return at once; never block on the
-  // network. Batches and clock reports of one peer share one ordered stream.
+  // network. Batches of one peer form one ordered stream; clock reports may
+  // overtake them (a receiver holds a report until its last_seq landed).
   virtual void SendBatch(SiteId peer, WanBatch batch) = 0;
   virtual void SendClock(SiteId peer, WanClockReport report) = 0;
   // Notices take the priority lane: they overtake queued batches.

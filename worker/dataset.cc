@@ -4,24 +4,9 @@
 #include <cstring>
 #include <string>
 
+#include "common/splitmix.h"
+
 namespace geops::worker {
-namespace {
-
-// splitmix64: small, well mixed, and the same on every platform (unlike the
-// distributions of <random>), so shuffles are reproducible everywhere.
-uint64_t SplitMix(uint64_t* state) {
-  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-// Uniform in [0, bound) by multiply-shift; bias < bound / 2^64.
-uint64_t Below(uint64_t* state, uint64_t bound) {
-  return static_cast<uint64_t>((static_cast<unsigned __int128>(SplitMix(state)) * bound) >> 64);
-}
-
-}  // namespace
 
 Result<Dataset> PartitionDataset(const Dataset& data, int worker, int num_workers) {
   if (num_workers < 1) {
@@ -73,13 +58,13 @@ Result<BatchSampler> BatchSampler::Create(const Dataset* data, int batch_size, u
 
 void BatchSampler::Shuffle(int64_t epoch) {
   uint64_t state = seed_ ^ 0x6a09e667f3bcc909ull;
-  state = SplitMix(&state) ^ (static_cast<uint64_t>(static_cast<uint32_t>(worker_)) * 0x2545f4914f6cdd1dull);
-  state = SplitMix(&state) ^ (static_cast<uint64_t>(epoch) * 0x9e3779b97f4a7c15ull);
-  SplitMix(&state);
+  state = SplitMix64(&state) ^ (static_cast<uint64_t>(static_cast<uint32_t>(worker_)) * 0x2545f4914f6cdd1dull);
+  state = SplitMix64(&state) ^ (static_cast<uint64_t>(epoch) * 0x9e3779b97f4a7c15ull);
+  SplitMix64(&state);
   const int64_t n = data_->n;
   for (int64_t i = 0; i < n; ++i) order_[i] = i;
   for (int64_t i = n - 1; i > 0; --i) {
-    const int64_t j = static_cast<int64_t>(Below(&state, static_cast<uint64_t>(i + 1)));
+    const int64_t j = static_cast<int64_t>(SplitMixBelow(&state, static_cast<uint64_t>(i + 1)));
     std::swap(order_[i], order_[j]);
   }
 }

@@ -92,6 +92,18 @@ Result<std::unique_ptr<ComputeBackend>> NewBackend(const std::string& name, cons
   return NewCpuBackend(shape, threads);
 }
 
+// The final model: reads at the last clock with staleness 0, so it waits
+// for every worker of the site (and, across sites, for every site's final
+// updates). A read that runs into its deadline is tried again until
+// final_read_timeout_ms has passed.
+Status FinalRead(PsClient* client, const TrainerOptions& o) {
+  const Deadline until = Deadline::InMs(o.final_read_timeout_ms);
+  while (true) {
+    Status s = client->ReadAt(o.clocks, 0);
+    if (s.ok() || s.code() != StatusCode::kDeadlineExceeded || until.Expired()) return s.WithContext("final read");
+  }
+}
+
 // `gpu`, when set, evaluates the device copy of the client's cache.
 Result<EvalInfo> Evaluate(ComputeBackend* backend, cuda::CudaTrainerPath* gpu, PsClient* client,
                           const Dataset& test, double start) {
@@ -146,7 +158,7 @@ Result<TrainerReport> RunMlp(const TrainerOptions& o, PsClient* client, TrainerO
   report.final_loss = meter.RecentLoss();
   if (o.evaluator) {
     // The final model: wait until every worker has finished every clock.
-    GEOPS_RETURN_IF_ERROR(client->ReadAt(o.clocks, 0).WithContext("final read"));
+    GEOPS_RETURN_IF_ERROR(FinalRead(client, o));
     GEOPS_ASSIGN_OR_RETURN(EvalInfo info, Evaluate(backend.get(), gpu.get(), client, test, start));
     if (observer) observer->OnEval(info);
     report.test_accuracy = info.test_accuracy;
@@ -176,7 +188,7 @@ Result<TrainerReport> RunCounter(const TrainerOptions& o, PsClient* client,
     meter.Step(c, 0.0, 0);
   }
   if (o.evaluator) {
-    GEOPS_RETURN_IF_ERROR(client->ReadAt(o.clocks, 0).WithContext("final read"));
+    GEOPS_RETURN_IF_ERROR(FinalRead(client, o));
     const double expected = static_cast<double>(o.counter_workers) * o.clocks;
     double max_err = 0;
     for (TableId t = 0; t < static_cast<TableId>(spec.num_tables()); ++t) {

@@ -76,7 +76,8 @@ int RunSite(std::map<std::string, std::string>& a, const geops::cli::Topology& t
   if (port == 0) port = 41000 + 100 * site_index + shard;
   if (fault != "nolisten") {
     Event("{\"event\":\"listening\",\"site\":\"" + site + "\",\"shard\":" + std::to_string(shard) +
-          ",\"address\":\"127.0.0.1:" + std::to_string(port) + "\"}");
+          ",\"address\":\"127.0.0.1:" + std::to_string(port) + "\",\"mirror\":\"127.0.0.1:" +
+          std::to_string(port + 1000) + "\"}");
   }
   if (fault == "crash") {
     SleepMs(200);

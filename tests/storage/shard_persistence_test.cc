@@ -272,6 +272,42 @@ TEST(ShardPersistenceTest, OffAnswersAtOnceAndCommitsAtClockTicksAndFlush) {
   EXPECT_EQ(reopened->GetStatus().workers[0].clock, 1);
 }
 
+TEST(ShardPersistenceTest, AWanBatchAndItsOriginSeqCommitTogether) {
+  const ModelSpec spec = TestModel(InitKind::kZeros);
+  const ShardOptions o = TestOptions(1);
+  FaultInjectingShardStore store(StoreFingerprint::Of(spec, o), Durability::kSync);
+  const ChunkKey key{2, 3};
+  const std::vector<uint32_t> indices = {0, 5, 63};
+  const std::vector<float> values = {1.5f, -2.0f, 4.0f};
+  const RemoteChunkDelta delta{key, static_cast<uint32_t>(spec.ChunkElements(key)), indices, values};
+  ShardSnapshot applied;
+  {
+    auto shard = MakeShard(spec, o, &store);
+    for (uint64_t seq = 1; seq <= 2; ++seq) {
+      Result<RemoteApplyResult> r = shard->ApplyRemote(7, seq, {&delta, 1});
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      EXPECT_TRUE(r->applied);
+    }
+    ASSERT_TRUE(shard->Flush(Deadline::InMs(5000)).ok());
+    applied = SnapshotOf(*shard);
+    ASSERT_TRUE(shard->ApplyRemote(7, 3, {&delta, 1}).ok());  // never committed: lost in the crash
+    store.Freeze();
+  }
+  store.Thaw();
+  const testing::MemoryImage image = store.visible_image();
+  ASSERT_EQ(image.origins.size(), 1u);
+  EXPECT_EQ(image.origins.at(7), 2u);
+  auto shard = MakeShard(spec, o, &store);
+  EXPECT_TRUE(SameBytes(SnapshotOf(*shard), applied));
+  EXPECT_EQ(shard->LastAppliedSeq(7), 2u);
+  Result<RemoteApplyResult> replay = shard->ApplyRemote(7, 2, {&delta, 1});
+  ASSERT_TRUE(replay.ok());
+  EXPECT_FALSE(replay->applied);
+  Result<RemoteApplyResult> lost = shard->ApplyRemote(7, 3, {&delta, 1});  // the peer sends it again
+  ASSERT_TRUE(lost.ok());
+  EXPECT_TRUE(lost->applied);
+}
+
 TEST(ShardPersistenceTest, RefusesAStoreThatDoesNotFit) {
   const ModelSpec spec = TestModel();
   const ShardOptions o = TestOptions(2, 2, 0);

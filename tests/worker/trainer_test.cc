@@ -106,10 +106,11 @@ TEST(TrainerTest, MlpLearnsFashionMnistThroughTheShards) {
   ASSERT_TRUE(spec.ok());
   TrainerOptions o;
   o.shape = shape;
-  o.clocks = 400;
+  o.clocks = 600;
   o.batch_size = 32;
-  o.learning_rate = 0.05f;
-  o.eval_every = 200;
+  o.learning_rate = 0.1f;
+  o.final_learning_rate = 0.01f;
+  o.eval_every = 300;
   o.progress_every_seconds = 0;
   RecordingObserver observer;
   auto reports = RunSite(*spec, 2, 2, o, &observer);
@@ -117,8 +118,8 @@ TEST(TrainerTest, MlpLearnsFashionMnistThroughTheShards) {
   ASSERT_TRUE(reports[1].ok()) << reports[1].status().ToString();
   EXPECT_GE(*reports[0]->test_accuracy, 0.78);
   EXPECT_LT(*reports[0]->final_loss, 0.8);
-  EXPECT_EQ(reports[0]->examples, 400 * 32);
-  EXPECT_EQ(observer.evals.size(), 2u);  // clock 200 and the final model
+  EXPECT_EQ(reports[0]->examples, 600 * 32);
+  EXPECT_EQ(observer.evals.size(), 2u);  // clock 300 and the final model
   EXPECT_FALSE(observer.progress.empty());
 }
 

@@ -1,0 +1,35 @@
+// What `geops launch` adds for a topology with two or more sites: each shard
+// process is told where the peers file will be, and once every shard has
+// reported its mirror address (the "mirror" field of its "listening"
+// event) the launcher writes that file, from which every shard learns the
+// mirror addresses of the same shard in the other sites (cli/site_wan.h).
+//
+// Free functions; thread-compatible.
+#ifndef GEOPS_CLI_LAUNCH_WAN_H_
+#define GEOPS_CLI_LAUNCH_WAN_H_
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cli/topology.h"
+#include "common/status.h"
+
+namespace geops::cli {
+
+// OUT/wan/peers.json.
+std::string PeersFilePath(const std::string& out_dir);
+
+// Extra arguments of every `geops site` child: none for one site.
+std::vector<std::string> WanSiteArguments(const Topology& topology, const std::string& out_dir);
+
+// Writes the peers file from the mirror address of each (site, shard),
+// atomically. InvalidArgument naming a shard without one; Unavailable when
+// the file cannot be written.
+Status WritePeersFile(const Topology& topology, const std::string& out_dir,
+                      const std::map<std::pair<int, int>, std::string>& mirrors);
+
+}  // namespace geops::cli
+
+#endif  // GEOPS_CLI_LAUNCH_WAN_H_

@@ -1,0 +1,208 @@
+#include "cli/site_wan.h"
+
+#include <chrono>
+#include <fstream>
+
+#include <spdlog/spdlog.h>
+
+#include "cli/event_line.h"
+#include "cli/wan_links.h"
+#include "thrift/host_port.h"
+
+namespace geops::cli {
+namespace {
+
+using nlohmann::json;
+
+// Each shard's link gets 1/shards of the site-to-site bandwidth.
+Result<wan::LinkSchedule> ShareOf(const wan::LinkSchedule& s, int shards) {
+  std::vector<wan::LinkSegment> seg = s.segments();
+  for (wan::LinkSegment& x : seg) x.bandwidth_bps /= shards;
+  return wan::LinkSchedule::Create(std::move(seg), s.loop_period_s());
+}
+
+}  // namespace
+
+Result<std::unique_ptr<SiteWan>> SiteWan::Start(const Topology& t, int site, int shard_index, const ModelSpec* spec,
+                                                datacenter::Shard* shard, const SiteWanArgs& args) {
+  std::unique_ptr<SiteWan> w(new SiteWan());
+  w->topology_ = &t;
+  w->site_ = site;
+  w->shard_ = shard_index;
+  GEOPS_ASSIGN_OR_RETURN(std::vector<EffectiveLink> links, BuildLinks(t));
+  rpc::WanEndpointOptions o;
+  o.self = rpc::MirrorIdentity{site, shard_index, spec->Fingerprint()};
+  for (const EffectiveLink& l : links) {
+    if (l.src != site) continue;
+    if (t.sites[l.dst].shards != t.sites[site].shards) {
+      return InvalidArgumentError(t.path + ": sites " + t.sites[site].name + " and " + t.sites[l.dst].name +
+                                  " have different shard counts; shard i of a site mirrors shard i of the others");
+    }
+    GEOPS_ASSIGN_OR_RETURN(wan::LinkSchedule share, ShareOf(l.schedule, t.sites[site].shards));
+    o.links.push_back(wan::PeerLink{l.dst, t.sites[site].name + "->" + t.sites[l.dst].name, std::move(share)});
+  }
+  GEOPS_ASSIGN_OR_RETURN(o.wan, BuildWanOptions(t));
+  o.shaping.time_scale = t.wan.time_scale;
+  o.mirror_server.host = t.sites[site].host;
+  const int base = t.sites[site].base_port;
+  o.mirror_server.port = args.mirror_port >= 0 ? args.mirror_port : (base > 0 ? base + 1000 + shard_index : 0);
+  o.client.rpc_timeout_ms = std::max<int64_t>(t.rpc_timeout_ms, 30000);
+  GEOPS_ASSIGN_OR_RETURN(w->endpoint_, rpc::WanEndpoint::Start(spec, shard, o));
+  if (!args.mirror_peers.empty()) {
+    size_t start = 0;
+    while (start < args.mirror_peers.size()) {
+      size_t comma = args.mirror_peers.find(',', start);
+      if (comma == std::string::npos) comma = args.mirror_peers.size();
+      const std::string item = args.mirror_peers.substr(start, comma - start);
+      const size_t eq = item.find('=');
+      if (eq == std::string::npos) return InvalidArgumentError("--mirror-peers: '" + item + "' is not site=host:port");
+      GEOPS_ASSIGN_OR_RETURN(int peer, t.FindSite(item.substr(0, eq)));
+      GEOPS_ASSIGN_OR_RETURN(rpc::HostPort hp, rpc::ParseHostPort(item.substr(eq + 1)));
+      w->endpoint_->peers()->Set(peer, hp);
+      start = comma + 1;
+    }
+  } else if (!args.peers_file.empty()) {
+    SiteWan* self = w.get();
+    w->watcher_ = std::thread([self, path = args.peers_file] { self->WatchPeersFile(path); });
+  } else if (base == 0) {
+    return InvalidArgumentError("site " + t.sites[site].name + " has no base_port: pass --mirror-peers");
+  } else {
+    for (int p = 0; p < static_cast<int>(t.sites.size()); ++p) {
+      if (p == site || t.sites[p].base_port == 0) continue;
+      w->endpoint_->peers()->Set(p, rpc::HostPort{t.sites[p].host, t.sites[p].base_port + 1000 + shard_index});
+    }
+  }
+  if (args.progress_ms > 0) {
+    SiteWan* self = w.get();
+    w->reporter_ = std::thread([self, period = args.progress_ms] { self->ReportProgress(period); });
+  }
+  return w;
+}
+
+SiteWan::~SiteWan() {
+  stop_ = true;
+  if (watcher_.joinable()) watcher_.join();
+  if (reporter_.joinable()) reporter_.join();
+  endpoint_.reset();
+}
+
+std::string SiteWan::mirror_address() const { return endpoint_->mirror_address().ToString(); }
+
+Status SiteWan::ParsePeers(const json& doc) {
+  if (!doc.is_object() || !doc.contains("mirrors") || !doc["mirrors"].is_object()) {
+    return InvalidArgumentError("peers file has no \"mirrors\" object");
+  }
+  for (int p = 0; p < static_cast<int>(topology_->sites.size()); ++p) {
+    if (p == site_) continue;
+    const json& list = doc["mirrors"].value(topology_->sites[p].name, json());
+    if (!list.is_array() || static_cast<int>(list.size()) <= shard_ || !list[shard_].is_string()) {
+      return InvalidArgumentError("peers file lacks shard " + std::to_string(shard_) + " of site " +
+                                  topology_->sites[p].name);
+    }
+    GEOPS_ASSIGN_OR_RETURN(rpc::HostPort hp, rpc::ParseHostPort(list[shard_].get<std::string>()));
+    endpoint_->peers()->Set(p, hp);
+  }
+  return Status::Ok();
+}
+
+void SiteWan::WatchPeersFile(std::string path) {
+  while (!stop_) {
+    std::ifstream in(path);
+    if (in) {
+      json doc = json::parse(in, nullptr, /*allow_exceptions=*/false);
+      Status s = doc.is_discarded() ? InvalidArgumentError("peers file " + path + " is not JSON") : ParsePeers(doc);
+      if (s.ok()) {
+        spdlog::info("site {} shard {}: mirror peers known", topology_->sites[site_].name, shard_);
+        return;
+      }
+      spdlog::error("site {} shard {}: {}", topology_->sites[site_].name, shard_, s.ToString());
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+void SiteWan::ReportProgress(int64_t period_ms) {
+  const auto start = std::chrono::steady_clock::now();
+  auto next = start;
+  while (!stop_) {
+    next += std::chrono::milliseconds(period_ms);
+    while (!stop_ && std::chrono::steady_clock::now() < next) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (stop_) return;
+    json links = json::object();
+    int64_t total = 0;
+    for (const wan::LinkStats& l : endpoint_->transport()->stats()) {
+      links[topology_->sites[l.peer].name] = l.wire_bytes;
+      total += l.wire_bytes;
+    }
+    const wan::GateStats g = endpoint_->replicator()->gate()->stats();
+    EmitEvent({{"event", "wan_progress"},
+               {"site", topology_->sites[site_].name},
+               {"shard", shard_},
+               {"t", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()},
+               {"wire_bytes", total},
+               {"wire_bytes_to", links},
+               {"barrier_wait_seconds", g.drift_wait_seconds + g.notice_wait_seconds}});
+  }
+}
+
+void SiteWan::Settle(int64_t ms) {
+  Status s = endpoint_->WaitSettled(Deadline::InMs(ms));
+  if (!s.ok()) spdlog::warn("site {} shard {}: stopping before the WAN settled: {}", topology_->sites[site_].name,
+                            shard_, s.message());
+}
+
+json SiteWan::StatsJson() const {
+  const wan::ReplicatorStats r = endpoint_->replicator()->stats();
+  json links = json::array();
+  for (const wan::LinkStats& l : endpoint_->transport()->stats()) {
+    links.push_back({{"src", topology_->sites[site_].name},
+                     {"dst", topology_->sites[l.peer].name},
+                     {"batches", l.batches},
+                     {"messages", l.messages},
+                     {"bytes_offered", l.bytes_offered},
+                     {"bytes_delivered", l.bytes_delivered},
+                     {"wire_bytes", l.wire_bytes},
+                     {"offered_bps", l.offered_bps},
+                     {"achieved_bps", l.achieved_bps},
+                     {"busy_trace_seconds", l.last_delivery_s > l.first_offer_s ? l.last_delivery_s - l.first_offer_s : 0.0},
+                     {"retries", l.retries},
+                     {"refused", l.refused}});
+  }
+  json peers = json::array();
+  for (const wan::PeerReplicationStats& p : r.peers) {
+    peers.push_back({{"peer", topology_->sites[p.peer].name},
+                     {"last_seq", p.last_seq},
+                     {"batches_sent", p.out.batches_sent},
+                     {"bytes_sent", p.out.bytes_sent},
+                     {"elements_sent", p.out.elements_sent},
+                     {"backlog_batches", p.out.backlog_batches},
+                     {"max_backlog_chunks", p.out.max_backlog_chunks},
+                     {"notices_sent", p.out.notices_sent}});
+  }
+  return {{"mode", topology_->wan.mode},
+          {"links", links},
+          {"peers", peers},
+          {"ticks", r.ticks},
+          {"elements_pushed", r.elements_pushed},
+          {"elements_selected", r.elements_selected},
+          {"batches_encoded", r.batches_encoded},
+          {"select_seconds", r.select_seconds},
+          {"encode_seconds", r.encode_seconds},
+          {"drained", r.drained},
+          {"inbox", {{"batches_applied", r.inbox.batches_applied},
+                     {"batches_duplicate", r.inbox.batches_duplicate},
+                     {"batches_refused", r.inbox.batches_refused},
+                     {"elements_applied", r.inbox.elements_applied},
+                     {"bytes_received", r.inbox.bytes_received}}},
+          {"gate", {{"drift_wait_seconds", r.gate.drift_wait_seconds},
+                    {"notice_wait_seconds", r.gate.notice_wait_seconds},
+                    {"final_wait_seconds", r.gate.final_wait_seconds},
+                    {"reads_held", r.gate.reads_held},
+                    {"reads_timed_out", r.gate.reads_timed_out},
+                    {"notices", r.gate.notices},
+                    {"notices_expired", r.gate.notices_expired},
+                    {"max_drift_clocks", r.gate.max_drift_clocks}}}};
+}
+
+}  // namespace geops::cli

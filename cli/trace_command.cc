@@ -1,0 +1,32 @@
+// `geops trace show TOPOLOGY`: prints the effective WAN link table of a
+// topology (cli/wan_links.h), as the site processes will use it.
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "cli/model_from_topology.h"
+#include "cli/wan_links.h"
+
+namespace geops::cli {
+
+int RunTraceShow(const TraceShowArgs& args) {
+  Result<Topology> topology = LoadTopology(args.topology_path);
+  if (!topology.ok()) {
+    std::fprintf(stderr, "geops trace show: %s\n", topology.status().message().c_str());
+    return 2;
+  }
+  if (!topology->multi_site()) {
+    std::printf("%s has one site: no WAN links\n", topology->name.c_str());
+    return 0;
+  }
+  Result<std::vector<EffectiveLink>> links = BuildLinks(*topology);
+  if (!links.ok()) {
+    std::fprintf(stderr, "geops trace show: %s\n", links.status().message().c_str());
+    return 2;
+  }
+  Result<ModelSpec> model = BuildModelSpec(*topology);
+  const int64_t model_bytes = model.ok() ? model->total_elements() * 4 : 0;
+  std::printf("%s", FormatLinkTable(*topology, *links, model_bytes).c_str());
+  return 0;
+}
+
+}  // namespace geops::cli

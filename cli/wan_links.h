@@ -1,0 +1,56 @@
+// The WAN side of a topology as the site processes use it: the effective
+// directed link between every pair of sites (from `[[links]]`, the
+// Skyplane grid by each site's `region`, or a geops CSV trace; optionally
+// made to vary over time like a Mahimahi trace scaled to each link's mean),
+// and the WanOptions of `[wan]`.
+//
+//   links = "static"    each ordered pair needs a [[links]] entry; an entry
+//                       without its reverse serves both directions
+//   links = "skyplane"  wan.trace_dir holds the Skyplane throughput.csv and
+//                       latency.csv; bandwidth is the measured iperf3
+//                       throughput of the pair (sum of 64 TCP connections)
+//                       divided by 64 with skyplane_bandwidth =
+//                       "per-connection" (one flow's share), or as measured
+//                       with "aggregate"; one-way delay is half the ping RTT
+//   links = "csv"       wan.trace_file, `time_s,src,dst,bandwidth_mbps,delay_ms`
+//   variation = FILE    each link's bandwidth follows the Mahimahi trace
+//                       FILE, scaled so its mean is the link's bandwidth
+// Relative paths are taken from the topology file's folder.
+//
+// Free functions of a Topology; thread-compatible.
+#ifndef GEOPS_CLI_WAN_LINKS_H_
+#define GEOPS_CLI_WAN_LINKS_H_
+
+#include <string>
+#include <vector>
+
+#include "cli/topology.h"
+#include "common/status.h"
+#include "wan/link_schedule.h"
+#include "wan/wan_options.h"
+
+namespace geops::cli {
+
+struct EffectiveLink {
+  int src = 0;  // site indexes
+  int dst = 0;
+  wan::LinkSchedule schedule;
+};
+
+// Every ordered pair of distinct sites, src-major. NotFound / InvalidArgument
+// naming the missing link, site region or bad trace file.
+Result<std::vector<EffectiveLink>> BuildLinks(const Topology& topology);
+
+// The WanOptions of `[wan]`. InvalidArgument for bad values.
+Result<wan::WanOptions> BuildWanOptions(const Topology& topology);
+
+// The link table `geops trace show` prints: one row per directed link with
+// its bandwidth (mean, min and max over the trace), one-way delay, the
+// share each shard link gets, and how long one full fp32 copy of the model
+// takes on it. Ends with a newline.
+std::string FormatLinkTable(const Topology& topology, const std::vector<EffectiveLink>& links,
+                            int64_t model_bytes);
+
+}  // namespace geops::cli
+
+#endif  // GEOPS_CLI_WAN_LINKS_H_

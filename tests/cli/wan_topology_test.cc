@@ -1,0 +1,172 @@
+// The WAN side of a topology: [wan] and [[links]] parsing, the effective
+// link table per source, WanOptions, and the WAN part of summary.json.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "cli/launch_stats.h"
+#include "cli/summary_wan.h"
+#include "cli/topology.h"
+#include "cli/wan_links.h"
+
+namespace geops::cli {
+namespace {
+
+const char* kSites = R"(
+[[sites]]
+name = "a"
+region = "aws:us-east-1"
+[[sites]]
+name = "b"
+region = "aws:eu-west-1"
+[[sites]]
+name = "c"
+region = "aws:ap-northeast-1"
+)";
+
+Result<Topology> Parse(const std::string& text) { return ParseTopology(text, "t.toml"); }
+
+TEST(WanTopologyTest, ParsesWanAndLinks) {
+  auto t = Parse(std::string(R"(
+[wan]
+mode = "avg"
+averaging_period = 5
+codec = "int8"
+compress = false
+time_scale = 10
+[[links]]
+src = "a"
+dst = "b"
+bandwidth_mbps = 100
+delay_ms = 20
+[[links]]
+src = "b"
+dst = "a"
+bandwidth_mbps = 50
+delay_ms = 25
+[[links]]
+src = "a"
+dst = "c"
+bandwidth_mbps = 10
+delay_ms = 100
+[[links]]
+src = "b"
+dst = "c"
+bandwidth_mbps = 20
+delay_ms = 80
+)") + kSites);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_TRUE(t->multi_site());
+  EXPECT_EQ(t->wan.mode, "avg");
+  EXPECT_FALSE(t->wan.compress);
+  EXPECT_EQ(t->sites[2].region, "aws:ap-northeast-1");
+  auto links = BuildLinks(*t);
+  ASSERT_TRUE(links.ok()) << links.status().ToString();
+  ASSERT_EQ(links->size(), 6u);
+  auto find = [&](int s, int d) {
+    for (const EffectiveLink& l : *links)
+      if (l.src == s && l.dst == d) return l.schedule;
+    return wan::LinkSchedule();
+  };
+  EXPECT_DOUBLE_EQ(find(0, 1).BandwidthAt(0), 100e6);
+  EXPECT_DOUBLE_EQ(find(1, 0).BandwidthAt(0), 50e6);
+  EXPECT_DOUBLE_EQ(find(2, 0).BandwidthAt(0), 10e6);  // the reverse entry serves both ways
+  EXPECT_DOUBLE_EQ(find(2, 1).DelayAt(0), 0.08);
+  auto o = BuildWanOptions(*t);
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->mode, wan::WanMode::kAvg);
+  EXPECT_EQ(o->EffectiveDs(), 5);
+  EXPECT_EQ(o->EffectiveCodec(), wan::ValueCodec::kFp32);  // only asp is lossy
+  const std::string table = FormatLinkTable(*t, *links, 4000000);
+  EXPECT_NE(table.find("100.0"), std::string::npos) << table;
+  EXPECT_NE(table.find("3.200"), std::string::npos) << table;  // 4 MB at 10 Mbit/s
+}
+
+TEST(WanTopologyTest, RefusesBadWanSettingsNamingTheLine) {
+  struct Case {
+    std::string text;
+    std::string want;
+  };
+  std::vector<Case> cases = {
+      {"[wan]\nmode = \"gossip\"\n", "t.toml:2: wan.mode"},
+      {"[wan]\ncodec = \"fp8\"\n", "wan.codec"},
+      {"[wan]\nstaleness_ds = -2\n", "wan.staleness_ds"},
+      {"[wan]\ntime_scale = 0.0\n", "wan.time_scale"},
+      {"[wan]\nlinks = \"skyplane\"\n", "wan.trace_dir"},
+      {"[wan]\nwhat = 1\n", "wan.what is not a known key"},
+      {"[[links]]\nsrc = \"a\"\ndst = \"zz\"\nbandwidth_mbps = 1\n", "'zz' is not a site"},
+      {"[[links]]\nsrc = \"a\"\ndst = \"b\"\nbandwidth_mbps = 0\n", "links.bandwidth_mbps"},
+  };
+  for (const Case& c : cases) {
+    auto t = Parse(c.text + kSites);
+    ASSERT_FALSE(t.ok()) << c.text;
+    EXPECT_NE(t.status().message().find(c.want), std::string::npos) << t.status().message();
+  }
+}
+
+TEST(WanTopologyTest, MissingLinkIsNamed) {
+  auto t = Parse(std::string("[[links]]\nsrc = \"a\"\ndst = \"b\"\nbandwidth_mbps = 5\n") + kSites);
+  ASSERT_TRUE(t.ok());
+  auto links = BuildLinks(*t);
+  EXPECT_EQ(links.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(links.status().message().find("between sites a and c"), std::string::npos);
+}
+
+TEST(WanTopologyTest, SkyplaneLinksUseOneConnectionsShareAndHalfTheRtt) {
+  const std::string dir = std::string(GEOPS_SOURCE_DIR) + "/experiments/traces/skyplane-aws3";
+  auto t = Parse(std::string("[wan]\nlinks = \"skyplane\"\ntrace_dir = \"") + dir + "\"\n" + kSites);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  auto links = BuildLinks(*t);
+  ASSERT_TRUE(links.ok()) << links.status().ToString();
+  ASSERT_EQ(links->size(), 6u);
+  const wan::LinkSchedule& ab = (*links)[0].schedule;  // us-east-1 -> eu-west-1
+  EXPECT_NEAR(ab.BandwidthAt(0), 4318e6 / 64, 1e6);
+  EXPECT_NEAR(ab.DelayAt(0), 0.0849 / 2, 0.001);
+  t->wan.skyplane_bandwidth = "aggregate";
+  auto agg = BuildLinks(*t);
+  ASSERT_TRUE(agg.ok());
+  EXPECT_NEAR((*agg)[0].schedule.BandwidthAt(0), 4318e6, 64e6);
+  t->sites[1].region.clear();
+  EXPECT_EQ(BuildLinks(*t).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(WanTopologyTest, RelativePathsAreTakenFromTheTopologyFile) {
+  Topology t;
+  t.path = "experiments/topologies/default.toml";
+  EXPECT_EQ(t.Resolve("../traces/x"), "experiments/traces/x");
+  EXPECT_EQ(t.Resolve("/abs/x"), "/abs/x");
+}
+
+TEST(WanSummaryTest, AddsBytesPerLinkWaitsDriftAndPerSiteResults) {
+  auto t = Parse(std::string("[wan]\nmode = \"asp\"\n") + kSites);
+  ASSERT_TRUE(t.ok());
+  LaunchStats stats(*t);
+  for (int s = 0; s < 3; ++s) {
+    nlohmann::json f = {{"event", "final"}, {"test_accuracy", 0.86 + 0.001 * s}, {"counter_max_abs_error", 0.0}};
+    stats.OnWorkerEvent(s, 0, f, 10);
+  }
+  nlohmann::json wan = {
+      {"links", {{{"src", "a"}, {"dst", "b"}, {"wire_bytes", 1000}, {"bytes_delivered", 900}, {"batches", 3},
+                  {"offered_bps", 1e6}, {"achieved_bps", 2.5e5}}}},
+      {"gate", {{"drift_wait_seconds", 1.5}, {"notice_wait_seconds", 0.5}, {"final_wait_seconds", 0.25},
+                {"max_drift_clocks", 4}}}};
+  stats.OnShardEvent(0, 0, {{"event", "shard_stats"}, {"wan", wan}});
+  stats.OnShardEvent(0, 1, {{"event", "shard_stats"}, {"wan", wan}});
+  nlohmann::json s = nlohmann::json::object();
+  AddWanSummary(*t, stats, &s);
+  EXPECT_EQ(s["wan_mode"], "asp");
+  EXPECT_EQ(s["wan_bytes"], 2000);
+  EXPECT_EQ(s["wan_bytes_by_link"]["a->b"], 2000);
+  EXPECT_DOUBLE_EQ(s["wan_links"]["a->b"]["utilization"].get<double>(), 0.25);
+  EXPECT_DOUBLE_EQ(s["barrier_wait_seconds"].get<double>(), 4.0);
+  EXPECT_DOUBLE_EQ(s["final_wait_seconds"].get<double>(), 0.5);
+  EXPECT_EQ(s["max_site_drift_clocks"], 4);
+  EXPECT_DOUBLE_EQ(s["test_accuracy"].get<double>(), 0.86);  // the lowest site
+  EXPECT_EQ(s["test_accuracy_by_site"].size(), 3u);
+  EXPECT_EQ(s["counter_max_abs_error_by_site"].size(), 3u);
+  EXPECT_NE(FormatWanSummary(s).find("WAN asp"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace geops::cli

@@ -1,0 +1,146 @@
+#include "wan/shaped_transport.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <vector>
+
+namespace geops::wan {
+namespace {
+
+using Clock_ = std::chrono::steady_clock;
+
+struct Arrival {
+  char kind;  // 'b' batch, 'c' clock, 'n' notice
+  uint64_t seq;
+  double t;  // real seconds since the transport started
+};
+
+// Records what arrives and when; optionally fails the first sends.
+struct Recorder {
+  std::mutex mu;
+  std::vector<Arrival> arrivals;
+  Clock_::time_point start = Clock_::now();
+  int fail_first = 0;
+  double Now() { return std::chrono::duration<double>(Clock_::now() - start).count(); }
+};
+
+class FakeChannel : public PeerChannel {
+ public:
+  explicit FakeChannel(Recorder* r) : r_(r) {}
+  Status SendBatch(const WanBatch& b) override { return Record('b', b.seq, b.payload.size()); }
+  Status SendClock(const WanClockReport& c) override { return Record('c', c.last_seq, 40); }
+  Status SendNotice(const WanNotice& n) override { return Record('n', n.seq, 40); }
+  Status Heartbeat() override { return Status::Ok(); }
+  int64_t wire_bytes() const override { return bytes_; }
+
+ private:
+  Status Record(char kind, uint64_t seq, size_t bytes) {
+    std::lock_guard<std::mutex> lock(r_->mu);
+    if (r_->fail_first > 0) {
+      --r_->fail_first;
+      return UnavailableError("injected");
+    }
+    r_->arrivals.push_back({kind, seq, r_->Now()});
+    bytes_ += static_cast<int64_t>(bytes);
+    return Status::Ok();
+  }
+  Recorder* r_;
+  int64_t bytes_ = 0;
+};
+
+std::unique_ptr<ShapedTransport> Make(Recorder* r, double bps, double delay_s, double scale) {
+  ShapedTransportOptions o;
+  o.time_scale = scale;
+  o.heartbeat_ms = 0;
+  auto t = ShapedTransport::Start({PeerLink{1, "a->b", LinkSchedule::Constant(bps, delay_s)}}, o,
+                                  [r](SiteId, Lane) { return std::make_unique<FakeChannel>(r); });
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  r->start = Clock_::now();
+  return std::move(t).value();
+}
+
+TEST(ShapedTransportTest, DeliversAtTheLinkBandwidthPlusDelayInOrder) {
+  // 8 Mbit/s and 100 ms one-way at time scale 10: 10 MB/s and 10 ms real.
+  Recorder r;
+  auto t = Make(&r, 8e6, 0.1, 10);
+  std::mutex acks_mu;
+  std::vector<uint64_t> acks;
+  t->SetDeliveryCallback([&](SiteId peer, uint64_t seq) {
+    std::lock_guard<std::mutex> lock(acks_mu);
+    EXPECT_EQ(peer, 1);
+    acks.push_back(seq);
+  });
+  const int kCount = 32;
+  const size_t kBytes = 64 << 10;
+  EXPECT_NEAR(t->BandwidthBytesPerSecond(1), 10e6, 1);
+  for (int i = 1; i <= kCount; ++i) t->SendBatch(1, WanBatch{0, static_cast<uint64_t>(i), 0, std::vector<uint8_t>(kBytes, 1)});
+  EXPECT_GT(t->EstimateDeliverySeconds(1, 0), 0.1);  // the queue is ~0.2 s deep
+  t->SendClock(1, WanClockReport{0, 5, kCount, false});
+  ASSERT_TRUE(t->WaitQuiet(Deadline::InMs(10000)));
+  std::lock_guard<std::mutex> lock(r.mu);
+  ASSERT_EQ(r.arrivals.size(), static_cast<size_t>(kCount + 1));
+  std::vector<Arrival> batches;
+  for (const Arrival& a : r.arrivals)
+    if (a.kind == 'b') batches.push_back(a);
+  ASSERT_EQ(batches.size(), static_cast<size_t>(kCount));
+  for (int i = 0; i < kCount; ++i) EXPECT_EQ(batches[i].seq, static_cast<uint64_t>(i + 1));
+  EXPECT_NE(r.arrivals.back().kind, 'c');  // clock reports take the priority lane
+  const double expected_last = kCount * kBytes / 10e6 + 0.01;
+  std::printf("[ perf ] shaped link: last batch at %.1f ms (model %.1f ms)\n", batches.back().t * 1e3,
+              expected_last * 1e3);
+  EXPECT_GE(batches.back().t, expected_last - 0.002);
+  EXPECT_LT(batches.back().t, expected_last * 1.5 + 0.05);
+  std::lock_guard<std::mutex> lock2(acks_mu);
+  ASSERT_EQ(acks.size(), static_cast<size_t>(kCount));
+  EXPECT_EQ(acks.front(), 1u);
+  EXPECT_EQ(acks.back(), static_cast<uint64_t>(kCount));
+  std::vector<LinkStats> st = t->stats();
+  ASSERT_EQ(st.size(), 1u);
+  EXPECT_EQ(st[0].batches, kCount);
+  EXPECT_EQ(st[0].bytes_delivered, st[0].bytes_offered);
+  EXPECT_GT(st[0].wire_bytes, static_cast<int64_t>(kCount * kBytes) - 1);
+  EXPECT_NEAR(st[0].offered_bps, 8e6, 1);
+  EXPECT_GT(st[0].achieved_bps, 0.7 * 8e6);
+  EXPECT_LE(st[0].achieved_bps, 8e6 * 1.01);
+}
+
+TEST(ShapedTransportTest, NoticesOvertakeQueuedBatches) {
+  Recorder r;
+  auto t = Make(&r, 8e6, 0.05, 10);
+  for (int i = 1; i <= 20; ++i) t->SendBatch(1, WanBatch{0, static_cast<uint64_t>(i), 0, std::vector<uint8_t>(64 << 10, 1)});
+  t->SendNotice(1, WanNotice{0, 20, {{0, 1}}, 1000});
+  ASSERT_TRUE(t->WaitQuiet(Deadline::InMs(10000)));
+  std::lock_guard<std::mutex> lock(r.mu);
+  ASSERT_EQ(r.arrivals.size(), 21u);
+  size_t notice_at = 0;
+  while (r.arrivals[notice_at].kind != 'n') ++notice_at;
+  EXPECT_LT(notice_at, 3u) << "the notice waited behind the batches";
+}
+
+TEST(ShapedTransportTest, RetriesUnavailableSendsWithoutReordering) {
+  Recorder r;
+  r.fail_first = 3;
+  auto t = Make(&r, 1e9, 0, 1);
+  for (int i = 1; i <= 5; ++i) t->SendBatch(1, WanBatch{0, static_cast<uint64_t>(i), 0, {1, 2, 3}});
+  ASSERT_TRUE(t->WaitQuiet(Deadline::InMs(10000)));
+  std::lock_guard<std::mutex> lock(r.mu);
+  ASSERT_EQ(r.arrivals.size(), 5u);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(r.arrivals[i].seq, static_cast<uint64_t>(i + 1));
+  EXPECT_EQ(t->stats()[0].retries, 3);
+}
+
+TEST(ShapedTransportTest, RefusesBadConfiguration) {
+  auto none = ShapedTransport::Start({}, {}, [](SiteId, Lane) { return nullptr; });
+  EXPECT_EQ(none.status().code(), StatusCode::kInvalidArgument);
+  ShapedTransportOptions o;
+  o.time_scale = 0;
+  auto bad = ShapedTransport::Start({PeerLink{1, "x", LinkSchedule::Constant(1e6, 0)}}, o,
+                                    [](SiteId, Lane) { return nullptr; });
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace geops::wan

@@ -1,0 +1,73 @@
+#include "thrift/mirror_channel.h"
+
+namespace geops::rpc {
+
+void MirrorAddressBook::Set(SiteId site, HostPort address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  addresses_[site] = std::move(address);
+}
+
+std::optional<HostPort> MirrorAddressBook::Find(SiteId site) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = addresses_.find(site);
+  if (it == addresses_.end()) return std::nullopt;
+  return it->second;
+}
+
+size_t MirrorAddressBook::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return addresses_.size();
+}
+
+MirrorChannel::MirrorChannel(const MirrorAddressBook* book, SiteId peer, MirrorIdentity self,
+                             ThriftClientOptions options)
+    : book_(book), peer_(peer), self_(self), options_(options) {}
+
+Result<MirrorClient*> MirrorChannel::Client() {
+  if (client_ != nullptr) return client_.get();
+  std::optional<HostPort> address = book_->Find(peer_);
+  if (!address) return UnavailableError("the mirror address of site " + std::to_string(peer_) + " is not known yet");
+  GEOPS_ASSIGN_OR_RETURN(client_, MirrorClient::Create(*address, self_, options_));
+  return client_.get();
+}
+
+void MirrorChannel::Count() {
+  if (client_ != nullptr) wire_bytes_.store(client_->bytes_sent(), std::memory_order_relaxed);
+}
+
+Status MirrorChannel::SendBatch(const wan::WanBatch& batch) {
+  GEOPS_ASSIGN_OR_RETURN(MirrorClient * c, Client());
+  Status s = c->PushBatch(batch);
+  Count();
+  return s;
+}
+
+Status MirrorChannel::SendClock(const wan::WanClockReport& report) {
+  GEOPS_ASSIGN_OR_RETURN(MirrorClient * c, Client());
+  Status s = c->ReportClock(report);
+  Count();
+  return s;
+}
+
+Status MirrorChannel::SendNotice(const wan::WanNotice& notice) {
+  GEOPS_ASSIGN_OR_RETURN(MirrorClient * c, Client());
+  Status s = c->Notice(notice);
+  Count();
+  return s;
+}
+
+Status MirrorChannel::Heartbeat() {
+  GEOPS_ASSIGN_OR_RETURN(MirrorClient * c, Client());
+  Status s = c->Heartbeat().status();
+  Count();
+  return s;
+}
+
+wan::PeerChannelFactory MirrorChannelFactory(const MirrorAddressBook* book, MirrorIdentity self,
+                                             ThriftClientOptions options) {
+  return [book, self, options](SiteId peer, wan::Lane) -> std::unique_ptr<wan::PeerChannel> {
+    return std::make_unique<MirrorChannel>(book, peer, self, options);
+  };
+}
+
+}  // namespace geops::rpc

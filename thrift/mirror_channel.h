@@ -1,0 +1,66 @@
+// MirrorChannel: a wan::PeerChannel over a Thrift MirrorClient, and
+// MirrorAddressBook, where a site process learns its peers' mirror
+// addresses (possibly after it started serving). Until the peer's address
+// is known every call answers Unavailable, which the sender retries.
+//
+// Thread-safety: MirrorAddressBook may be used from any thread. A channel is
+// used by one thread at a time (PeerChannel's rule); wire_bytes() from any.
+#ifndef GEOPS_THRIFT_MIRROR_CHANNEL_H_
+#define GEOPS_THRIFT_MIRROR_CHANNEL_H_
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "thrift/host_port.h"
+#include "thrift/mirror_client.h"
+#include "thrift/mirror_identity.h"
+#include "thrift/thrift_options.h"
+#include "wan/peer_channel.h"
+
+namespace geops::rpc {
+
+class MirrorAddressBook {
+ public:
+  void Set(SiteId site, HostPort address);
+  std::optional<HostPort> Find(SiteId site) const;
+  size_t size() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<SiteId, HostPort> addresses_;  // GUARDED_BY(mu_)
+};
+
+class MirrorChannel : public wan::PeerChannel {
+ public:
+  // `book` must outlive the channel.
+  MirrorChannel(const MirrorAddressBook* book, SiteId peer, MirrorIdentity self, ThriftClientOptions options);
+
+  Status SendBatch(const wan::WanBatch& batch) override;
+  Status SendClock(const wan::WanClockReport& report) override;
+  Status SendNotice(const wan::WanNotice& notice) override;
+  Status Heartbeat() override;
+  int64_t wire_bytes() const override { return wire_bytes_.load(std::memory_order_relaxed); }
+
+ private:
+  // The client, once the address is known; Unavailable before.
+  Result<MirrorClient*> Client();
+  void Count();
+
+  const MirrorAddressBook* const book_;
+  const SiteId peer_;
+  const MirrorIdentity self_;
+  const ThriftClientOptions options_;
+  std::unique_ptr<MirrorClient> client_;
+  std::atomic<int64_t> wire_bytes_{0};
+};
+
+// A factory for ShapedTransport: one MirrorChannel per peer and lane.
+wan::PeerChannelFactory MirrorChannelFactory(const MirrorAddressBook* book, MirrorIdentity self,
+                                             ThriftClientOptions options);
+
+}  // namespace geops::rpc
+
+#endif  // GEOPS_THRIFT_MIRROR_CHANNEL_H_
