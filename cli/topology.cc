@@ -92,7 +92,7 @@ Status ParseWan(const toml::table& root, const std::string& origin, Topology* t)
   WanSpec& w = t->wan;
   TableReader r(root["wan"].as_table(), "wan", origin);
   r.RejectUnknown({"mode", "staleness_ds", "threshold", "threshold_floor", "codec", "compress", "averaging_period",
-                   "max_inflight_batches", "notice_min_ms", "notice_timeout_ms", "peer_lease_ms", "time_scale",
+                   "max_inflight_batches", "max_queue_ms", "notice_min_ms", "notice_timeout_ms", "peer_lease_ms", "time_scale",
                    "links", "trace_dir", "skyplane_bandwidth", "trace_file", "variation", "variation_bin_s"});
   r.Get("mode", &w.mode);
   r.Get("staleness_ds", &w.staleness_ds);
@@ -102,6 +102,7 @@ Status ParseWan(const toml::table& root, const std::string& origin, Topology* t)
   r.Get("compress", &w.compress);
   r.Get("averaging_period", &w.averaging_period);
   r.Get("max_inflight_batches", &w.max_inflight_batches);
+  r.Get("max_queue_ms", &w.max_queue_ms);
   r.Get("notice_min_ms", &w.notice_min_ms);
   r.Get("notice_timeout_ms", &w.notice_timeout_ms);
   r.Get("peer_lease_ms", &w.peer_lease_ms);
@@ -121,6 +122,7 @@ Status ParseWan(const toml::table& root, const std::string& origin, Topology* t)
             "must be \"fp32\", \"fp16\", \"int8\" or \"sign\"");
   r.Require(w.averaging_period >= 1, "averaging_period", "must be >= 1");
   r.Require(w.max_inflight_batches >= 1, "max_inflight_batches", "must be >= 1");
+  r.Require(w.max_queue_ms > 0, "max_queue_ms", "must be > 0");
   r.Require(w.notice_min_ms >= 0, "notice_min_ms", "must be >= 0");
   r.Require(w.notice_timeout_ms >= 1, "notice_timeout_ms", "must be >= 1");
   r.Require(w.peer_lease_ms >= 10, "peer_lease_ms", "must be >= 10");

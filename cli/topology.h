@@ -43,7 +43,8 @@ struct WanSpec {
   std::string codec = "fp16";          // asp: "fp32", "fp16", "int8", "sign"
   bool compress = true;                // LZ4 over each batch
   int64_t averaging_period = 10;       // avg: H in clocks
-  int64_t max_inflight_batches = 2;    // per peer link, before updates coalesce
+  int64_t max_inflight_batches = 2;    // per peer link, before updates coalesce ...
+  double max_queue_ms = 500;           // ... or once the link has this much queued
   double notice_min_ms = 50;           // asp: announce batches slower than this on the wire
   int64_t notice_timeout_ms = 10000;
   int64_t peer_lease_ms = 30000;       // a silent site leaves the mirror clock after this

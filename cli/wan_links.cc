@@ -105,6 +105,7 @@ Result<wan::WanOptions> BuildWanOptions(const Topology& t) {
   o.compress = w.compress;
   o.averaging_period = w.averaging_period;
   o.max_inflight_batches = w.max_inflight_batches;
+  o.max_queue_seconds = w.max_queue_ms * 1e-3;
   o.notice_min_seconds = w.notice_min_ms * 1e-3;
   o.notice_timeout_ms = w.notice_timeout_ms;
   o.peer_lease_ms = w.peer_lease_ms;

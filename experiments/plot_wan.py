@@ -20,7 +20,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-ORDER = ["lan", "bsp", "all-async", "asp", "avg", "asp-mahimahi", "bsp-mahimahi"]
+ORDER = ["lan", "bsp", "all-async", "asp", "avg", "asp-sign", "asp-mahimahi", "bsp-mahimahi"]
 
 
 def load_run(folder):
@@ -134,8 +134,10 @@ def main():
 
     lines.append("Ratios (time to target = first evaluation at or above the target accuracy):")
     lines.append("")
-    for prefix, label in (("", "default links"), ("-mahimahi", "Mahimahi-varying links")):
-        asp, bsp, lan = runs.get("asp" + prefix), runs.get("bsp" + prefix), runs.get("lan")
+    for asp_name, bsp_name, label in (("asp", "bsp", "default links"),
+                                      ("asp-sign", "bsp", "default links, ASP with 1-bit values"),
+                                      ("asp-mahimahi", "bsp-mahimahi", "Mahimahi-varying links")):
+        asp, bsp, lan = runs.get(asp_name), runs.get(bsp_name), runs.get("lan")
         if asp is None:
             continue
         if bsp is not None:
@@ -149,7 +151,19 @@ def main():
             lines.append(f"- {label}: ASP time to target is {fmt(ratio(asp['time_to_target'], lan['time_to_target']), 2)}x "
                          f"the LAN baseline's ({fmt(asp['time_to_target'])} s vs {fmt(lan['time_to_target'])} s)")
     lines.append("")
-    lines += ["Plots: accuracy_vs_time.png, wan_bytes_per_link.png, barrier_wait.png.", ""]
+    lines += [
+        "Notes:",
+        "",
+        "- Every run trains the same model with the same data order and six workers; the WAN runs place them in "
+        "three sites of two workers linked by the topology's links (each process on this machine, loopback TCP "
+        "shaped per link), the LAN run in one site.",
+        "- WAN MB counts what the mirror connections put on the wire (batches after quantisation and LZ4, "
+        "clock reports, notices, heartbeats, Thrift framing). Barrier wait sums the time reads were held by the "
+        "drift bound and selective-barrier notices over all shards (several workers may wait at once).",
+        "- Time to target is quantised by the evaluation period; wall times depend on what else the machine runs, "
+        "so compare runs of one invocation (run_info.txt) and expect a few seconds of noise.",
+        "",
+        "Plots: accuracy_vs_time.png, wan_bytes_per_link.png, barrier_wait.png.", ""]
     with open(os.path.join(results, "results.md"), "w") as f:
         f.write("\n".join(lines))
     print("\n".join(lines))

@@ -5,6 +5,7 @@
 #   all-async  three sites, every update every clock, no barrier
 #   asp        three sites, significant updates only (the default topology)
 #   avg        three sites, the whole delta every 10 clocks
+#   asp-sign   asp with 1-bit sign values instead of 8-bit
 # over the default links (Skyplane, static), and asp and bsp again with each
 # link's bandwidth varying over time like a Mahimahi cellular trace scaled to
 # the link's mean. Writes under experiments/results/wan/: one launch folder
@@ -13,7 +14,7 @@
 # experiments/plot_wan.py (python3-matplotlib).
 #
 # Usage: bash experiments/run_wan_comparison.sh [RUN ...]
-#   RUN: lan bsp all-async asp avg asp-mahimahi bsp-mahimahi (default: all)
+#   RUN: lan bsp all-async asp avg asp-sign asp-mahimahi bsp-mahimahi (default: all)
 # Environment: GEOPS (the geops binary; default build/cli/geops),
 #   GEOPS_TRACES (the shared trace folder; default ../shared/traces next to
 #   the repository), EVAL_EVERY (default 50), TIMEOUT (seconds per run),
@@ -29,7 +30,7 @@ results=experiments/results/wan
 topos=$results/topologies
 mkdir -p "$topos"
 runs=("$@")
-[ ${#runs[@]} -eq 0 ] && runs=(lan bsp all-async asp avg asp-mahimahi bsp-mahimahi)
+[ ${#runs[@]} -eq 0 ] && runs=(lan bsp all-async asp avg asp-sign asp-mahimahi bsp-mahimahi)
 mahimahi="$traces/mahimahi-cellular/TMobile-LTE-driving.down"
 
 # Writes the topology of run $1 to $topos/$1.toml. Paths inside stay
@@ -41,11 +42,13 @@ make_topology() {
     *) base=experiments/topologies/default.toml ;;
   esac
   mode=${run%-mahimahi}
+  mode=${mode%-sign}
   sed -e "0,/^name = .*/s//name = \"$run\"/" \
       -e "s/^eval_every = .*/eval_every = $eval_every/" \
       -e "s|^trace_dir = .*|trace_dir = \"$(realpath --relative-to="$topos" experiments/traces/skyplane-aws3)\"|" \
       -e "s/^mode = .*/mode = \"$mode\"/" \
       "$base" > "$out"
+  if [[ $run == *-sign ]]; then sed -i 's/^codec = .*/codec = "sign"/' "$out"; fi
   if [[ $run == *-mahimahi ]]; then
     if [ ! -f "$mahimahi" ]; then
       echo "skipping $run: no $mahimahi (set GEOPS_TRACES)" >&2
@@ -65,12 +68,16 @@ for run in "${runs[@]}"; do
   tail -n 6 "$results/$run.log"
 done
 
+# One block per invocation: a partial re-run keeps the record of the runs
+# it did not repeat.
 {
+  echo "runs: ${runs[*]}"
   echo "command: bash experiments/run_wan_comparison.sh ${*:-}"
-  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "finished: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr)"
   echo "geops: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo '+local changes')"
-} > "$results/run_info.txt"
+  echo
+} >> "$results/run_info.txt"
 python=${PYTHON:-python3}
 if ! "$python" -c 'import matplotlib' 2>/dev/null && [ -x /usr/bin/python3 ]; then python=/usr/bin/python3; fi
 "$python" experiments/plot_wan.py "$results"

@@ -126,6 +126,11 @@ int64_t Replicator::BudgetBytes(SiteId peer, bool finishing) {
   return std::max<int64_t>(options_.min_batch_bytes, static_cast<int64_t>(bw * options_.max_batch_seconds));
 }
 
+bool Replicator::LinkKeepsUp(const PeerOutbox& out, int64_t bytes, bool finishing) {
+  if (Window(finishing) == 0 || out.inflight() == 0) return true;
+  return transport_->EstimateDeliverySeconds(out.peer(), bytes) <= options_.max_queue_seconds;
+}
+
 PeerOutbox* Replicator::OutboxFor(SiteId peer) {
   for (PeerOutbox& o : outboxes_) {
     if (o.peer() == peer) return &o;
@@ -203,7 +208,7 @@ void Replicator::ShipSelected(Clock k, bool finishing) {
   bool decoded = false;
   const int64_t window = Window(finishing);
   for (PeerOutbox& out : outboxes_) {
-    if (out.CanSendDirect(window)) {
+    if (out.CanSendDirect(window) && LinkKeepsUp(out, static_cast<int64_t>(payload_.size()), finishing)) {
       WanBatch batch;
       batch.origin = config_.site;
       batch.seq = out.AssignSeq();
@@ -239,7 +244,7 @@ void Replicator::ServeBacklogs(Clock k, bool finishing) {
   }
   std::vector<ChunkKey> keys;
   for (PeerOutbox& out : outboxes_) {
-    while (out.backlogged() && out.WindowOpen(window)) {
+    while (out.backlogged() && out.WindowOpen(window) && LinkKeepsUp(out, 0, finishing)) {
       BacklogCut cut;
       cut.origin = config_.site;
       cut.clock = k;

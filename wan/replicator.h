@@ -144,6 +144,10 @@ class Replicator final : public ReplicationTap, public WanReceiver {
   void MaybeNotice(PeerOutbox& out, uint64_t seq, const std::vector<ChunkKey>& keys, int64_t bytes,
                    bool finishing);
   int64_t BudgetBytes(SiteId peer, bool finishing);
+  // The link to out.peer() would deliver `bytes` more within
+  // max_queue_seconds, or has nothing in flight (so a long delay alone
+  // never stalls it); always true when finishing, or in bsp and avg.
+  bool LinkKeepsUp(const PeerOutbox& out, int64_t bytes, bool finishing);
   int64_t Window(bool finishing) const;
   PeerOutbox* OutboxFor(SiteId peer);
   const float* LookupValue(ChunkKey key);

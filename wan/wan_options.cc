@@ -62,6 +62,9 @@ Status WanOptions::Validate() const {
   if (static_cast<uint8_t>(codec) >= kNumValueCodecs) return InvalidArgumentError(p + "unknown codec");
   if (averaging_period < 1) return InvalidArgumentError(p + "averaging_period must be >= 1");
   if (max_inflight_batches < 1) return InvalidArgumentError(p + "max_inflight_batches must be >= 1");
+  if (!(max_queue_seconds > 0) || !std::isfinite(max_queue_seconds)) {
+    return InvalidArgumentError(p + "max_queue_seconds must be > 0");
+  }
   if (!(max_batch_seconds > 0) || !std::isfinite(max_batch_seconds)) {
     return InvalidArgumentError(p + "max_batch_seconds must be > 0");
   }

@@ -50,10 +50,15 @@ struct WanOptions {
   ValueCodec codec = ValueCodec::kFp16;  // asp: value codec; other modes use fp32
   bool compress = true;                 // LZ4 over each batch body
   int64_t averaging_period = 10;        // avg: H in clocks, >= 1
-  // Batches handed to a peer link and not yet acknowledged, per peer (>= 1).
-  // bsp and avg ignore it (they ship everything at once); asp and all-async
-  // keep further updates coalesced per chunk until a batch is acknowledged.
+  // A peer link keeps up while fewer than max_inflight_batches (>= 1) are
+  // unacknowledged and the link model would deliver a new batch within
+  // max_queue_seconds (> 0). Otherwise asp and all-async keep further
+  // updates coalesced per chunk in that peer's backlog until it does. bsp
+  // and avg ignore both (they ship everything at once). A small window
+  // saves bytes: updates that wait coalesce into fewer, denser batches,
+  // whose indexes and values compress better.
   int64_t max_inflight_batches = 2;
+  double max_queue_seconds = 0.5;
   // When the link's bandwidth is known, a batch is cut to about this much
   // link time; the most significant chunks go first. Seconds, > 0.
   double max_batch_seconds = 0.5;

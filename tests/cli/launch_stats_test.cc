@@ -23,7 +23,7 @@ Topology TwoSites() {
   t.name = "two";
   t.clocks = 100;
   t.target_accuracy = 0.8;
-  t.sites = {SiteSpec{"east", "127.0.0.1", 0, 1, 2}, SiteSpec{"west", "127.0.0.1", 0, 1, 1}};
+  t.sites = {SiteSpec{"east", "127.0.0.1", 0, 1, 2, ""}, SiteSpec{"west", "127.0.0.1", 0, 1, 1, ""}};
   return t;
 }
 
