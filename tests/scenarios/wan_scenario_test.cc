@@ -3,6 +3,8 @@
 // worker a process), and the test asserts on summary.json.
 #include <gtest/gtest.h>
 
+#include "tests/scenarios/launch_fixture.h"
+
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -12,53 +14,16 @@
 
 #include <nlohmann/json.hpp>
 
+namespace geops {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct RunResult {
-  int exit_code = -1;
-  std::string output;
-};
+using scenarios::LaunchFixture;
+using scenarios::RunCommand;
+using scenarios::RunResult;
 
-RunResult RunCommand(const std::string& command) {
-  RunResult r;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof(buf), pipe)) r.output.append(buf, n);
-  int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-class WanScenarioTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("geops-wan-scenario-" + std::to_string(getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    if (!HasFailure()) fs::remove_all(dir_);
-  }
-  std::string WriteTopology(const std::string& text) {
-    const fs::path p = dir_ / "topology.toml";
-    std::ofstream(p) << text;
-    return p.string();
-  }
-  RunResult Launch(const std::string& topology, int timeout_s) {
-    return RunCommand(std::string(GEOPS_BINARY) + " launch " + topology + " --out " + (dir_ / "out").string() +
-                      " --plain --timeout " + std::to_string(timeout_s));
-  }
-  nlohmann::json Summary() {
-    std::ifstream in(dir_ / "out" / "summary.json");
-    EXPECT_TRUE(in.good()) << "no summary.json";
-    return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  }
-  fs::path dir_;
-};
+class WanScenarioTest : public LaunchFixture {};
 
 const char* kThreeStaticSites = R"(
 [[links]]
@@ -195,3 +160,4 @@ workers = 2
 }
 
 }  // namespace
+}  // namespace geops
