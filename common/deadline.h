@@ -37,6 +37,12 @@ inline double NowSeconds() {
   return std::chrono::duration<double>(SteadyClock::now().time_since_epoch()).count();
 }
 
+// Seconds since the Unix epoch (wall clock), as a double; for metrics that
+// other processes compare.
+inline double UnixSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 }  // namespace geops
 
 #endif  // GEOPS_COMMON_DEADLINE_H_

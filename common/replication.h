@@ -14,6 +14,11 @@
 //                    batch exactly once per (origin, seq), in order per
 //                    origin; read a chunk's current value.
 //   RemoteChunkDelta a sparse delta to one chunk, as views (no ownership).
+//   OutboundParticipant  the WAN layer's outbound state (accumulated local
+//                    mass, per-peer backlogs, unacknowledged batches) rides
+//                    in the shard's commits, so a site that restarts from
+//                    its store has lost nothing it acknowledged and repeats
+//                    nothing a peer applied.
 //
 // Thread-safety: implementations of all three interfaces must accept calls
 // from many threads at once. A tap is called from the shard's request
@@ -25,10 +30,14 @@
 #define GEOPS_COMMON_REPLICATION_H_
 
 #include <cstdint>
+#include <functional>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "common/deadline.h"
 #include "common/ids.h"
+#include "common/shard_store.h"
 #include "common/status.h"
 
 namespace geops {
@@ -46,7 +55,9 @@ class ReplicationTap {
 
   // A local update batch was applied: `values` holds the chunks `keys` back
   // to back, ModelSpec::ChunkElements floats each, all finite. Called once
-  // per applied batch, after it is in the shard, before the Update returns.
+  // per applied batch, after it is in the shard, before the Update returns,
+  // inside the shard's persistence scope for the batch: what the tap records
+  // commits with the batch (see OutboundParticipant).
   virtual void OnLocalUpdate(std::span<const ChunkKey> keys, std::span<const float> values) = 0;
 
   // The shard clock is now `shard_clock`; `all_finished` is true once every
@@ -77,9 +88,36 @@ struct RemoteApplyResult {
   int64_t elements = 0;  // values added
 };
 
+class OutboundParticipant {
+ public:
+  virtual ~OutboundParticipant() = default;
+
+  // Called by the shard's committer while no change to persistent state is
+  // in progress (no OnLocalUpdate and no ReplicaTarget::RunDurable body
+  // runs): appends the records that changed since the last call, so that
+  // the commit holds the outbound state as of exactly the changes it holds.
+  virtual void CollectOutbound(std::vector<OutboundRecord>* puts, std::vector<std::string>* deletes) = 0;
+};
+
 class ReplicaTarget {
  public:
   virtual ~ReplicaTarget() = default;
+
+  // Makes `participant` part of every later commit. Returns true when the
+  // shard persists (it has a store), false when there is nothing to persist
+  // into (the participant is then never called). Call before Start.
+  virtual bool SetOutboundParticipant(OutboundParticipant* participant) = 0;
+
+  // Runs `change` as one change to persistent state (its outbound records
+  // and any shard changes commit together) and waits until it is as durable
+  // as the store's durability setting makes commits (sync: on stable
+  // storage). Without a store, just runs it. Unavailable when the deadline
+  // passes or the store failed; `change` has run in any case.
+  virtual Status RunDurable(const std::function<void()>& change, Deadline deadline) = 0;
+
+  // The outbound records the shard loaded from its store (empty for a new
+  // or non-persistent shard); moved out by the first call.
+  virtual std::vector<OutboundRecord> TakeRecoveredOutbound() = 0;
 
   // Adds `deltas` (the batch `seq` from site `origin`) to the replica,
   // exactly once: seq must be the last applied seq of `origin` + 1 (the
@@ -89,7 +127,9 @@ class ReplicaTarget {
   // unknown or foreign chunk, a chunk named twice, num_elements that differ
   // from the chunk's size, indices not strictly increasing or out of range,
   // indices and values of different lengths, or a NaN/Inf value. Remote
-  // deltas are not passed to the ReplicationTap (no echo).
+  // deltas are not passed to the ReplicationTap (no echo). With a store the
+  // call returns once the batch and its seq are durable, so an acknowledged
+  // batch is never lost in a crash.
   virtual Result<RemoteApplyResult> ApplyRemote(SiteId origin, uint64_t seq,
                                                 std::span<const RemoteChunkDelta> deltas) = 0;
 

@@ -110,6 +110,8 @@ void ShardCommit::Clear() {
   chunks.Clear();
   workers.clear();
   origins.clear();
+  outbound_puts.clear();
+  outbound_deletes.clear();
   shard_clock = 0;
 }
 

@@ -118,14 +118,28 @@ struct OriginRecord {
   uint64_t seq = 0;  // last applied WAN batch from that site
 };
 
+// One record of the WAN layer's outbound state. The store keeps the bytes
+// as given, ordered by key, and does not interpret them; their layout
+// belongs to wan/ (docs/on_disk_format.md).
+struct OutboundRecord {
+  std::string key;  // non-empty
+  std::string value;
+};
+
 // One atomic unit of persistence: chunk values that changed and the meta
 // records that changed with them.
 struct ShardCommit {
   ChunkBatch chunks;
   std::vector<WorkerRecord> workers;
   std::vector<OriginRecord> origins;
+  std::vector<OutboundRecord> outbound_puts;    // written (replacing a record of that key)
+  std::vector<std::string> outbound_deletes;    // removed; applied before the puts
   Clock shard_clock = 0;
 
+  bool empty() const {
+    return chunks.empty() && workers.empty() && origins.empty() && outbound_puts.empty() &&
+           outbound_deletes.empty();
+  }
   void Clear();
 };
 
@@ -138,6 +152,7 @@ struct ShardState {
   ChunkBatch chunks;                  // key order
   std::vector<WorkerRecord> workers;  // worker order
   std::vector<OriginRecord> origins;  // origin order
+  std::vector<OutboundRecord> outbound;  // key order
 };
 
 // Checks a loaded state against what the shard expects: FailedPrecondition

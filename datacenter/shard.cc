@@ -177,13 +177,15 @@ class ShardImpl final : public Shard {
       if (mutation) mutation->MarkChunk(local);
       src += store_->elements(local);
     }
+    // Inside the persistence scope: what the tap records (the WAN layer's
+    // unshipped mass) commits together with the chunks.
+    if (ReplicationTap* tap = tap_.load(std::memory_order_acquire); tap != nullptr) tap->OnLocalUpdate(keys, values);
     if (mutation) {
       mutation->MarkWorker(worker);
       last_ticket_[worker] = mutation->Finish();
     }
     batches_applied_.fetch_add(1, std::memory_order_relaxed);
     update_bytes_.fetch_add(static_cast<int64_t>(values.size_bytes()), std::memory_order_relaxed);
-    if (ReplicationTap* tap = tap_.load(std::memory_order_acquire); tap != nullptr) tap->OnLocalUpdate(keys, values);
     s = WaitDurable(worker);
     if (!s.ok()) return Reject(std::move(s));
     reply.applied = true;
@@ -285,9 +287,45 @@ class ShardImpl final : public Shard {
           if (mutation) mutation->MarkChunk(local);
         });
     if (mutation && r.ok() && r->applied) mutation->MarkOrigin(origin, seq);  // in the same commit as the chunks
-    if (mutation) mutation->Finish();  // committed with the next clock tick
+    const uint64_t ticket = mutation ? mutation->Finish() : 0;
     if (!r.ok()) return Reject(r.status());
+    // The sender forgets a batch once it is acknowledged: acknowledge only
+    // what a crash cannot take back.
+    if (persister_ != nullptr && durability_ != Durability::kOff && ticket != 0) {
+      Status s = persister_->AwaitDurable(ticket, Deadline::InMs(options_.max_commit_wait_ms));
+      if (!s.ok()) return Reject(std::move(s));
+    }
     return r;
+  }
+
+  bool SetOutboundParticipant(OutboundParticipant* participant) override {
+    if (persister_ == nullptr) return false;
+    persister_->SetOutboundParticipant(participant);
+    return true;
+  }
+
+  Status RunDurable(const std::function<void()>& change, Deadline deadline) override {
+    if (persister_ == nullptr) {
+      change();
+      return Status::Ok();
+    }
+    uint64_t ticket;
+    {
+      ShardPersister::Mutation mutation = persister_->Begin();
+      change();
+      mutation.MarkOutbound();
+      ticket = mutation.Finish();
+    }
+    if (durability_ == Durability::kOff) {
+      persister_->RequestCommit(ticket);
+      return Status::Ok();
+    }
+    return persister_->AwaitDurable(ticket, deadline);
+  }
+
+  std::vector<OutboundRecord> TakeRecoveredOutbound() override {
+    std::lock_guard<std::mutex> lock(recovered_mu_);
+    return std::move(recovered_outbound_);
   }
 
   uint64_t LastAppliedSeq(SiteId origin) const override { return remote_->LastSeq(origin); }
@@ -340,6 +378,10 @@ class ShardImpl final : public Shard {
     }
     for (const WorkerRecord& r : state.workers) tracker_.Restore(r);
     for (const OriginRecord& r : state.origins) remote_->Restore(r.origin, r.seq);
+    {
+      std::lock_guard<std::mutex> lock(recovered_mu_);
+      recovered_outbound_ = std::move(state.outbound);
+    }
     durability_ = persistent->durability();
     persister_ = std::make_unique<ShardPersister>(persistent, store_.get(), &tracker_, options_.shard_id,
                                                   options_.num_workers);
@@ -367,6 +409,8 @@ class ShardImpl final : public Shard {
   std::unique_ptr<std::mutex[]> worker_mu_;       // one per worker id, see the lock discipline above
   std::unique_ptr<uint64_t[]> last_ticket_;       // per worker: ticket of its last change, GUARDED_BY(worker_mu_[w])
   Durability durability_ = Durability::kSync;     // of the store; set by Init()
+  std::mutex recovered_mu_;
+  std::vector<OutboundRecord> recovered_outbound_;  // GUARDED_BY(recovered_mu_)
 
   std::atomic<int64_t> batches_applied_{0};
   std::atomic<int64_t> batches_duplicate_{0};

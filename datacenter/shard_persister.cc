@@ -155,6 +155,9 @@ uint64_t ShardPersister::Capture() {
     for (const auto& [origin, seq] : origin_marks_) commit_.origins.push_back({origin, seq});
     origin_marks_.clear();
   }
+  if (OutboundParticipant* p = participant_.load(std::memory_order_acquire); p != nullptr) {
+    p->CollectOutbound(&commit_.outbound_puts, &commit_.outbound_deletes);
+  }
   commit_.shard_clock = tracker_->ShardClock();
   {
     std::lock_guard<std::mutex> lock(barrier_mu_);
@@ -166,7 +169,7 @@ uint64_t ShardPersister::Capture() {
 
 void ShardPersister::CommitOnce() {
   const uint64_t captured = Capture();
-  const bool empty = commit_.chunks.empty() && commit_.workers.empty() && commit_.origins.empty();
+  const bool empty = commit_.empty();
   Status s;
   double seconds = 0;
   if (!empty) {
@@ -181,6 +184,7 @@ void ShardPersister::CommitOnce() {
       if (!empty) {
         stats_.commits += 1;
         stats_.bytes += commit_.chunks.total_elements() * int64_t{sizeof(float)};
+        for (const OutboundRecord& r : commit_.outbound_puts) stats_.bytes += static_cast<int64_t>(r.value.size());
         stats_.seconds += seconds;
         stats_.max_seconds = std::max(stats_.max_seconds, seconds);
       }

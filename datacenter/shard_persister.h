@@ -40,6 +40,7 @@
 
 #include "common/deadline.h"
 #include "common/ids.h"
+#include "common/replication.h"
 #include "common/shard_store.h"
 #include "common/status.h"
 #include "datacenter/chunk_store.h"
@@ -78,6 +79,10 @@ class ShardPersister {
     // Records that the WAN batch `seq` from site `origin` is applied; the
     // commit holding this scope's chunks holds the seq too.
     void MarkOrigin(SiteId origin, uint64_t seq);
+    // The outbound participant changed its state in this scope: the scope
+    // gets a ticket, and the commit holding it collects the participant's
+    // records.
+    void MarkOutbound() { marked_ = true; }
     // Ends the scope. Returns the ticket of its changes, 0 when nothing was
     // marked (or when already finished).
     uint64_t Finish();
@@ -103,6 +108,12 @@ class ShardPersister {
   // Marks every chunk and worker, for a store's first commit.
   void MarkEverything();
 
+  // Every later capture asks `participant` for its changed records (see
+  // common/replication.h). Set once, before changes that it records.
+  void SetOutboundParticipant(OutboundParticipant* participant) {
+    participant_.store(participant, std::memory_order_release);
+  }
+
   // OK, or the sticky failure of a commit.
   Status failure() const;
   PersisterStats stats() const;
@@ -126,6 +137,7 @@ class ShardPersister {
   std::unique_ptr<std::atomic<uint8_t>[]> worker_marked_;
   std::mutex origin_mu_;
   std::map<SiteId, uint64_t> origin_marks_;  // GUARDED_BY(origin_mu_)
+  std::atomic<OutboundParticipant*> participant_{nullptr};
 
   std::mutex barrier_mu_;
   std::condition_variable barrier_cv_;

@@ -261,7 +261,13 @@ Status RocksDb::ReadState(ShardState* state) const {
         format::DecodeChunkValue(key, std::string_view(it->value().data(), it->value().size()), &state->chunks)
             .WithContext(where + " is damaged"));
   }
-  return FromRocks(it->status(), where + ": reading chunks");
+  GEOPS_RETURN_IF_ERROR(FromRocks(it->status(), where + ": reading chunks"));
+  it.reset(db_->NewIterator(ro, outbox_));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    if (it->key().size() == 0) return DataLossError(where + " is damaged: an outbox record has an empty key");
+    state->outbound.push_back(OutboundRecord{it->key().ToString(), it->value().ToString()});
+  }
+  return FromRocks(it->status(), where + ": reading the outbox");
 }
 
 Result<int64_t> RocksDb::CountOutbox() const {

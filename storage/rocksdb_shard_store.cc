@@ -148,7 +148,9 @@ class RocksDbShardStore final : public ShardStore {
     const size_t reserve = static_cast<size_t>(commit.chunks.total_elements()) * sizeof(float) +
                            chunks * (format::kChunkKeySize + format::kChunkHeaderSize + 16) +
                            commit.workers.size() * 48 + commit.origins.size() * 32 + 256;
-    rocksdb::WriteBatch batch(reserve);
+    size_t outbound_bytes = 0;
+    for (const OutboundRecord& r : commit.outbound_puts) outbound_bytes += r.key.size() + r.value.size() + 16;
+    rocksdb::WriteBatch batch(reserve + outbound_bytes);
     rocksdb::Status s;
     for (size_t i = 0; i < chunks && s.ok(); ++i) {
       const std::span<const float> values = commit.chunks.values(i);
@@ -165,6 +167,16 @@ class RocksDbShardStore final : public ShardStore {
     }
     for (size_t i = 0; i < commit.origins.size() && s.ok(); ++i) {
       s = batch.Put(db_->meta(), format::OriginKey(commit.origins[i].origin), format::EncodeU64(commit.origins[i].seq));
+    }
+    for (size_t i = 0; i < commit.outbound_deletes.size() && s.ok(); ++i) {
+      s = batch.Delete(db_->outbox(), ToSlice(commit.outbound_deletes[i]));
+    }
+    for (size_t i = 0; i < commit.outbound_puts.size() && s.ok(); ++i) {
+      if (commit.outbound_puts[i].key.empty()) {
+        return InvalidArgumentError(name() + ": commit " + std::to_string(commits_ + 1) +
+                                    " has an outbox record with an empty key");
+      }
+      s = batch.Put(db_->outbox(), ToSlice(commit.outbound_puts[i].key), ToSlice(commit.outbound_puts[i].value));
     }
     if (s.ok()) s = batch.Put(db_->meta(), ToSlice(format::kShardClockKey), format::EncodeI64(commit.shard_clock));
     if (s.ok()) s = batch.Put(db_->meta(), ToSlice(format::kCommitsKey), format::EncodeU64(commits_ + 1));

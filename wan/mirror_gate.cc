@@ -10,6 +10,49 @@ MirrorGate::MirrorGate(std::vector<SiteId> peers, int64_t ds, std::chrono::milli
   for (SiteId p : peers) peers_[p].heard = now;
 }
 
+namespace {
+double ToUnix(SteadyClock::time_point t, SteadyClock::time_point now) {
+  return UnixSeconds() - std::chrono::duration<double>(now - t).count();
+}
+}  // namespace
+
+void MirrorGate::RefreshLivenessLocked(SteadyClock::time_point now) const {
+  for (auto& [id, p] : peers_) {
+    if (p.down || p.drained || now - p.heard <= lease_) continue;
+    p.down = true;
+    stats_.down_events.push_back(PeerDownEvent{id, ToUnix(p.heard, now), UnixSeconds(), 0});
+  }
+}
+
+MirrorGate::Peer& MirrorGate::HeardLocked(SiteId peer, SteadyClock::time_point now) {
+  RefreshLivenessLocked(now);
+  Peer& p = peers_[peer];
+  p.heard = now;
+  if (p.down) {
+    p.down = false;
+    p.rejoining = true;
+    for (auto it = stats_.down_events.rbegin(); it != stats_.down_events.rend(); ++it) {
+      if (it->peer == peer) {
+        if (it->back_unix == 0) it->back_unix = UnixSeconds();
+        break;
+      }
+    }
+  }
+  return p;
+}
+
+bool MirrorGate::CaughtUp() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto now = SteadyClock::now();
+  RefreshLivenessLocked(now);
+  const Clock slack = std::max<int64_t>(ds_, 0);
+  for (const auto& [id, p] : peers_) {
+    if (p.drained || p.down) continue;
+    if (!p.reported || own_clock_ + slack < p.clock) return false;
+  }
+  return true;
+}
+
 Clock MirrorGate::MinMirrorLocked(SteadyClock::time_point now) const {
   bool any = false;
   Clock min = own_clock_;
@@ -29,6 +72,7 @@ bool MirrorGate::AllDrainedLocked() const {
 }
 
 MirrorGate::Hold MirrorGate::HoldLocked(std::span<const ChunkKey> keys, SteadyClock::time_point now) {
+  RefreshLivenessLocked(now);
   if (local_finished_ && !AllDrainedLocked()) return Hold::kFinal;
   if (ds_ >= 0 && own_clock_ - MinMirrorLocked(now) > ds_) return Hold::kDrift;
   if (notices_.empty()) return Hold::kNone;
@@ -113,6 +157,7 @@ void MirrorGate::SetOwnClock(Clock clock, bool local_finished) {
     std::lock_guard<std::mutex> lock(mu_);
     own_clock_ = std::max(own_clock_, clock);
     local_finished_ = local_finished_ || local_finished;
+    RefreshLivenessLocked(SteadyClock::now());
     stats_.max_drift_clocks =
         std::max<int64_t>(stats_.max_drift_clocks, own_clock_ - MinMirrorLocked(SteadyClock::now()));
   }
@@ -122,25 +167,25 @@ void MirrorGate::SetOwnClock(Clock clock, bool local_finished) {
 void MirrorGate::OnPeerClock(SiteId peer, Clock clock, bool drained) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    Peer& p = peers_[peer];
-    p.clock = std::max(p.clock, clock);
+    Peer& p = HeardLocked(peer, SteadyClock::now());
+    p.clock = p.rejoining ? clock : std::max(p.clock, clock);
+    p.rejoining = false;
+    p.reported = true;
     p.drained = p.drained || drained;
-    p.heard = SteadyClock::now();
   }
   changed_.notify_all();
 }
 
 void MirrorGate::OnPeerHeard(SiteId peer) {
   std::lock_guard<std::mutex> lock(mu_);
-  peers_[peer].heard = SteadyClock::now();
+  HeardLocked(peer, SteadyClock::now());
 }
 
 void MirrorGate::OnPeerApplied(SiteId peer, uint64_t seq) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    Peer& p = peers_[peer];
+    Peer& p = HeardLocked(peer, SteadyClock::now());
     p.applied = std::max(p.applied, seq);
-    p.heard = SteadyClock::now();
     for (auto it = notices_.begin(); it != notices_.end();) {
       if (it->second.peer == peer && it->second.seq <= seq) {
         it = notices_.erase(it);
@@ -154,8 +199,7 @@ void MirrorGate::OnPeerApplied(SiteId peer, uint64_t seq) {
 
 void MirrorGate::AddNotice(SiteId peer, uint64_t seq, std::span<const ChunkKey> keys, int64_t timeout_ms) {
   std::lock_guard<std::mutex> lock(mu_);
-  Peer& p = peers_[peer];
-  p.heard = SteadyClock::now();
+  Peer& p = HeardLocked(peer, SteadyClock::now());
   ++stats_.notices;
   if (seq <= p.applied) return;
   const auto expiry = SteadyClock::now() + std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 1));
@@ -179,6 +223,7 @@ Clock MirrorGate::MinMirrorClock() const {
 
 GateStats MirrorGate::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
+  RefreshLivenessLocked(SteadyClock::now());
   return stats_;
 }
 

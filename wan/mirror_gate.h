@@ -7,7 +7,10 @@
 //   drift    own shard clock - min(mirror clocks) > DS (mirror clock; DS < 0
 //            disables it). Mirror clocks count only live peers (heard within
 //            the lease) that have not drained; a drained peer never holds
-//            anyone back;
+//            anyone back. A peer silent past the lease is recorded as down
+//            (PeerDownEvent); when it is heard again it rejoins with the
+//            clock it then reports, even if lower than before (a site that
+//            restarted from its store resumes at its last durable clock);
 //   notice   a requested chunk is under a selective-barrier notice whose
 //            batch has not landed and whose timeout has not passed.
 // It wakes on every change and at least every kPollMs (leases and notice
@@ -36,6 +39,15 @@
 
 namespace geops::wan {
 
+// A peer that went silent for longer than the lease (a failed site), and
+// when it was heard again.
+struct PeerDownEvent {
+  SiteId peer = 0;
+  double last_heard_unix = 0;  // last message before the silence
+  double detected_unix = 0;    // when the gate dropped it from the mirror clock
+  double back_unix = 0;        // heard again; 0 while still down
+};
+
 struct GateStats {
   double drift_wait_seconds = 0;   // reads held by the mirror clock
   double notice_wait_seconds = 0;  // reads held by selective-barrier notices
@@ -45,6 +57,7 @@ struct GateStats {
   int64_t notices = 0;             // notices received
   int64_t notices_expired = 0;     // notices whose batch had not landed in time
   int64_t max_drift_clocks = 0;    // largest own clock - min mirror clock seen
+  std::vector<PeerDownEvent> down_events;
 };
 
 class MirrorGate : public ReadGate {
@@ -74,6 +87,10 @@ class MirrorGate : public ReadGate {
   bool WaitAllPeersDrained(Deadline deadline) const;
   // Min clock over live, undrained peers; own clock when there is none.
   Clock MinMirrorClock() const;
+  // Own clock is within DS (0 when unbounded) of the clock of every live,
+  // undrained peer, and each of those has reported a clock since this gate
+  // was created: a restarted site is back in step.
+  bool CaughtUp() const;
   GateStats stats() const;
   // Chunks under a live notice now (tests and inspection).
   std::vector<ChunkKey> NoticedChunks() const;
@@ -84,6 +101,9 @@ class MirrorGate : public ReadGate {
   struct Peer {
     Clock clock = 0;
     bool drained = false;
+    bool reported = false;   // a clock report arrived
+    bool down = false;       // silent past the lease (recorded in down_events)
+    bool rejoining = false;  // heard again after being down: take its next clock as is
     uint64_t applied = 0;
     SteadyClock::time_point heard;
   };
@@ -95,6 +115,10 @@ class MirrorGate : public ReadGate {
   enum class Hold { kNone, kFinal, kDrift, kNotice };
 
   Clock MinMirrorLocked(SteadyClock::time_point now) const;
+  // Records peers that fell silent past the lease.
+  void RefreshLivenessLocked(SteadyClock::time_point now) const;
+  // The peer sent something: renews its lease, ends a down event.
+  Peer& HeardLocked(SiteId peer, SteadyClock::time_point now);
   Hold HoldLocked(std::span<const ChunkKey> keys, SteadyClock::time_point now);
   bool AllDrainedLocked() const;
   std::string DescribeLocked(Hold hold, std::span<const ChunkKey> keys, SteadyClock::time_point now) const;
@@ -106,9 +130,9 @@ class MirrorGate : public ReadGate {
   mutable std::condition_variable changed_;
   Clock own_clock_ = 0;                      // GUARDED_BY(mu_)
   bool local_finished_ = false;              // GUARDED_BY(mu_)
-  std::map<SiteId, Peer> peers_;             // GUARDED_BY(mu_)
+  mutable std::map<SiteId, Peer> peers_;     // GUARDED_BY(mu_); liveness refreshed lazily
   std::multimap<ChunkKey, Notice> notices_;  // GUARDED_BY(mu_)
-  GateStats stats_;                          // GUARDED_BY(mu_)
+  mutable GateStats stats_;                  // GUARDED_BY(mu_)
 };
 
 }  // namespace geops::wan

@@ -62,6 +62,8 @@ class PeerOutbox {
   SiteId peer() const { return peer_; }
   uint64_t last_seq() const { return last_seq_; }
   uint64_t AssignSeq() { return ++last_seq_; }
+  // After a restart: the last seq assigned before it.
+  void RestoreSeq(uint64_t seq) { last_seq_ = seq; }
   int64_t inflight() const { return static_cast<int64_t>(inflight_.size()); }
   bool backlogged() const { return backlog_.dirty_chunks() > 0; }
   // No backlog and fewer than `window` batches in flight (window <= 0: no limit).

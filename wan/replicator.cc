@@ -13,6 +13,12 @@ namespace {
 
 // Largest batch cut when the whole backlog must go (drain, bsp, avg).
 constexpr int64_t kUnlimitedBudgetBytes = int64_t{256} << 20;
+// How long a tick waits for its outbound state to be durable before it
+// sends anyway (a store that slow has failed or is about to).
+constexpr int64_t kDurableWaitMs = 30000;
+// When this process started, for recovery metrics (static initialisation
+// runs as the process starts).
+const double kProcessStartUnix = UnixSeconds();
 
 }  // namespace
 
@@ -37,8 +43,45 @@ Result<std::unique_ptr<Replicator>> Replicator::Create(const ModelSpec* spec, Re
     GEOPS_ASSIGN_OR_RETURN(PeerOutbox out, PeerOutbox::Create(p, SignificanceFilterOptions{}));
     outboxes.push_back(std::move(out));
   }
-  return std::unique_ptr<Replicator>(new Replicator(spec, std::move(config), target, transport, std::move(filter),
-                                                    std::move(schedule), std::move(outboxes)));
+  std::unique_ptr<Replicator> r(new Replicator(spec, std::move(config), target, transport, std::move(filter),
+                                               std::move(schedule), std::move(outboxes)));
+  const std::vector<OutboundRecord> records = target->TakeRecoveredOutbound();
+  GEOPS_ASSIGN_OR_RETURN(RecoveredOutbound recovered, OutboundJournal::Decode(records, *spec, r->config_.site));
+  GEOPS_RETURN_IF_ERROR(r->Restore(std::move(recovered)).WithContext("restoring the WAN outbound state"));
+  r->recovery_.state_loaded_unix = UnixSeconds();
+  r->recovery_.process_start_unix = kProcessStartUnix;
+  r->journal_.set_enabled(target->SetOutboundParticipant(r.get()));
+  return r;
+}
+
+Status Replicator::Restore(RecoveredOutbound recovered) {
+  if (recovered.empty()) return Status::Ok();
+  recovery_.recovered = true;
+  for (const SparseChunkUpdate& u : recovered.accumulator) GEOPS_RETURN_IF_ERROR(filter_.AddSparse(u));
+  for (auto& [peer, rows] : recovered.backlogs) {
+    PeerOutbox* out = OutboxFor(peer);
+    if (out == nullptr) return DataLossError("a backlog for site " + std::to_string(peer) + ", which is not a peer");
+    GEOPS_RETURN_IF_ERROR(out->AddToBacklog(rows));
+  }
+  for (const auto& [peer, seq] : recovered.last_seq) {
+    PeerOutbox* out = OutboxFor(peer);
+    if (out == nullptr) return DataLossError("a seq for site " + std::to_string(peer) + ", which is not a peer");
+    out->RestoreSeq(seq);
+  }
+  for (auto& [peer, batches] : recovered.batches) {
+    PeerOutbox* out = OutboxFor(peer);
+    if (out == nullptr) return DataLossError("batches for site " + std::to_string(peer) + ", which is not a peer");
+    for (const WanBatch& b : batches) {
+      if (b.seq > out->last_seq()) {
+        return DataLossError("batch " + std::to_string(b.seq) + " for site " + std::to_string(peer) +
+                             " is beyond the last seq assigned (" + std::to_string(out->last_seq()) + ")");
+      }
+    }
+    resend_.emplace_back(peer, std::move(batches));
+  }
+  spdlog::info("wan shard {}: restored outbound state: {} accumulator chunks, {} backlogs, {} peers with batches to resend",
+               config_.shard, recovered.accumulator.size(), recovered.backlogs.size(), resend_.size());
+  return Status::Ok();
 }
 
 Replicator::Replicator(const ModelSpec* spec, ReplicatorConfig config, ReplicaTarget* target,
@@ -60,7 +103,17 @@ Replicator::Replicator(const ModelSpec* spec, ReplicatorConfig config, ReplicaTa
   lookup_ = [this](ChunkKey key) { return LookupValue(key); };
 }
 
-Replicator::~Replicator() { Stop(); }
+Replicator::~Replicator() {
+  Stop();
+  if (journal_.enabled()) {
+    // Commit what the journal still holds, then leave the shard's commits
+    // (inside a scope, so no commit is collecting from us meanwhile).
+    const Deadline deadline = Deadline::InMs(10000);
+    Status s = target_->RunDurable([] {}, deadline);
+    if (!s.ok()) spdlog::warn("wan shard {}: final outbound commit: {}", config_.shard, s.ToString());
+    target_->RunDurable([this] { target_->SetOutboundParticipant(nullptr); }, deadline).IgnoreError();
+  }
+}
 
 void Replicator::Start() {
   transport_->SetDeliveryCallback([this](SiteId peer, uint64_t seq) {
@@ -71,7 +124,19 @@ void Replicator::Start() {
     cv_.notify_all();
   });
   std::lock_guard<std::mutex> lock(mu_);
-  if (!thread_.joinable() && !stop_) thread_ = std::thread([this] { Loop(); });
+  if (thread_.joinable() || stop_) return;
+  // Batches handed to the link before a crash and never acknowledged go
+  // again, in seq order; the peer drops those it applied.
+  for (auto& [peer, batches] : resend_) {
+    PeerOutbox* out = OutboxFor(peer);
+    for (WanBatch& b : batches) {
+      out->OnSent(b.seq, static_cast<int64_t>(b.payload.size()), 0);
+      ++recovery_.batches_resent;
+      transport_->SendBatch(peer, std::move(b));
+    }
+  }
+  resend_.clear();
+  thread_ = std::thread([this] { Loop(); });
 }
 
 void Replicator::Stop() {
@@ -99,6 +164,7 @@ void Replicator::OnLocalUpdate(std::span<const ChunkKey> keys, std::span<const f
     if (offset + n > values.size()) break;  // the shard validated the batch; never happens
     Status s = filter_.Add(key, values.subspan(offset, n));
     if (!s.ok()) spdlog::error("wan shard {}: local update not accumulated: {}", config_.shard, s.ToString());
+    journal_.AccumulatorChanged(key);
     offset += n;
   }
   stats_.elements_pushed += static_cast<int64_t>(offset);
@@ -162,6 +228,7 @@ void Replicator::SelectLocked(Clock k, bool finishing) {
         break;
     }
   }
+  for (const SparseChunkUpdate& u : selected_) journal_.AccumulatorChanged(u.key);
   stats_.elements_selected += st.elements_selected;
   stats_.select_seconds += NowSeconds() - start;
 }
@@ -177,7 +244,7 @@ void Replicator::MaybeNotice(PeerOutbox& out, uint64_t seq, const std::vector<Ch
   n.keys = keys;
   n.timeout_ms = options_.notice_timeout_ms;
   out.CountNotice();
-  transport_->SendNotice(out.peer(), std::move(n));
+  outgoing_.push_back(Outgoing{out.peer(), std::move(n)});
 }
 
 void Replicator::ShipSelected(Clock k, bool finishing) {
@@ -218,7 +285,7 @@ void Replicator::ShipSelected(Clock k, bool finishing) {
       if (!s.ok()) spdlog::error("wan shard {}: {}", config_.shard, s.ToString());
       MaybeNotice(out, batch.seq, keys, static_cast<int64_t>(batch.payload.size()), finishing);
       out.OnSent(batch.seq, static_cast<int64_t>(batch.payload.size()), st->elements_out);
-      transport_->SendBatch(out.peer(), std::move(batch));
+      Emit(out.peer(), std::move(batch));
       continue;
     }
     if (!decoded) {
@@ -232,6 +299,7 @@ void Replicator::ShipSelected(Clock k, bool finishing) {
     }
     Status s = out.AddToBacklog(decoded_.chunks);
     if (!s.ok()) spdlog::error("wan shard {}: backlog for site {}: {}", config_.shard, out.peer(), s.ToString());
+    for (const SparseChunkUpdate& u : decoded_.chunks) journal_.BacklogChanged(out.peer(), u.key);
   }
 }
 
@@ -259,26 +327,36 @@ void Replicator::ServeBacklogs(Clock k, bool finishing) {
         break;
       }
       if (!batch->has_value()) break;
+      for (const ChunkKey& key : keys) journal_.BacklogChanged(out.peer(), key);
       MaybeNotice(out, (*batch)->seq, keys, static_cast<int64_t>((*batch)->payload.size()), finishing);
-      transport_->SendBatch(out.peer(), std::move(**batch));
+      Emit(out.peer(), std::move(**batch));
       // A lossy codec leaves residuals behind: only the drain loops on.
       if (!finishing && threshold >= 0) break;
     }
   }
 }
 
-void Replicator::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (true) {
-    cv_.wait(lock, [this] {
-      return stop_ || target_clock_ > ticked_ || (finished_ && !drained_) || !acks_.empty();
-    });
-    if (stop_) return;
-    std::vector<std::pair<SiteId, uint64_t>> acks;
-    acks.swap(acks_);
-    const Clock k = target_clock_;
-    const bool tick = k > ticked_;
-    const bool finishing = finished_ && !drained_;
+void Replicator::Emit(SiteId peer, WanBatch batch) {
+  journal_.BatchSent(peer, batch);
+  journal_.LastSeqChanged(peer, batch.seq);
+  outgoing_.push_back(Outgoing{peer, std::move(batch)});
+}
+
+void Replicator::FlushOutgoing() {
+  // Notices first: they announce batches behind them.
+  for (Outgoing& o : outgoing_) {
+    if (auto* n = std::get_if<WanNotice>(&o.message)) transport_->SendNotice(o.peer, std::move(*n));
+  }
+  for (Outgoing& o : outgoing_) {
+    if (auto* b = std::get_if<WanBatch>(&o.message)) transport_->SendBatch(o.peer, std::move(*b));
+  }
+  outgoing_.clear();
+}
+
+void Replicator::TickChanges(const std::vector<std::pair<SiteId, uint64_t>>& acks, Clock k, bool tick,
+                             bool finishing) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
     if (tick || finishing) {
       SelectLocked(k, finishing);
       ticked_ = k;
@@ -287,13 +365,55 @@ void Replicator::Loop() {
     } else {
       selected_.clear();
     }
+  }
+  for (const auto& [peer, seq] : acks) {
+    if (PeerOutbox* out = OutboxFor(peer)) {
+      out->OnAcked(seq);
+      journal_.BatchAcked(peer, seq);
+    }
+  }
+  if (tick || finishing) ShipSelected(k, finishing);
+  ServeBacklogs(k, finishing);
+}
+
+void Replicator::CheckCaughtUp() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!recovery_.recovered || recovery_.caught_up_unix != 0) return;
+  }
+  if (!gate_.CaughtUp()) return;
+  const int64_t bytes = inbox_.stats().bytes_received;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (recovery_.caught_up_unix != 0) return;
+  recovery_.caught_up_unix = UnixSeconds();
+  recovery_.catch_up_bytes = bytes;
+  spdlog::info("wan shard {}: back within DS of every live peer {:.3f} s after the state was loaded ({} bytes received)",
+               config_.shard, recovery_.caught_up_unix - recovery_.state_loaded_unix, bytes);
+}
+
+void Replicator::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait_for(lock, std::chrono::milliseconds(100), [this] {
+      return stop_ || target_clock_ > ticked_ || (finished_ && !drained_) || !acks_.empty();
+    });
+    if (stop_) return;
+    std::vector<std::pair<SiteId, uint64_t>> acks;
+    acks.swap(acks_);
+    const Clock k = target_clock_;
+    const bool tick = k > ticked_;
+    const bool finishing = finished_ && !drained_;
     lock.unlock();
 
-    for (const auto& [peer, seq] : acks) {
-      if (PeerOutbox* out = OutboxFor(peer)) out->OnAcked(seq);
+    // Everything this round changes commits together, and only then do its
+    // batches leave: a crash can neither lose nor repeat what a peer saw.
+    Status durable = target_->RunDurable([&] { TickChanges(acks, k, tick, finishing); },
+                                         Deadline::InMs(kDurableWaitMs));
+    if (!durable.ok()) {
+      spdlog::error("wan shard {}: outbound state of clock {} not durable ({}); sending anyway", config_.shard, k,
+                    durable.ToString());
     }
-    if (tick || finishing) ShipSelected(k, finishing);
-    ServeBacklogs(k, finishing);
+    FlushOutgoing();
     if (tick || finishing) {
       for (PeerOutbox& out : outboxes_) {
         // bsp and avg tie the clock to the batches sent (a peer takes it
@@ -303,6 +423,7 @@ void Replicator::Loop() {
         transport_->SendClock(out.peer(), WanClockReport{config_.site, k, tied ? out.last_seq() : 0, finishing});
       }
     }
+    CheckCaughtUp();
     bool in_flight = false;
     for (const PeerOutbox& out : outboxes_) in_flight = in_flight || out.inflight() > 0;
 
@@ -321,6 +442,18 @@ void Replicator::Loop() {
   }
 }
 
+void Replicator::CollectOutbound(std::vector<OutboundRecord>* puts, std::vector<std::string>* deletes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  journal_.Collect(filter_,
+                   [this](SiteId peer) -> const SignificanceFilter* {
+                     for (const PeerOutbox& o : outboxes_) {
+                       if (o.peer() == peer) return &o.backlog();
+                     }
+                     return nullptr;
+                   },
+                   puts, deletes);
+}
+
 bool Replicator::WaitDrainAcknowledged(Deadline deadline) {
   std::unique_lock<std::mutex> lock(mu_);
   return drained_cv_.wait_until(lock, deadline.when(), [this] { return drain_acked_ || stop_; }) && drain_acked_;
@@ -334,6 +467,10 @@ ReplicatorStats Replicator::stats() const {
     for (size_t i = 0; i < outbox_stats_.size(); ++i) {
       out.peers.push_back(PeerReplicationStats{config_.peers[i], outbox_seq_[i], outbox_stats_[i]});
     }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    out.recovery = recovery_;
   }
   out.inbox = inbox_.stats();
   out.gate = gate_.stats();

@@ -25,6 +25,14 @@
 // drained marker: the peers then know they hold this site's final updates.
 // A site's model is final once every peer has drained (WaitFinal).
 //
+// Crash safety (with a store under the shard): the accumulator, the
+// backlogs, the unacknowledged batches and the seqs are journalled
+// (OutboundJournal) into the shard's commits; each tick's changes run inside
+// ReplicaTarget::RunDurable and its batches go on the wire only after that
+// commit is durable. A replicator created over a shard that recovered such
+// records restores them and, at Start, resends the unacknowledged batches
+// (peers drop what they already applied).
+//
 // Thread-safety: all public methods may be called from any thread. Lock
 // discipline: mu_ guards the filter, the clock and finish marks, pending
 // acknowledgements and the stop flag; the tick thread holds it only to
@@ -32,7 +40,9 @@
 // locks) and to put residuals back, never while calling the transport. The
 // outboxes, encoder and scratch belong to the tick thread. The transport
 // must not call back (delivery callback, WanReceiver) while holding a lock
-// that its Send* methods take. Order: mu_ -> shard chunk locks.
+// that its Send* methods take. Order: shard persistence scope -> mu_ ->
+// shard chunk locks -> journal; mu_ is never held while opening a
+// persistence scope (RunDurable).
 #ifndef GEOPS_WAN_REPLICATOR_H_
 #define GEOPS_WAN_REPLICATOR_H_
 
@@ -43,6 +53,7 @@
 #include <span>
 #include <thread>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "common/model_spec.h"
@@ -50,6 +61,7 @@
 #include "common/status.h"
 #include "wan/codec.h"
 #include "wan/mirror_gate.h"
+#include "wan/outbound_journal.h"
 #include "wan/peer_outbox.h"
 #include "wan/remote_inbox.h"
 #include "wan/significance_filter.h"
@@ -72,6 +84,16 @@ struct PeerReplicationStats {
   OutboxStats out;
 };
 
+// What a replicator that restarted from its shard's store did.
+struct RecoveryStats {
+  bool recovered = false;            // it restored outbound state from the store
+  double process_start_unix = 0;     // this process started (seconds since the epoch)
+  double state_loaded_unix = 0;      // the shard's state was loaded and the replicator built
+  double caught_up_unix = 0;         // own clock back within DS of every live peer's; 0: not yet
+  int64_t catch_up_bytes = 0;        // batch bytes received from peers until then
+  int64_t batches_resent = 0;        // unacknowledged batches sent again at start
+};
+
 struct ReplicatorStats {
   Clock ticked_clock = 0;
   int64_t ticks = 0;
@@ -84,13 +106,15 @@ struct ReplicatorStats {
   std::vector<PeerReplicationStats> peers;
   InboxStats inbox;
   GateStats gate;
+  RecoveryStats recovery;
 };
 
-class Replicator final : public ReplicationTap, public WanReceiver {
+class Replicator final : public ReplicationTap, public WanReceiver, public OutboundParticipant {
  public:
   // InvalidArgument for bad options, a peer equal to `site` or repeated, or
-  // null target/transport. `spec`, `target` and `transport` must outlive
-  // the replicator. Nothing runs until Start().
+  // null target/transport; DataLoss when the shard recovered outbound
+  // records that do not decode. `spec`, `target` and `transport` must
+  // outlive the replicator. Nothing runs until Start().
   static Result<std::unique_ptr<Replicator>> Create(const ModelSpec* spec, ReplicatorConfig config,
                                                     ReplicaTarget* target, WanTransport* transport);
   // Stops the tick thread.
@@ -106,6 +130,9 @@ class Replicator final : public ReplicationTap, public WanReceiver {
   // ReplicationTap.
   void OnLocalUpdate(std::span<const ChunkKey> keys, std::span<const float> values) override;
   void OnShardClock(Clock shard_clock, bool all_finished) override;
+
+  // OutboundParticipant: called by the shard's committer.
+  void CollectOutbound(std::vector<OutboundRecord>* puts, std::vector<std::string>* deletes) override;
 
   // WanReceiver (see RemoteInbox).
   Status OnBatch(const WanBatch& batch) override { return inbox_.OnBatch(batch); }
@@ -134,6 +161,17 @@ class Replicator final : public ReplicationTap, public WanReceiver {
   Replicator(const ModelSpec* spec, ReplicatorConfig config, ReplicaTarget* target, WanTransport* transport,
              SignificanceFilter filter, ThresholdSchedule schedule, std::vector<PeerOutbox> outboxes);
 
+  // Restores outbound state the shard recovered; called once by Create.
+  Status Restore(RecoveredOutbound recovered);
+  // One round of the tick thread's changes (acks, selection, shipping,
+  // backlogs), run inside a persistence scope; messages go to outgoing_.
+  void TickChanges(const std::vector<std::pair<SiteId, uint64_t>>& acks, Clock k, bool tick, bool finishing);
+  // Hands outgoing_ to the transport.
+  void FlushOutgoing();
+  // Records the time and bytes when the site is back within DS of its peers.
+  void CheckCaughtUp();
+  // A batch leaves: journalled, then queued for the transport.
+  void Emit(SiteId peer, WanBatch batch);
   void Loop();
   // Selects this tick's updates into selected_ per mode. REQUIRES: mu_ held.
   void SelectLocked(Clock k, bool finishing);
@@ -176,6 +214,9 @@ class Replicator final : public ReplicationTap, public WanReceiver {
   ReplicatorStats stats_;                 // GUARDED_BY(mu_) (peers, inbox, gate filled on read)
   std::vector<OutboxStats> outbox_stats_; // GUARDED_BY(mu_): copies published by the tick thread
   std::vector<uint64_t> outbox_seq_;      // GUARDED_BY(mu_)
+  RecoveryStats recovery_;                // GUARDED_BY(mu_)
+  OutboundJournal journal_;               // its own lock; enabled when the shard persists
+  std::vector<std::pair<SiteId, std::vector<WanBatch>>> resend_;  // restored batches, sent by Start()
 
   // Tick thread only.
   std::vector<PeerOutbox> outboxes_;
@@ -186,6 +227,11 @@ class Replicator final : public ReplicationTap, public WanReceiver {
   BatchEncoder encoder_;
   std::vector<float> value_scratch_;  // one chunk, for significance lookups
   ChunkValueLookup lookup_;
+  struct Outgoing {
+    SiteId peer;
+    std::variant<WanBatch, WanNotice> message;
+  };
+  std::vector<Outgoing> outgoing_;
 
   std::thread thread_;
 };

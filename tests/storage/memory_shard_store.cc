@@ -9,6 +9,8 @@ void MemoryImage::Apply(const ShardCommit& commit) {
   }
   for (const WorkerRecord& r : commit.workers) workers[r.worker] = r;
   for (const OriginRecord& r : commit.origins) origins[r.origin] = r.seq;
+  for (const std::string& k : commit.outbound_deletes) outbound.erase(k);
+  for (const OutboundRecord& r : commit.outbound_puts) outbound[r.key] = r.value;
   shard_clock = commit.shard_clock;
   ++commits;
 }
@@ -22,6 +24,7 @@ ShardState MemoryImage::ToState() const {
   for (const auto& [key, values] : chunks) state.chunks.Add(key, values);
   for (const auto& [id, record] : workers) state.workers.push_back(record);
   for (const auto& [origin, seq] : origins) state.origins.push_back({origin, seq});
+  for (const auto& [key, value] : outbound) state.outbound.push_back({key, value});
   return state;
 }
 

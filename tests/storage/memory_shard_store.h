@@ -27,6 +27,7 @@ struct MemoryImage {
   std::map<ChunkKey, std::vector<float>> chunks;
   std::map<WorkerId, WorkerRecord> workers;
   std::map<SiteId, uint64_t> origins;
+  std::map<std::string, std::string> outbound;
 
   // Applies every record of `commit` and counts it.
   void Apply(const ShardCommit& commit);

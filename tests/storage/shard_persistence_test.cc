@@ -272,7 +272,9 @@ TEST(ShardPersistenceTest, OffAnswersAtOnceAndCommitsAtClockTicksAndFlush) {
   EXPECT_EQ(reopened->GetStatus().workers[0].clock, 1);
 }
 
-TEST(ShardPersistenceTest, AWanBatchAndItsOriginSeqCommitTogether) {
+TEST(ShardPersistenceTest, AnAcknowledgedWanBatchAndItsOriginSeqSurviveACrash) {
+  // The sender forgets a batch once ApplyRemote returned OK, so under sync
+  // the batch and its seq must be on stable storage by then, in one commit.
   const ModelSpec spec = TestModel(InitKind::kZeros);
   const ShardOptions o = TestOptions(1);
   FaultInjectingShardStore store(StoreFingerprint::Of(spec, o), Durability::kSync);
@@ -283,29 +285,49 @@ TEST(ShardPersistenceTest, AWanBatchAndItsOriginSeqCommitTogether) {
   ShardSnapshot applied;
   {
     auto shard = MakeShard(spec, o, &store);
-    for (uint64_t seq = 1; seq <= 2; ++seq) {
+    for (uint64_t seq = 1; seq <= 3; ++seq) {
       Result<RemoteApplyResult> r = shard->ApplyRemote(7, seq, {&delta, 1});
       ASSERT_TRUE(r.ok()) << r.status().ToString();
       EXPECT_TRUE(r->applied);
     }
-    ASSERT_TRUE(shard->Flush(Deadline::InMs(5000)).ok());
     applied = SnapshotOf(*shard);
-    ASSERT_TRUE(shard->ApplyRemote(7, 3, {&delta, 1}).ok());  // never committed: lost in the crash
-    store.Freeze();
+    store.Freeze();  // crash: no flush, nothing more reaches the store
   }
   store.Thaw();
   const testing::MemoryImage image = store.visible_image();
   ASSERT_EQ(image.origins.size(), 1u);
-  EXPECT_EQ(image.origins.at(7), 2u);
+  EXPECT_EQ(image.origins.at(7), 3u);
   auto shard = MakeShard(spec, o, &store);
   EXPECT_TRUE(SameBytes(SnapshotOf(*shard), applied));
-  EXPECT_EQ(shard->LastAppliedSeq(7), 2u);
-  Result<RemoteApplyResult> replay = shard->ApplyRemote(7, 2, {&delta, 1});
+  EXPECT_EQ(shard->LastAppliedSeq(7), 3u);
+  Result<RemoteApplyResult> replay = shard->ApplyRemote(7, 3, {&delta, 1});  // the peer resends it
   ASSERT_TRUE(replay.ok());
   EXPECT_FALSE(replay->applied);
-  Result<RemoteApplyResult> lost = shard->ApplyRemote(7, 3, {&delta, 1});  // the peer sends it again
-  ASSERT_TRUE(lost.ok());
-  EXPECT_TRUE(lost->applied);
+  EXPECT_TRUE(SameBytes(SnapshotOf(*shard), applied));
+}
+
+TEST(ShardPersistenceTest, AWanBatchIsNotAcknowledgedBeforeItIsDurable) {
+  const ModelSpec spec = TestModel(InitKind::kZeros);
+  const ShardOptions o = TestOptions(1);
+  FaultInjectingShardStore store(StoreFingerprint::Of(spec, o), Durability::kSync);
+  const ChunkKey key{2, 3};
+  const std::vector<uint32_t> indices = {1};
+  const std::vector<float> values = {2.0f};
+  const RemoteChunkDelta delta{key, static_cast<uint32_t>(spec.ChunkElements(key)), indices, values};
+  auto shard = MakeShard(spec, o, &store);
+  store.CloseGate();  // commits block
+  std::atomic<bool> returned{false};
+  std::thread apply([&] {
+    Result<RemoteApplyResult> r = shard->ApplyRemote(7, 1, {&delta, 1});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    returned = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(returned.load()) << "ApplyRemote acknowledged a batch that is not on stable storage";
+  store.OpenGate();
+  apply.join();
+  EXPECT_TRUE(returned.load());
+  EXPECT_EQ(store.visible_image().origins.at(7), 1u);
 }
 
 TEST(ShardPersistenceTest, RefusesAStoreThatDoesNotFit) {

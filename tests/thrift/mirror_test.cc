@@ -175,7 +175,7 @@ TEST(MirrorReplicatorTest, BadBatchesAreRefusedAndTheShardIsUntouched) {
   wan::BatchEncoder enc;
   ASSERT_TRUE(enc.Encode(h, std::vector<wan::SparseChunkUpdate>{u}, &good.payload, nullptr).ok());
   wan::WanBatch corrupt = good;
-  corrupt.payload[60] ^= 0x01;
+  corrupt.payload.back() ^= 0x01;  // a body byte: the checksum no longer matches
   EXPECT_EQ((*c)->PushBatch(corrupt).code(), StatusCode::kDataLoss);
   wan::WanBatch foreign = good;
   foreign.seq = 2;  // the header says 1

@@ -7,6 +7,8 @@
 // One delivery thread calls the receivers with no lock held; a receiver's
 // "later" answer (ResourceExhausted, Unavailable) makes it retry after 2 ms.
 // Any other error is counted (tests expect none unless they inject bad input).
+// A site marked down (SetDown) answers nothing: messages to it are retried
+// every 2 ms until it is up again, like a TCP peer that refuses connections.
 //
 // Thread-safety: all methods may be called from any thread.
 #ifndef GEOPS_TESTS_WAN_FAKE_WAN_NETWORK_H_
@@ -21,6 +23,7 @@
 #include <mutex>
 #include <queue>
 #include <random>
+#include <set>
 #include <thread>
 #include <utility>
 #include <variant>
@@ -62,6 +65,18 @@ class FakeWanNetwork {
   void Attach(SiteId site, WanReceiver* receiver) {
     std::lock_guard<std::mutex> lock(mu_);
     receivers_[site] = receiver;
+  }
+  // While down, `site` receives nothing (messages to it wait and retry).
+  void SetDown(SiteId site, bool down) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (down) {
+        down_.insert(site);
+      } else {
+        down_.erase(site);
+      }
+    }
+    cv_.notify_all();
   }
   void SetFaults(SiteId from, SiteId to, LinkFaults f) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -221,6 +236,11 @@ class FakeWanNetwork {
       }
       Message m = queue_.top();
       queue_.pop();
+      if (down_.count(m.to) > 0) {
+        m.due = SteadyClock::now() + std::chrono::milliseconds(2);
+        Push(std::move(m));
+        continue;
+      }
       WanReceiver* r = receivers_.count(m.to) ? receivers_[m.to] : nullptr;
       Endpoint* sender = endpoints_.count(m.from) ? endpoints_[m.from].get() : nullptr;
       WanTransport::DeliveryCallback cb = sender ? sender->callback_ : nullptr;
@@ -255,6 +275,7 @@ class FakeWanNetwork {
   std::condition_variable idle_cv_;
   std::map<SiteId, std::unique_ptr<Endpoint>> endpoints_;
   std::map<SiteId, WanReceiver*> receivers_;
+  std::set<SiteId> down_;
   std::map<std::pair<SiteId, SiteId>, Link> links_;
   std::priority_queue<Message, std::vector<Message>, Later> queue_;
   uint64_t next_order_ = 0;
