@@ -118,8 +118,8 @@ Status ParseWan(const toml::table& root, const std::string& origin, Topology* t)
   r.Require(w.staleness_ds >= -1, "staleness_ds", "must be >= 0, or -1 for none");
   r.Require(w.threshold >= 0 && w.threshold < 1e6, "threshold", "must be >= 0");
   r.Require(w.threshold_floor >= 0 && w.threshold_floor < 1e6, "threshold_floor", "must be >= 0");
-  r.Require(w.codec == "fp32" || w.codec == "fp16" || w.codec == "int8" || w.codec == "sign", "codec",
-            "must be \"fp32\", \"fp16\", \"int8\" or \"sign\"");
+  r.Require(w.codec == "fp32" || w.codec == "fp16" || w.codec == "int8" || w.codec == "int4" || w.codec == "sign",
+            "codec", "must be \"fp32\", \"fp16\", \"int8\", \"int4\" or \"sign\"");
   r.Require(w.averaging_period >= 1, "averaging_period", "must be >= 1");
   r.Require(w.max_inflight_batches >= 1, "max_inflight_batches", "must be >= 1");
   r.Require(w.max_queue_ms > 0, "max_queue_ms", "must be > 0");

@@ -40,7 +40,7 @@ struct WanSpec {
   int64_t staleness_ds = 2;            // asp: drift bound DS in clocks; -1 = none
   double threshold = 0.01;             // asp: t0 (relative change)
   double threshold_floor = 0.001;      // asp: floor of t(k)
-  std::string codec = "fp16";          // asp: "fp32", "fp16", "int8", "sign"
+  std::string codec = "fp16";          // asp: "fp32", "fp16", "int8", "int4", "sign"
   bool compress = true;                // LZ4 over each batch
   int64_t averaging_period = 10;       // avg: H in clocks
   int64_t max_inflight_batches = 2;    // per peer link, before updates coalesce ...

@@ -20,7 +20,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-ORDER = ["lan", "bsp", "all-async", "asp", "avg", "asp-sign", "asp-mahimahi", "bsp-mahimahi"]
+ORDER = ["lan", "bsp", "all-async", "asp", "avg", "asp-int8", "asp-sign", "asp-mahimahi", "bsp-mahimahi"]
 
 
 def load_run(folder):
@@ -135,6 +135,7 @@ def main():
     lines.append("Ratios (time to target = first evaluation at or above the target accuracy):")
     lines.append("")
     for asp_name, bsp_name, label in (("asp", "bsp", "default links"),
+                                      ("asp-int8", "bsp", "default links, ASP with 8-bit values"),
                                       ("asp-sign", "bsp", "default links, ASP with 1-bit values"),
                                       ("asp-mahimahi", "bsp-mahimahi", "Mahimahi-varying links")):
         asp, bsp, lan = runs.get(asp_name), runs.get(bsp_name), runs.get("lan")
@@ -148,6 +149,9 @@ def main():
                          f"faster than BSP; accuracy {fmt(asp['summary'].get('test_accuracy'), 4)} vs "
                          f"{fmt(bsp['summary'].get('test_accuracy'), 4)}")
         if lan is not None:
+            lines.append(f"- {label}: ASP final accuracy {fmt(asp['summary'].get('test_accuracy'), 4)} vs LAN "
+                         f"{fmt(lan['summary'].get('test_accuracy'), 4)} "
+                         f"({fmt(100 * (asp['summary'].get('test_accuracy') or 0) - 100 * (lan['summary'].get('test_accuracy') or 0), 2)} points)")
             lines.append(f"- {label}: ASP time to target is {fmt(ratio(asp['time_to_target'], lan['time_to_target']), 2)}x "
                          f"the LAN baseline's ({fmt(asp['time_to_target'])} s vs {fmt(lan['time_to_target'])} s)")
     lines.append("")

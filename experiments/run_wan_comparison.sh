@@ -5,7 +5,8 @@
 #   all-async  three sites, every update every clock, no barrier
 #   asp        three sites, significant updates only (the default topology)
 #   avg        three sites, the whole delta every 10 clocks
-#   asp-sign   asp with 1-bit sign values instead of 8-bit
+#   asp-int8   asp with 8-bit values instead of 4-bit
+#   asp-sign   asp with 1-bit sign values instead of 4-bit
 # over the default links (Skyplane, static), and asp and bsp again with each
 # link's bandwidth varying over time like a Mahimahi cellular trace scaled to
 # the link's mean. Writes under experiments/results/wan/: one launch folder
@@ -14,7 +15,7 @@
 # experiments/plot_wan.py (python3-matplotlib).
 #
 # Usage: bash experiments/run_wan_comparison.sh [RUN ...]
-#   RUN: lan bsp all-async asp avg asp-sign asp-mahimahi bsp-mahimahi (default: all)
+#   RUN: lan bsp all-async asp avg asp-int8 asp-sign asp-mahimahi bsp-mahimahi (default: all)
 # Environment: GEOPS (the geops binary; default build/cli/geops),
 #   GEOPS_TRACES (the shared trace folder; default ../shared/traces next to
 #   the repository), EVAL_EVERY (default 50), TIMEOUT (seconds per run),
@@ -30,7 +31,7 @@ results=experiments/results/wan
 topos=$results/topologies
 mkdir -p "$topos"
 runs=("$@")
-[ ${#runs[@]} -eq 0 ] && runs=(lan bsp all-async asp avg asp-sign asp-mahimahi bsp-mahimahi)
+[ ${#runs[@]} -eq 0 ] && runs=(lan bsp all-async asp avg asp-int8 asp-sign asp-mahimahi bsp-mahimahi)
 mahimahi="$traces/mahimahi-cellular/TMobile-LTE-driving.down"
 
 # Writes the topology of run $1 to $topos/$1.toml. Paths inside stay
@@ -43,12 +44,14 @@ make_topology() {
   esac
   mode=${run%-mahimahi}
   mode=${mode%-sign}
+  mode=${mode%-int8}
   sed -e "0,/^name = .*/s//name = \"$run\"/" \
       -e "s/^eval_every = .*/eval_every = $eval_every/" \
       -e "s|^trace_dir = .*|trace_dir = \"$(realpath --relative-to="$topos" experiments/traces/skyplane-aws3)\"|" \
       -e "s/^mode = .*/mode = \"$mode\"/" \
       "$base" > "$out"
   if [[ $run == *-sign ]]; then sed -i 's/^codec = .*/codec = "sign"/' "$out"; fi
+  if [[ $run == *-int8 ]]; then sed -i 's/^codec = .*/codec = "int8"/' "$out"; fi
   if [[ $run == *-mahimahi ]]; then
     if [ ! -f "$mahimahi" ]; then
       echo "skipping $run: no $mahimahi (set GEOPS_TRACES)" >&2

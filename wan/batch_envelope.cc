@@ -92,7 +92,8 @@ Result<BatchHeader> PeekBatchHeader(std::span<const uint8_t> batch, const Decode
   uint16_t version = GetAt<uint16_t>(p, bf::kVersionOffset);
   if (version != bf::kVersion) {
     return InvalidArgumentError("batch header: unsupported version " + std::to_string(version) +
-                                " (this build reads " + std::to_string(bf::kVersion) + ")");
+                                " (this build reads version " + std::to_string(bf::kVersion) +
+                                " only)");
   }
   uint8_t codec = GetAt<uint8_t>(p, bf::kCodecOffset);
   if (codec >= kNumValueCodecs) {
@@ -126,7 +127,10 @@ Result<BatchHeader> PeekBatchHeader(std::span<const uint8_t> batch, const Decode
                          std::to_string(stored) + " (truncated or trailing bytes)");
   }
   uint32_t chunks = GetAt<uint32_t>(p, bf::kChunkCountOffset);
-  if (static_cast<uint64_t>(chunks) * bf::kChunkFixedSize > raw) {
+  // Every record takes at least MinChunkRecordSize bytes: a count that
+  // cannot fit is refused before anything is sized by it.
+  if (static_cast<uint64_t>(chunks) * bf::MinChunkRecordSize(static_cast<ValueCodec>(codec)) >
+      raw) {
     return InvalidArgumentError("batch header: chunk count " + std::to_string(chunks) +
                                 " cannot fit in a body of " + std::to_string(raw) + " bytes");
   }

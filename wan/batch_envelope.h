@@ -41,7 +41,8 @@ Status SealBatch(const BatchHeader& header, std::span<const uint8_t> body, bool 
                  int lz4_acceleration, std::vector<uint8_t>* out);
 
 // Reads and checks the header only (magic, version, codec, flags, reserved,
-// sizes against the input length and `limits`); no checksum. Errors:
+// sizes against the input length and `limits`, chunk count against the
+// smallest record size); no checksum. Errors:
 // InvalidArgument for a malformed or unsupported header, DataLoss when the
 // input is shorter or longer than the header says, ResourceExhausted when a
 // size exceeds `limits`.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -19,20 +20,14 @@ std::string ChunkName(size_t pos, ChunkKey key) {
          std::to_string(key.chunk) + ")";
 }
 
-bool HasScale(ValueCodec codec) { return codec == ValueCodec::kInt8 || codec == ValueCodec::kSign; }
-
-uint64_t ValueBytes(ValueCodec codec, uint64_t count) {
-  switch (codec) {
-    case ValueCodec::kFp32:
-      return count * 4;
-    case ValueCodec::kFp16:
-      return count * 2;
-    case ValueCodec::kInt8:
-      return count;
-    case ValueCodec::kSign:
-      return (count + 7) / 8;
-  }
-  return 0;
+// Reads one varint field of chunk record `pos`, or says which field broke.
+Status GetField(const uint8_t** p, const uint8_t* end, size_t pos, const char* field,
+                uint32_t* v) {
+  VarintResult r = ReadVarint(p, end, v);
+  if (r == VarintResult::kOk) [[likely]]
+    return Status::Ok();
+  return InvalidArgumentError("batch body: chunk " + std::to_string(pos) + " record field " +
+                              field + " " + VarintProblem(r));
 }
 
 }  // namespace
@@ -96,12 +91,13 @@ Result<EncodeStats> BatchEncoder::Encode(const BatchHeader& header,
   size_t res_used = 0;
   uint64_t estimate = 0;
   for (const SparseChunkUpdate* u : order_) {
-    estimate += bf::kChunkFixedSize + bf::kScaleSize + 9 * uint64_t{u->indices.size()};
+    estimate += bf::kMaxChunkHeadSize + bf::kScaleSize + 9 * uint64_t{u->indices.size()};
   }
   body_.clear();
   body_.reserve(std::min<uint64_t>(estimate, bf::kMaxBodyBytes));
   ByteWriter w(&body_);
   uint32_t chunks_out = 0;
+  ChunkKey prev_key;
   for (const SparseChunkUpdate* u : order_) {
     const uint32_t m = static_cast<uint32_t>(u->values.size());
     ++stats.chunks_in;
@@ -131,6 +127,9 @@ Result<EncodeStats> BatchEncoder::Encode(const BatchHeader& header,
       case ValueCodec::kSign:
         q = QuantizeSign(v, m, kept_.data(), codes_.data(), residual_.data());
         break;
+      case ValueCodec::kInt4:
+        q = QuantizeInt4(v, m, kept_.data(), codes_.data(), residual_.data());
+        break;
     }
     if (residuals != nullptr) {
       uint32_t nonzero = 0;
@@ -157,28 +156,40 @@ Result<EncodeStats> BatchEncoder::Encode(const BatchHeader& header,
       for (uint32_t s = 0; s < q.shipped; ++s) kept_idx_[s] = u->indices[kept_[s]];
       idx = std::span<const uint32_t>(kept_idx_.data(), q.shipped);
     }
-    size_t index_bytes = 0;
-    IndexEncoding enc = ChooseIndexEncoding(idx, u->num_elements, &index_bytes);
-    const uint64_t value_bytes = ValueBytes(codec, q.shipped);
+    const IndexPlan plan = ChooseIndexEncoding(idx, u->num_elements);
+    const uint64_t value_bytes = bf::ValueBytes(codec, q.shipped);
+    // Same table: the chunk id as a step from the previous record's (>= 1
+    // as keys are sorted), which is one byte for neighbouring chunks.
+    const bool same_table = chunks_out > 0 && u->key.table == prev_key.table;
+    const uint32_t chunk_field = same_table ? u->key.chunk - prev_key.chunk : u->key.chunk;
+    const uint32_t index_bytes = static_cast<uint32_t>(plan.bytes);
+    const uint64_t head = VarintBytes(u->key.table) + VarintBytes(chunk_field) +
+                          VarintBytes(u->num_elements) + VarintBytes(q.shipped) + 1 +
+                          VarintBytes(index_bytes);
     const uint64_t record =
-        bf::kChunkFixedSize + (HasScale(codec) ? bf::kScaleSize : 0) + index_bytes + value_bytes;
+        head + (bf::HasScale(codec) ? bf::kScaleSize : 0) + plan.bytes + value_bytes;
     if (body_.size() + record > bf::kMaxBodyBytes) {
       return ResourceExhaustedError("batch body would exceed " + std::to_string(bf::kMaxBodyBytes) +
                                     " bytes at " + ChunkName(chunks_out, u->key) +
                                     "; split the batch");
     }
-    w.Put<uint32_t>(u->key.table);
-    w.Put<uint32_t>(u->key.chunk);
-    w.Put<uint32_t>(u->num_elements);
-    w.Put<uint32_t>(q.shipped);
-    w.Put<uint8_t>(static_cast<uint8_t>(enc));
-    w.Put<uint32_t>(static_cast<uint32_t>(index_bytes));
-    if (HasScale(codec)) w.Put<float>(q.scale);
-    EncodeIndex(enc, idx, u->num_elements, w.Extend(index_bytes));
-    std::memcpy(w.Extend(value_bytes), codes_.data(), value_bytes);
+    uint8_t* p = w.Extend(record);
+    p = PutVarint(p, u->key.table);
+    p = PutVarint(p, chunk_field);
+    p = PutVarint(p, u->num_elements);
+    p = PutVarint(p, q.shipped);
+    *p++ = static_cast<uint8_t>(plan.encoding);
+    p = PutVarint(p, index_bytes);
+    if (bf::HasScale(codec)) {
+      std::memcpy(p, &q.scale, bf::kScaleSize);
+      p += bf::kScaleSize;
+    }
+    EncodeIndex(plan, idx, u->num_elements, p);
+    std::memcpy(p + plan.bytes, codes_.data(), value_bytes);
+    prev_key = u->key;
     ++chunks_out;
     stats.elements_out += q.shipped;
-    switch (enc) {
+    switch (plan.encoding) {
       case IndexEncoding::kDense:
         ++stats.dense_chunks;
         break;
@@ -187,6 +198,9 @@ Result<EncodeStats> BatchEncoder::Encode(const BatchHeader& header,
         break;
       case IndexEncoding::kDeltaVarint:
         ++stats.varint_chunks;
+        break;
+      case IndexEncoding::kRice:
+        ++stats.rice_chunks;
         break;
     }
   }
@@ -214,7 +228,9 @@ Status BatchDecoder::ParseBody(const BatchHeader& header, std::span<const uint8_
     return InvalidArgumentError("batch header: unknown value codec " +
                                 std::to_string(static_cast<int>(codec)));
   }
-  if (uint64_t{header.chunk_count} * bf::kChunkFixedSize > body.size()) {
+  // Before anything is sized by the count: every record takes at least
+  // MinChunkRecordSize bytes.
+  if (uint64_t{header.chunk_count} * bf::MinChunkRecordSize(codec) > body.size()) {
     return InvalidArgumentError("batch header: chunk count " + std::to_string(header.chunk_count) +
                                 " cannot fit in a body of " + std::to_string(body.size()) +
                                 " bytes");
@@ -222,22 +238,43 @@ Status BatchDecoder::ParseBody(const BatchHeader& header, std::span<const uint8_
   out->header = header;
   out->body_bytes = static_cast<int64_t>(body.size());
   out->chunks.resize(header.chunk_count);
-  ByteReader r(body);
+  const uint8_t* p = body.data();
+  const uint8_t* const end = p + body.size();
   for (uint32_t c = 0; c < header.chunk_count; ++c) {
     SparseChunkUpdate& u = out->chunks[c];
-    uint32_t count = 0;
-    uint8_t enc = 0;
-    uint32_t index_bytes = 0;
-    if (!r.Get(&u.key.table) || !r.Get(&u.key.chunk) || !r.Get(&u.num_elements) || !r.Get(&count) ||
-        !r.Get(&enc) || !r.Get(&index_bytes)) {
-      return InvalidArgumentError("batch body: chunk " + std::to_string(c) +
-                                  " record truncated in its fixed fields");
+    uint32_t chunk_field = 0;
+    GEOPS_RETURN_IF_ERROR(GetField(&p, end, c, "table", &u.key.table));
+    GEOPS_RETURN_IF_ERROR(GetField(&p, end, c, "chunk delta", &chunk_field));
+    // The chunk id is a step from the previous record's when the table is
+    // the same; a step of 0 or a table going backwards breaks the order.
+    if (c > 0 && u.key.table == out->chunks[c - 1].key.table) {
+      const uint32_t prev = out->chunks[c - 1].key.chunk;
+      if (chunk_field == 0 || chunk_field > UINT32_MAX - prev) {
+        return InvalidArgumentError(
+            "batch body: chunk " + std::to_string(c) + " (table " + std::to_string(u.key.table) +
+            "): chunk delta " + std::to_string(chunk_field) + " after chunk " +
+            std::to_string(prev) +
+            (chunk_field == 0 ? ": key not after the previous chunk's (repeated)"
+                              : ": chunk id overflows 32 bits"));
+      }
+      u.key.chunk = prev + chunk_field;
+    } else {
+      u.key.chunk = chunk_field;
     }
     const std::string name = ChunkName(c, u.key);
     if (c > 0 && !(out->chunks[c - 1].key < u.key)) {
       return InvalidArgumentError(name +
                                   ": key not after the previous chunk's (unsorted or repeated)");
     }
+    uint32_t count = 0;
+    uint32_t index_bytes = 0;
+    GEOPS_RETURN_IF_ERROR(GetField(&p, end, c, "num_elements", &u.num_elements));
+    GEOPS_RETURN_IF_ERROR(GetField(&p, end, c, "count", &count));
+    if (p == end) {
+      return InvalidArgumentError(name + ": record truncated in its index encoding");
+    }
+    const uint8_t enc = *p++;
+    GEOPS_RETURN_IF_ERROR(GetField(&p, end, c, "index_bytes", &index_bytes));
     if (u.num_elements == 0 || u.num_elements > limits_.max_chunk_elements) {
       return InvalidArgumentError(name + ": num_elements " + std::to_string(u.num_elements) +
                                   " outside [1, " + std::to_string(limits_.max_chunk_elements) +
@@ -252,24 +289,30 @@ Status BatchDecoder::ParseBody(const BatchHeader& header, std::span<const uint8_
       return InvalidArgumentError(name + ": unknown index encoding " + std::to_string(enc));
     }
     float scale = 0.0f;
-    if (HasScale(codec)) {
-      if (!r.Get(&scale)) return InvalidArgumentError(name + ": record truncated in scale");
+    if (bf::HasScale(codec)) {
+      if (static_cast<size_t>(end - p) < bf::kScaleSize) {
+        return InvalidArgumentError(name + ": record truncated in scale");
+      }
+      std::memcpy(&scale, p, bf::kScaleSize);
+      p += bf::kScaleSize;
       if (!(scale > 0.0f) || !std::isfinite(scale)) {
         return InvalidArgumentError(name + ": scale " + std::to_string(scale) +
                                     " is not a positive finite number");
       }
     }
-    std::span<const uint8_t> index_in;
-    if (!r.Take(index_bytes, &index_in)) {
+    if (index_bytes > static_cast<size_t>(end - p)) {
       return InvalidArgumentError(name + ": index_bytes " + std::to_string(index_bytes) +
                                   " runs past the body end");
     }
-    const uint64_t value_bytes = ValueBytes(codec, count);
-    std::span<const uint8_t> values_in;
-    if (!r.Take(value_bytes, &values_in)) {
+    const std::span<const uint8_t> index_in(p, index_bytes);
+    p += index_bytes;
+    const uint64_t value_bytes = bf::ValueBytes(codec, count);
+    if (value_bytes > static_cast<uint64_t>(end - p)) {
       return InvalidArgumentError(name + ": " + std::to_string(count) + " values (" +
                                   std::to_string(value_bytes) + " bytes) run past the body end");
     }
+    const uint8_t* values_in = p;
+    p += value_bytes;
     u.indices.resize(count);
     u.values.resize(count);
     Status s = DecodeIndex(static_cast<IndexEncoding>(enc), index_in, u.num_elements, u.indices);
@@ -277,19 +320,25 @@ Status BatchDecoder::ParseBody(const BatchHeader& header, std::span<const uint8_
     int64_t bad = -1;
     switch (codec) {
       case ValueCodec::kFp32:
-        bad = DecodeFp32(values_in.data(), count, u.values.data());
+        bad = DecodeFp32(values_in, count, u.values.data());
         break;
       case ValueCodec::kFp16:
-        bad = DecodeFp16(values_in.data(), count, u.values.data());
+        bad = DecodeFp16(values_in, count, u.values.data());
         break;
       case ValueCodec::kInt8:
-        bad = DecodeInt8(values_in.data(), count, scale, u.values.data());
+        bad = DecodeInt8(values_in, count, scale, u.values.data());
         break;
       case ValueCodec::kSign:
-        if (count % 8 != 0 && (values_in.back() >> (count % 8)) != 0) {
+        if (count % 8 != 0 && (values_in[value_bytes - 1] >> (count % 8)) != 0) {
           return InvalidArgumentError(name + ": sign bits set beyond the value count");
         }
-        bad = DecodeSign(values_in.data(), count, scale, u.values.data());
+        bad = DecodeSign(values_in, count, scale, u.values.data());
+        break;
+      case ValueCodec::kInt4:
+        if (count % 2 != 0 && (values_in[value_bytes - 1] >> 4) != 0) {
+          return InvalidArgumentError(name + ": int4 high nibble set beyond the value count");
+        }
+        bad = DecodeInt4(values_in, count, scale, u.values.data());
         break;
     }
     if (bad >= 0) {
@@ -297,8 +346,8 @@ Status BatchDecoder::ParseBody(const BatchHeader& header, std::span<const uint8_
                                   " is not a finite number (or an invalid code)");
     }
   }
-  if (r.remaining() != 0) {
-    return InvalidArgumentError("batch body: " + std::to_string(r.remaining()) +
+  if (p != end) {
+    return InvalidArgumentError("batch body: " + std::to_string(end - p) +
                                 " trailing bytes after " + std::to_string(header.chunk_count) +
                                 " chunks");
   }

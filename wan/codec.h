@@ -2,9 +2,10 @@
 // self-describing batch and back.
 //
 // Per chunk the encoder quantises the values with the batch's ValueCodec
-// (quantize.h), stores which elements are present as a bitmap or as
-// delta-varints (whichever is smaller; nothing when the chunk is dense), and
-// the envelope (batch_envelope.h) LZ4-compresses the body and adds a
+// (quantize.h), stores which elements are present as a bitmap, as
+// delta-varints or as Rice-coded gaps (whichever is smallest; nothing when
+// the chunk is dense, sparse_index.h) behind a varint record head, and the
+// envelope (batch_envelope.h) LZ4-compresses the body and adds a
 // checksummed header. The quantisation error comes back to the caller as
 // residual updates (error feedback): for every input element,
 // decoded + residual == input exactly in float, so adding the residuals back
@@ -50,6 +51,7 @@ struct EncodeStats {
   int64_t dense_chunks = 0;  // chunk records per index encoding
   int64_t bitmap_chunks = 0;
   int64_t varint_chunks = 0;
+  int64_t rice_chunks = 0;
 };
 
 class BatchEncoder {

@@ -9,20 +9,14 @@
 namespace geops::wan {
 namespace {
 
-double ValueBytes(ValueCodec codec) {
-  switch (codec) {
-    case ValueCodec::kFp32: return 4;
-    case ValueCodec::kFp16: return 2;
-    case ValueCodec::kInt8: return 1;
-    case ValueCodec::kSign: return 0.125;
-  }
-  return 4;
-}
-
+// A record's size bound: the longest head, the scale, the values, and about
+// one byte of index per value (what Rice and delta-varint take at the
+// densities a backlog holds). No LZ4 gain assumed.
 int64_t EstimateOne(const SparseChunkUpdate& u, ValueCodec codec) {
-  const double per = ValueBytes(codec) + 1.0;
-  return static_cast<int64_t>(batch_format::kChunkFixedSize + batch_format::kScaleSize +
-                              per * static_cast<double>(u.values.size()));
+  const uint64_t n = u.values.size();
+  return static_cast<int64_t>(batch_format::kMaxChunkHeadSize +
+                              (batch_format::HasScale(codec) ? batch_format::kScaleSize : 0) +
+                              batch_format::ValueBytes(codec, n) + n);
 }
 
 }  // namespace

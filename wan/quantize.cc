@@ -5,6 +5,8 @@
 #include <initializer_list>
 #include <limits>
 
+#include "wan/batch_format.h"
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define GEOPS_WAN_F16C 1
@@ -76,7 +78,9 @@ inline float RoundMantissa(float f, int bits) {
   return FromBits(u);
 }
 
-inline float Int8Value(int8_t q, float scale) { return static_cast<float>(q) * scale; }
+// The decoded value of an int8 or int4 code; the decoders use it too, so
+// both sides compute the same float.
+inline float LinearValue(int8_t q, float scale) { return static_cast<float>(q) * scale; }
 
 constexpr float kHalfMax = 65504.0f;
 // Adding and subtracting 1.5 * 2^23 rounds a float below 2^22 in magnitude to
@@ -115,6 +119,36 @@ inline float FromHalf(uint16_t h) {
   }
   if (exp == 31) return FromBits(sign | 0x7f800000u | (mant << 13));
   return FromBits(sign | ((exp + 112u) << 23) | (mant << 13));
+}
+
+// Linear quantiser with codes in [-kMax, kMax] and scale = max |v| / kMax:
+// writes codes[0, shipped) (one int8 each) and the residuals. The scale
+// makes the largest value land on +-kMax; rounding q = v / scale to
+// nearest keeps |v - d| <= scale / 2, and Compact() keeps back the codes
+// that decode to 0 or have no exact residual.
+template <int kMax>
+QuantizeOutput QuantizeLinear(const float* v, uint32_t m, uint32_t* kept, int8_t* codes,
+                              float* residual) {
+  float max_abs = 0.0f;
+  for (uint32_t j = 0; j < m; ++j) {
+    float a = std::fabs(v[j]);
+    max_abs = a > max_abs ? a : max_abs;
+  }
+  constexpr float kMaxF = static_cast<float>(kMax);
+  const float scale = max_abs / kMaxF;
+  if (!(scale > 0.0f) || !std::isfinite(scale)) {
+    for (uint32_t j = 0; j < m; ++j) residual[j] = v[j];
+    return QuantizeOutput{0, 0.0f};
+  }
+  for (uint32_t j = 0; j < m; ++j) {
+    float qf = v[j] / scale;  // |qf| <= ~kMax
+    qf = qf > kMaxF ? kMaxF : (qf < -kMaxF ? -kMaxF : qf);
+    qf = (qf + kRoundMagic) - kRoundMagic;  // round to nearest even
+    codes[j] = static_cast<int8_t>(qf);
+    residual[j] = LinearValue(codes[j], scale);
+  }
+  uint32_t s = Compact(v, m, kept, codes, residual);
+  return QuantizeOutput{s, s > 0 ? scale : 0.0f};
 }
 
 #if defined(GEOPS_WAN_F16C)
@@ -176,25 +210,24 @@ QuantizeOutput QuantizeFp16(const float* v, uint32_t m, uint32_t* kept, uint16_t
 
 QuantizeOutput QuantizeInt8(const float* v, uint32_t m, uint32_t* kept, int8_t* codes,
                             float* residual) {
-  float max_abs = 0.0f;
-  for (uint32_t j = 0; j < m; ++j) {
-    float a = std::fabs(v[j]);
-    max_abs = a > max_abs ? a : max_abs;
+  return QuantizeLinear<batch_format::kInt8MaxCode>(v, m, kept, codes, residual);
+}
+
+QuantizeOutput QuantizeInt4(const float* v, uint32_t m, uint32_t* kept, uint8_t* codes,
+                            float* residual) {
+  int8_t* q = reinterpret_cast<int8_t*>(codes);
+  QuantizeOutput out = QuantizeLinear<batch_format::kInt4MaxCode>(v, m, kept, q, residual);
+  // Pack in place: byte b is built from codes 2b and 2b + 1, which are at
+  // or after b, so nothing is overwritten before it is read.
+  const uint32_t pairs = out.shipped / 2;
+  for (uint32_t b = 0; b < pairs; ++b) {
+    codes[b] = static_cast<uint8_t>((static_cast<uint8_t>(q[2 * b]) & 0x0fu) |
+                                    (static_cast<uint8_t>(q[2 * b + 1]) << 4));
   }
-  const float scale = max_abs / 127.0f;
-  if (!(scale > 0.0f) || !std::isfinite(scale)) {
-    for (uint32_t j = 0; j < m; ++j) residual[j] = v[j];
-    return QuantizeOutput{0, 0.0f};
+  if (out.shipped % 2 != 0) {
+    codes[pairs] = static_cast<uint8_t>(q[out.shipped - 1]) & 0x0fu;
   }
-  for (uint32_t j = 0; j < m; ++j) {
-    float qf = v[j] / scale;  // |qf| <= ~127
-    qf = qf > 127.0f ? 127.0f : (qf < -127.0f ? -127.0f : qf);
-    qf = (qf + kRoundMagic) - kRoundMagic;  // round to nearest even
-    codes[j] = static_cast<int8_t>(qf);
-    residual[j] = Int8Value(codes[j], scale);
-  }
-  uint32_t s = Compact(v, m, kept, codes, residual);
-  return QuantizeOutput{s, s > 0 ? scale : 0.0f};
+  return out;
 }
 
 QuantizeOutput QuantizeSign(const float* v, uint32_t m, uint32_t* kept, uint8_t* codes,
@@ -279,8 +312,41 @@ int64_t DecodeInt8(const uint8_t* codes, uint32_t n, float scale, float* out) {
   for (uint32_t i = 0; i < n; ++i) {
     int8_t q = static_cast<int8_t>(codes[i]);
     if (q == -128) return i;
-    out[i] = Int8Value(q, scale);
+    out[i] = LinearValue(q, scale);
     if (!std::isfinite(out[i])) return i;
+  }
+  return -1;
+}
+
+int64_t DecodeInt4(const uint8_t* codes, uint32_t n, float scale, float* out) {
+  // Sixteen possible codes: decode through a table, and note which nibbles
+  // occurred so that one test at the end finds invalid ones (-8, or a code
+  // whose value overflows) without a branch per value.
+  float value[16];
+  uint32_t invalid = 0;  // bit c set: nibble c is not a valid code
+  for (int c = 0; c < 16; ++c) {
+    const int q = c < 8 ? c : c - 16;
+    value[c] = LinearValue(static_cast<int8_t>(q), scale);
+    if (q < -batch_format::kInt4MaxCode || !std::isfinite(value[c])) invalid |= 1u << c;
+  }
+  const uint32_t pairs = n / 2;
+  uint32_t seen = 0;
+  for (uint32_t b = 0; b < pairs; ++b) {
+    const uint32_t lo = codes[b] & 0x0fu;
+    const uint32_t hi = codes[b] >> 4;
+    out[2 * b] = value[lo];
+    out[2 * b + 1] = value[hi];
+    seen |= (1u << lo) | (1u << hi);
+  }
+  if (n % 2 != 0) {
+    const uint32_t lo = codes[pairs] & 0x0fu;
+    out[n - 1] = value[lo];
+    seen |= 1u << lo;
+  }
+  if ((seen & invalid) == 0) return -1;
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t c = (codes[i / 2] >> (4 * (i % 2))) & 0x0fu;
+    if ((invalid >> c) & 1u) return i;
   }
   return -1;
 }

@@ -29,6 +29,7 @@ std::string_view ValueCodecName(ValueCodec codec) {
     case ValueCodec::kFp16: return "fp16";
     case ValueCodec::kInt8: return "int8";
     case ValueCodec::kSign: return "sign";
+    case ValueCodec::kInt4: return "int4";
   }
   return "unknown";
 }
@@ -38,8 +39,10 @@ Result<ValueCodec> ParseValueCodec(std::string_view text) {
   if (text == "fp16") return ValueCodec::kFp16;
   if (text == "int8") return ValueCodec::kInt8;
   if (text == "sign") return ValueCodec::kSign;
-  return InvalidArgumentError("codec must be \"fp32\", \"fp16\", \"int8\" or \"sign\", got \"" +
-                              std::string(text) + "\"");
+  if (text == "int4") return ValueCodec::kInt4;
+  return InvalidArgumentError(
+      "codec must be \"fp32\", \"fp16\", \"int8\", \"int4\" or \"sign\", got \"" +
+      std::string(text) + "\"");
 }
 
 int64_t WanOptions::EffectiveDs() const {

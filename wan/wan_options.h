@@ -37,7 +37,7 @@ enum class WanMode : int32_t { kBsp = 0, kAllAsync = 1, kAsp = 2, kAvg = 3 };
 std::string_view WanModeName(WanMode mode);
 // InvalidArgument naming the accepted values.
 Result<WanMode> ParseWanMode(std::string_view text);
-// "fp32", "fp16", "int8", "sign".
+// "fp32", "fp16", "int8", "int4", "sign".
 std::string_view ValueCodecName(ValueCodec codec);
 Result<ValueCodec> ParseValueCodec(std::string_view text);
 

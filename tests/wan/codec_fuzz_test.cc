@@ -4,22 +4,23 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <random>
 
-#include "wan/byte_io.h"
 #include "wan/codec.h"
 #include "wan/crc32c.h"
+#include "wan/sparse_index.h"
 
 namespace geops::wan {
 namespace {
 namespace bf = batch_format;
 
 constexpr ValueCodec kCodecs[] = {ValueCodec::kFp32, ValueCodec::kFp16, ValueCodec::kInt8,
-                                  ValueCodec::kSign};
+                                  ValueCodec::kSign, ValueCodec::kInt4};
 
-// Three chunks: delta-varint, bitmap and dense indices.
+// Four chunks: delta-varint, bitmap, dense and Rice indices.
 std::vector<SparseChunkUpdate> SmallUpdates() {
-  std::vector<SparseChunkUpdate> in(3);
+  std::vector<SparseChunkUpdate> in(4);
   in[0].key = {0, 1};
   in[0].num_elements = 300;
   in[0].indices = {3, 70, 299};
@@ -34,6 +35,14 @@ std::vector<SparseChunkUpdate> SmallUpdates() {
   in[2].num_elements = 6;
   in[2].indices = {0, 1, 2, 3, 4, 5};
   in[2].values = {1, -1, 2, -2, 3, -3};
+  // 40 of 20000, gaps of a few hundred: Rice (~11 bits each) beats
+  // delta-varint (16 bits each).
+  in[3].key = {4, 3};
+  in[3].num_elements = 20000;
+  for (uint32_t i = 0; i < 40; ++i) {
+    in[3].indices.push_back(i * 487 + (i * i) % 97);
+    in[3].values.push_back(i % 3 ? 0.25f * i : -1.0f - i);
+  }
   return in;
 }
 
@@ -46,7 +55,15 @@ std::vector<uint8_t> Encode(ValueCodec codec, bool compress,
   h.clock = 4;
   h.codec = codec;
   std::vector<uint8_t> out;
-  EXPECT_TRUE(enc.Encode(h, in, &out, nullptr).ok());
+  Result<EncodeStats> st = enc.Encode(h, in, &out, nullptr);
+  EXPECT_TRUE(st.ok());
+  if (st.ok() && in.size() == 4) {
+    // The fuzzing below covers every index encoding.
+    EXPECT_EQ(st->varint_chunks, 1);
+    EXPECT_EQ(st->bitmap_chunks, 1);
+    EXPECT_EQ(st->dense_chunks, 1);
+    EXPECT_EQ(st->rice_chunks, 1);
+  }
   return out;
 }
 
@@ -195,8 +212,11 @@ TEST(CodecFuzzTest, HeaderDefectsNameTheField) {
   Poke<uint32_t>(&b, bf::kMagicOffset, 0x12345678);
   expect(b, StatusCode::kInvalidArgument, "magic");
   b = good;
-  Poke<uint16_t>(&b, bf::kVersionOffset, 2);
-  expect(b, StatusCode::kInvalidArgument, "version");
+  Poke<uint16_t>(&b, bf::kVersionOffset, 1);  // the fixed-record format
+  expect(b, StatusCode::kInvalidArgument, "unsupported version 1");
+  b = good;
+  Poke<uint16_t>(&b, bf::kVersionOffset, 3);
+  expect(b, StatusCode::kInvalidArgument, "unsupported version 3");
   b = good;
   Poke<uint8_t>(&b, bf::kCodecOffset, 9);
   expect(b, StatusCode::kInvalidArgument, "codec");
@@ -210,11 +230,18 @@ TEST(CodecFuzzTest, HeaderDefectsNameTheField) {
   Poke<uint32_t>(&b, bf::kChunkCountOffset, 1000000);
   expect(b, StatusCode::kInvalidArgument, "chunk count");
   b = good;
-  Poke<uint32_t>(&b, bf::kChunkCountOffset, 2);
+  Poke<uint32_t>(&b, bf::kChunkCountOffset, 3);
   expect(b, StatusCode::kInvalidArgument, "trailing");
   b = good;
-  Poke<uint32_t>(&b, bf::kChunkCountOffset, 4);
+  Poke<uint32_t>(&b, bf::kChunkCountOffset, 5);
   expect(b, StatusCode::kInvalidArgument, "truncated");
+  // The count check uses the smallest record of the codec: 11 bytes for
+  // int8 (6 head bytes, scale, one value).
+  static_assert(bf::MinChunkRecordSize(ValueCodec::kInt8) == 11);
+  const uint32_t body = static_cast<uint32_t>(good.size() - bf::kHeaderSize);
+  b = good;
+  Poke<uint32_t>(&b, bf::kChunkCountOffset, body / 11 + 1);
+  expect(b, StatusCode::kInvalidArgument, "chunk count");
   b = good;
   b[bf::kSeqOffset] ^= 1;  // checksum not fixed
   expect(b, StatusCode::kDataLoss, "checksum");
@@ -249,28 +276,46 @@ TEST(CodecFuzzTest, HeaderDefectsNameTheField) {
   EXPECT_NE(s.message().find("num_elements"), std::string::npos) << s.message();
 }
 
-// Builds one chunk record by hand.
+// Builds one chunk record by hand, in the version 2 layout.
 struct Record {
   uint32_t table = 0, chunk = 0, num_elements = 8, count = 1;
   uint8_t encoding = static_cast<uint8_t>(IndexEncoding::kDeltaVarint);
   std::vector<uint8_t> index = {2};
   float scale = 1.0f;
   std::vector<uint8_t> values;
+  // When set, written instead of the chunk delta computed from `chunk`.
+  std::optional<uint32_t> chunk_field;
+  // When not empty, written instead of the whole record head.
+  std::vector<uint8_t> raw_head;
 };
+
+void PutVarintTo(std::vector<uint8_t>* out, uint32_t v) {
+  uint8_t buf[bf::kMaxVarintBytes];
+  out->insert(out->end(), buf, PutVarint(buf, v));
+}
 
 Status DecodeRecords(ValueCodec codec, const std::vector<Record>& records) {
   std::vector<uint8_t> body;
-  ByteWriter w(&body);
+  const Record* prev = nullptr;
   for (const Record& r : records) {
-    w.Put(r.table);
-    w.Put(r.chunk);
-    w.Put(r.num_elements);
-    w.Put(r.count);
-    w.Put(r.encoding);
-    w.Put(static_cast<uint32_t>(r.index.size()));
-    if (codec == ValueCodec::kInt8 || codec == ValueCodec::kSign) w.Put(r.scale);
-    w.PutBytes(r.index.data(), r.index.size());
-    w.PutBytes(r.values.data(), r.values.size());
+    if (!r.raw_head.empty()) {
+      body.insert(body.end(), r.raw_head.begin(), r.raw_head.end());
+    } else {
+      const bool same = prev != nullptr && prev->table == r.table;
+      PutVarintTo(&body, r.table);
+      PutVarintTo(&body, r.chunk_field ? *r.chunk_field : same ? r.chunk - prev->chunk : r.chunk);
+      PutVarintTo(&body, r.num_elements);
+      PutVarintTo(&body, r.count);
+      body.push_back(r.encoding);
+      PutVarintTo(&body, static_cast<uint32_t>(r.index.size()));
+    }
+    if (bf::HasScale(codec)) {
+      const uint8_t* f = reinterpret_cast<const uint8_t*>(&r.scale);
+      body.insert(body.end(), f, f + 4);
+    }
+    body.insert(body.end(), r.index.begin(), r.index.end());
+    body.insert(body.end(), r.values.begin(), r.values.end());
+    prev = &r;
   }
   BatchHeader h;
   h.codec = codec;
@@ -347,6 +392,181 @@ TEST(CodecFuzzTest, BodyDefectsNameTheField) {
   Record index_len = r;
   index_len.index = {0x80, 0x80, 0x01, 2};
   expect(DecodeRecords(ValueCodec::kFp32, {index_len}), "delta-varint");
+  Record index_long = r;
+  index_long.index = {0x82, 0x00};  // 2 with a redundant zero group
+  expect(DecodeRecords(ValueCodec::kFp32, {index_long}), "delta-varint index: varint 0 of 1 is overlong");
+}
+
+// Random Rice and delta-varint fields: every one decodes to valid indices
+// or to InvalidArgument, and whatever decodes is canonical: encoding the
+// indices again (with the same k) gives back exactly the same bytes.
+TEST(CodecFuzzTest, RandomIndexFieldsAreRefusedOrCanonical) {
+  std::mt19937 rng(2024);
+  int ok[2] = {0, 0};
+  for (int rep = 0; rep < 200000; ++rep) {
+    const bool rice = rep % 2 == 0;
+    std::vector<uint8_t> field(rng() % 12);
+    for (uint8_t& b : field) {
+      // Mostly small bytes so that short codes and varints turn up often.
+      b = static_cast<uint8_t>(rng() % 4 == 0 ? rng() : rng() % 8);
+    }
+    if (rice && !field.empty()) field[0] = static_cast<uint8_t>(rng() % 34);
+    const uint32_t n = rng() % 3 == 0 ? 0xffffffffu : 1 + rng() % 300;
+    std::vector<uint32_t> out(rng() % 12);
+    if (out.size() > n) continue;
+    const IndexEncoding e = rice ? IndexEncoding::kRice : IndexEncoding::kDeltaVarint;
+    Status s = DecodeIndex(e, field, n, out);
+    if (!s.ok()) {
+      ASSERT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+      continue;
+    }
+    ++ok[rice];
+    for (size_t j = 0; j < out.size(); ++j) {
+      ASSERT_LT(out[j], n);
+      if (j > 0) {
+        ASSERT_LT(out[j - 1], out[j]);
+      }
+    }
+    IndexPlan plan{e, rice ? RiceBytes(out, field[0]) : DeltaVarintBytes(out),
+                   rice ? field[0] : 0u};
+    ASSERT_EQ(plan.bytes, field.size());
+    std::vector<uint8_t> again(plan.bytes);
+    EncodeIndex(plan, out, n, again.data());
+    ASSERT_EQ(again, field);
+  }
+  EXPECT_GT(ok[0], 1000);
+  EXPECT_GT(ok[1], 1000);
+}
+
+TEST(CodecFuzzTest, RecordHeadDefectsNameTheField) {
+  auto expect = [](Status s, const char* what) {
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find(what), std::string::npos) << s.message();
+  };
+  Record r;
+  r.values = FloatBytes({1.5f});
+  // Head bytes of `r`: table 0, chunk 0, 8 elements, 1 value, delta-varint, 1 index byte.
+  Record raw = r;
+  raw.raw_head = {0, 0, 8, 1, 2, 1};
+  ASSERT_TRUE(DecodeRecords(ValueCodec::kFp32, {raw}).ok());
+  raw.raw_head = {0x80, 0x00, 0, 8, 1, 2, 1};  // table 0 in two bytes
+  expect(DecodeRecords(ValueCodec::kFp32, {raw}), "chunk 0 record field table is overlong");
+  raw.raw_head = {0, 0x80, 0x80, 0x80, 0x80, 0x10, 8, 1, 2, 1};  // 2^32
+  expect(DecodeRecords(ValueCodec::kFp32, {raw}), "field chunk delta overflows 32 bits");
+  raw.raw_head = {0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 1, 2, 1};  // six bytes
+  expect(DecodeRecords(ValueCodec::kFp32, {raw}), "field num_elements overflows");
+  raw.raw_head = {0, 0, 8, 1, 2, 0x81, 0x00};
+  expect(DecodeRecords(ValueCodec::kFp32, {raw}), "field index_bytes is overlong");
+  // A body that ends inside the count of the second record.
+  Record first = r;
+  first.count = 3;
+  first.index = {1, 0, 0};
+  first.values = FloatBytes({1, 2, 3});
+  Record cut;
+  cut.raw_head = {1, 0, 8, 0x81};
+  cut.index = {};
+  expect(DecodeRecords(ValueCodec::kFp32, {first, cut}), "chunk 1 record field count is truncated");
+  Record in_enc;
+  in_enc.raw_head = {1, 0, 8, 1};  // ends right before the index encoding byte
+  in_enc.index = {};
+  Record second = first;
+  second.chunk = 1;
+  expect(DecodeRecords(ValueCodec::kFp32, {first, second, in_enc}),
+         "chunk 2 (table 1, chunk 0): record truncated in its index encoding");
+  // Chunk deltas: 0 repeats a key; a step past 2^32 - 1 overflows; a table
+  // going backwards breaks the order.
+  Record a = r, b = r;
+  a.chunk = 0xfffffff0u;
+  b.chunk_field = 0x20;
+  expect(DecodeRecords(ValueCodec::kFp32, {a, b}), "chunk id overflows 32 bits");
+  b.chunk_field = 0;
+  expect(DecodeRecords(ValueCodec::kFp32, {a, b}), "chunk delta 0");
+  a.table = 2;
+  b = r;
+  b.table = 1;
+  b.chunk = 0xfffffff5u;
+  expect(DecodeRecords(ValueCodec::kFp32, {a, b}), "not after");
+  // Deltas accumulate: chunks 7, 7 + 3, then table 1 restarts at its own id.
+  Record c1 = r, c2 = r, c3 = r;
+  c1.chunk = 7;
+  c2.chunk = 10;
+  c3.table = 1;
+  c3.chunk = 4;
+  ASSERT_TRUE(DecodeRecords(ValueCodec::kFp32, {c1, c2, c3}).ok());
+  // The same three records as bytes: the second names chunk 10 as +3.
+  BatchDecoder dec;
+  DecodedBatch out;
+  std::vector<uint8_t> hand;
+  for (uint8_t x : {0, 7, 8, 1, 2, 1, 2}) hand.push_back(x);
+  for (uint8_t x : {0, 0, 0xc0, 0x3f}) hand.push_back(x);  // 1.5f
+  for (uint8_t x : {0, 3, 8, 1, 2, 1, 2}) hand.push_back(x);
+  for (uint8_t x : {0, 0, 0xc0, 0x3f}) hand.push_back(x);
+  for (uint8_t x : {1, 4, 8, 1, 2, 1, 2}) hand.push_back(x);
+  for (uint8_t x : {0, 0, 0xc0, 0x3f}) hand.push_back(x);
+  BatchHeader h;
+  h.codec = ValueCodec::kFp32;
+  h.chunk_count = 3;
+  ASSERT_TRUE(dec.ParseBody(h, hand, &out).ok());
+  ASSERT_EQ(out.chunks.size(), 3u);
+  EXPECT_EQ(out.chunks[0].key, (ChunkKey{0, 7}));
+  EXPECT_EQ(out.chunks[1].key, (ChunkKey{0, 10}));
+  EXPECT_EQ(out.chunks[2].key, (ChunkKey{1, 4}));
+  EXPECT_EQ(out.chunks[2].indices, std::vector<uint32_t>{2});
+  EXPECT_EQ(out.chunks[2].values, std::vector<float>{1.5f});
+}
+
+TEST(CodecFuzzTest, Int4AndRiceDefectsNameTheField) {
+  auto expect = [](Status s, const char* what) {
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find(what), std::string::npos) << s.message();
+  };
+  Record r;
+  r.values = {0x01};  // int4 code 1
+  ASSERT_TRUE(DecodeRecords(ValueCodec::kInt4, {r}).ok());
+  Record minus8 = r;
+  minus8.values = {0x08};
+  expect(DecodeRecords(ValueCodec::kInt4, {minus8}), "value 0 is not a finite number (or an invalid code)");
+  Record minus8_hi = r;
+  minus8_hi.count = 2;
+  minus8_hi.index = {2, 0};
+  minus8_hi.values = {0x81};
+  expect(DecodeRecords(ValueCodec::kInt4, {minus8_hi}), "value 1 is not a finite");
+  Record stray = r;
+  stray.values = {0x31};  // one value, high nibble 3
+  expect(DecodeRecords(ValueCodec::kInt4, {stray}), "int4 high nibble set beyond the value count");
+  Record huge = r;
+  huge.values = {0x07};
+  huge.scale = 3e38f;  // 7 * scale overflows
+  expect(DecodeRecords(ValueCodec::kInt4, {huge}), "not a finite");
+  Record scale = r;
+  scale.scale = -1.0f;
+  expect(DecodeRecords(ValueCodec::kInt4, {scale}), "scale");
+  Record short_values = r;
+  short_values.count = 3;
+  short_values.index = {0, 0, 0};
+  short_values.values = {0x11};  // 3 values need 2 bytes
+  expect(DecodeRecords(ValueCodec::kInt4, {short_values}), "run past the body end");
+
+  Record rice = r;
+  rice.encoding = static_cast<uint8_t>(IndexEncoding::kRice);
+  rice.index = {0, 0x07};  // k = 0, value 3
+  ASSERT_TRUE(DecodeRecords(ValueCodec::kInt4, {rice}).ok());
+  const std::pair<std::vector<uint8_t>, const char*> bad[] = {
+      {{}, "rice index: empty field"},
+      {{40, 0x07}, "rice index: parameter k 40"},
+      {{0, 0x87}, "rice index: nonzero padding"},
+      {{0, 0x07, 0}, "rice index: 1 trailing bytes"},
+      {{0, 0xff, 0xff, 0xff}, "rice index: input ends inside value 0 of 1 (unterminated"},
+      {{0, 0xff, 0xff, 0xff, 0xff, 3, 0, 0, 0}, "rice index: value 0 is escaped but fits the unary code (overlong)"},
+      {{3, 0x01}, "rice index: index 8 (entry 0) >= chunk size 8"},  // q 1, low bits 0
+  };
+  for (const auto& [index, what] : bad) {
+    Record x = rice;
+    x.index = index;
+    Status s = DecodeRecords(ValueCodec::kInt4, {x});
+    expect(s, what);
+    expect(s, "chunk 0 (table 0, chunk 0)");
+  }
 }
 
 }  // namespace

@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <random>
 
@@ -16,7 +18,7 @@ namespace geops::wan {
 namespace {
 
 constexpr ValueCodec kCodecs[] = {ValueCodec::kFp32, ValueCodec::kFp16, ValueCodec::kInt8,
-                                  ValueCodec::kSign};
+                                  ValueCodec::kSign, ValueCodec::kInt4};
 
 // A random sparse update: each element present with probability `density`,
 // values of random sign and magnitudes spread over several decades.
@@ -191,28 +193,86 @@ TEST(CodecTest, PicksTheSmallestIndexEncoding) {
     EXPECT_EQ(rt.decoded.chunks[c].indices, in[c].indices);
     EXPECT_EQ(rt.decoded.chunks[c].values, in[c].values);
   }
-  // Body = 3 fixed records + index bytes + 4 bytes per value.
+  // Body = 3 record heads + index bytes + 4 bytes per value. Heads:
+  // (0, 0, 4096, 3, enc, 5) 1+1+2+1+1+1; (0, +1, 4096, 2048, enc, 512)
+  // 1+1+2+2+1+2; (0, +1, 10, 10, enc, 0) 6 bytes.
   size_t index_bytes = DeltaVarintBytes(in[0].indices) + BitmapBytes(4096);
   EXPECT_EQ(DeltaVarintBytes(in[0].indices), 1u + 2u + 2u);
-  EXPECT_EQ(rt.stats.body_bytes, static_cast<int64_t>(3 * batch_format::kChunkFixedSize +
-                                                      index_bytes + 4 * (3 + 2048 + 10)));
-  // Both index encodings agree with ChooseIndexEncoding's size on random sets.
+  EXPECT_EQ(rt.stats.body_bytes,
+            static_cast<int64_t>(7 + 9 + 6 + index_bytes + 4 * (3 + 2048 + 10)));
+}
+
+// The encoding ChooseIndexEncoding picks is never larger than any other,
+// earlier encodings win ties, and every encoding writes exactly its size.
+TEST(CodecTest, ChooseIndexEncodingReturnsTheSmallest) {
   std::mt19937 rng(5);
-  for (int rep = 0; rep < 200; ++rep) {
-    SparseChunkUpdate u = RandomUpdate(rng, {0, 0}, 1 + rng() % 3000, 0.002 * (rep % 100));
-    size_t bytes = 0;
-    IndexEncoding e = ChooseIndexEncoding(u.indices, u.num_elements, &bytes);
-    size_t expect = u.indices.size() == u.num_elements
-                        ? 0
-                        : std::min(BitmapBytes(u.num_elements), DeltaVarintBytes(u.indices));
-    ASSERT_EQ(bytes, expect);
-    std::vector<uint8_t> buf(bytes + 1, 0xEE);
-    EncodeIndex(e, u.indices, u.num_elements, buf.data());
-    std::vector<uint32_t> back(u.indices.size());
-    ASSERT_TRUE(DecodeIndex(e, std::span(buf.data(), bytes), u.num_elements, back).ok());
-    ASSERT_EQ(back, u.indices);
-    EXPECT_EQ(buf[bytes], 0xEE);  // wrote exactly `bytes`
+  int used[kNumIndexEncodings] = {};
+  for (int rep = 0; rep < 600; ++rep) {
+    const uint32_t n = rep % 3 == 0 ? 1 + rng() % 64 : 1 + rng() % 20000;
+    SparseChunkUpdate u = RandomUpdate(rng, {0, 0}, n, std::pow(10.0, -3.5 * (rep % 50) / 49.0));
+    if (rep % 7 == 0 && !u.indices.empty()) {  // clustered: a dense run and a far outlier
+      u.indices.resize(std::min<size_t>(u.indices.size(), 10));
+      for (uint32_t& i : u.indices) i = static_cast<uint32_t>(&i - u.indices.data());
+      if (n > 11) u.indices.push_back(n - 1);
+    }
+    const std::vector<uint32_t>& idx = u.indices;
+    const IndexPlan plan = ChooseIndexEncoding(idx, n);
+    ++used[static_cast<int>(plan.encoding)];
+    size_t rice = 0;
+    const uint32_t k = ChooseRiceParameter(idx, &rice);
+    ASSERT_EQ(rice, RiceBytes(idx, k));
+    const size_t sizes[] = {idx.size() == n ? 0 : SIZE_MAX, BitmapBytes(n), DeltaVarintBytes(idx),
+                            rice};
+    size_t best = 0;
+    for (size_t e = 1; e < 4; ++e) {
+      if (sizes[e] < sizes[best]) best = e;
+    }
+    ASSERT_EQ(static_cast<size_t>(plan.encoding), best) << "rep " << rep;
+    ASSERT_EQ(plan.bytes, sizes[best]);
+    if (plan.encoding == IndexEncoding::kRice) {
+      ASSERT_EQ(plan.rice_k, k);
+    }
+    // The histogram estimate plus the exact walk finds the best k on all of
+    // these sets, the clustered ones (where an escaped outlier makes the
+    // cost non-convex in k) included.
+    size_t global = SIZE_MAX;
+    for (uint32_t kk = 0; kk <= batch_format::kRiceMaxParameter; ++kk) {
+      global = std::min(global, RiceBytes(idx, kk));
+    }
+    ASSERT_EQ(rice, global) << "rep " << rep;
+    // Every encoding (and every Rice k) round-trips and writes exactly its size.
+    std::vector<IndexPlan> plans = {plan};
+    if (idx.size() < n) {
+      plans.push_back({IndexEncoding::kBitmap, BitmapBytes(n), 0});
+      plans.push_back({IndexEncoding::kDeltaVarint, DeltaVarintBytes(idx), 0});
+      const uint32_t kk = rng() % (batch_format::kRiceMaxParameter + 1);
+      plans.push_back({IndexEncoding::kRice, RiceBytes(idx, kk), kk});
+    }
+    for (const IndexPlan& p : plans) {
+      std::vector<uint8_t> buf(p.bytes + 1, 0xEE);
+      EncodeIndex(p, idx, n, buf.data());
+      EXPECT_EQ(buf[p.bytes], 0xEE);  // wrote exactly `bytes`
+      std::vector<uint32_t> back(idx.size());
+      Status s = DecodeIndex(p.encoding, std::span(buf.data(), p.bytes), n, back);
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      ASSERT_EQ(back, idx);
+    }
   }
+  for (int e = 0; e < kNumIndexEncodings; ++e) EXPECT_GT(used[e], 0) << "encoding " << e;
+  // A three-way tie (2 bytes each) goes to the bitmap.
+  const std::vector<uint32_t> two = {0, 1};
+  EXPECT_EQ(BitmapBytes(16), 2u);
+  EXPECT_EQ(DeltaVarintBytes(two), 2u);
+  EXPECT_EQ(RiceBytes(two, 0), 2u);
+  EXPECT_EQ(ChooseIndexEncoding(two, 16).encoding, IndexEncoding::kBitmap);
+  // Varint and Rice tied (values 128, 128: 2 + 2 bytes, and 1 + 18 bits
+  // with k = 6), bitmap larger: varint.
+  const std::vector<uint32_t> far = {128, 257};
+  EXPECT_EQ(DeltaVarintBytes(far), 4u);
+  size_t rb = 0;
+  EXPECT_EQ(ChooseRiceParameter(far, &rb), 6u);
+  EXPECT_EQ(rb, 4u);
+  EXPECT_EQ(ChooseIndexEncoding(far, 4096).encoding, IndexEncoding::kDeltaVarint);
 }
 
 TEST(CodecTest, DeltaVarintHandlesLargeGapsAndRejectsOverflow) {
@@ -220,7 +280,7 @@ TEST(CodecTest, DeltaVarintHandlesLargeGapsAndRejectsOverflow) {
   const uint32_t n = 0xffffffffu;
   size_t bytes = DeltaVarintBytes(idx);
   std::vector<uint8_t> buf(bytes);
-  EncodeIndex(IndexEncoding::kDeltaVarint, idx, n, buf.data());
+  EncodeIndex({IndexEncoding::kDeltaVarint, bytes, 0}, idx, n, buf.data());
   std::vector<uint32_t> back(idx.size());
   ASSERT_TRUE(DecodeIndex(IndexEncoding::kDeltaVarint, buf, n, back).ok());
   EXPECT_EQ(back, idx);
@@ -232,6 +292,263 @@ TEST(CodecTest, DeltaVarintHandlesLargeGapsAndRejectsOverflow) {
   const uint8_t beyond[] = {10};
   s = DecodeIndex(IndexEncoding::kDeltaVarint, beyond, 10, one);
   EXPECT_NE(s.message().find(">= chunk size"), std::string::npos) << s.message();
+}
+
+uint32_t Bits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+
+// `count` distinct random indices below n (sorted), drawn directly rather
+// than by a pass over n, so that huge chunks stay cheap.
+std::vector<uint32_t> RandomIndices(std::mt19937& rng, uint32_t n, uint32_t count) {
+  std::vector<uint32_t> idx;
+  if (uint64_t{count} * 4 >= n) {
+    for (uint32_t i = 0; i < n; ++i) idx.push_back(i);
+    std::shuffle(idx.begin(), idx.end(), rng);
+    idx.resize(count);
+  } else {
+    std::uniform_int_distribution<uint32_t> any(0, n - 1);
+    while (idx.size() < count) {
+      idx.push_back(any(rng));
+      std::sort(idx.begin(), idx.end());
+      idx.erase(std::unique(idx.begin(), idx.end()), idx.end());
+    }
+  }
+  std::sort(idx.begin(), idx.end());
+  return idx;
+}
+
+// A value from one of several magnitude regimes: ordinary, tiny (down to
+// subnormal), huge (up to FLT_MAX), exact small integers.
+float WideValue(std::mt19937& rng, int regime) {
+  std::uniform_real_distribution<double> unit(0, 1);
+  double mag = 0;
+  switch (regime) {
+    case 0:
+      mag = std::pow(10.0, -6 + 6 * unit(rng));
+      break;
+    case 1:
+      mag = std::pow(10.0, -45 + 10 * unit(rng));  // subnormal to 1e-35
+      break;
+    case 2:
+      mag = std::pow(10.0, 30 + 8.5 * unit(rng));  // up to ~3.2e38
+      break;
+    case 3:
+      mag = static_cast<double>(1 + rng() % 7);
+      break;
+    default:
+      mag = std::numeric_limits<float>::max() * unit(rng);
+      break;
+  }
+  const float f = static_cast<float>(mag);
+  return rng() % 2 ? f : -f;
+}
+
+// The int4 quantiser straight: for every candidate, decoded + residual is
+// the input bit for bit; kept-back values keep their whole value; codes are
+// in [-7, 7] and non-zero; the packing is the documented one.
+TEST(CodecTest, Int4ResidualReproducesEveryInputBitForBit) {
+  std::mt19937 rng(23);
+  int64_t shipped_total = 0, kept_total = 0;
+  for (int rep = 0; rep < 3000; ++rep) {
+    const uint32_t m = 1 + rng() % (rep % 10 == 0 ? 3000 : 40);
+    const int regimes = 1 + rng() % 3;  // mix up to three regimes in one chunk
+    int regime[3];
+    for (int& r : regime) r = static_cast<int>(rng() % 5);
+    std::vector<float> v(m);
+    for (float& x : v) x = WideValue(rng, regime[rng() % regimes]);
+    if (rep % 17 == 0) v[rng() % m] = 0.0f;
+    std::vector<uint32_t> kept(m);
+    std::vector<uint8_t> codes(m, 0xAB);
+    std::vector<float> res(m);
+    QuantizeOutput q = QuantizeInt4(v.data(), m, kept.data(), codes.data(), res.data());
+    std::vector<float> d(q.shipped);
+    if (q.shipped > 0) {
+      ASSERT_TRUE(q.scale > 0 && std::isfinite(q.scale));
+      ASSERT_EQ(DecodeInt4(codes.data(), q.shipped, q.scale, d.data()), -1);
+      if (q.shipped % 2 != 0) {
+        ASSERT_EQ(codes[q.shipped / 2] >> 4, 0) << "stray high nibble";
+      }
+    }
+    uint32_t s = 0;
+    for (uint32_t j = 0; j < m; ++j) {
+      if (s < q.shipped && kept[s] == j) {
+        const int nib = (codes[s / 2] >> (4 * (s % 2))) & 0xf;
+        const int code = nib < 8 ? nib : nib - 16;
+        ASSERT_NE(code, 0);
+        ASSERT_GE(code, -7);
+        ASSERT_EQ(d[s], static_cast<float>(code) * q.scale);
+        ASSERT_EQ(Bits(d[s] + res[j]), Bits(v[j])) << v[j] << " " << d[s] << " " << res[j];
+        if (q.scale >= 1e-30f && q.scale < 1e37f) {
+          ASSERT_LE(std::fabs(res[j]), q.scale * 0.5f * (1 + 1e-5f)) << v[j];
+        }
+        ++s;
+        ++shipped_total;
+      } else {
+        ASSERT_EQ(Bits(res[j]), Bits(v[j]));  // kept back whole
+        ++kept_total;
+      }
+    }
+    ASSERT_EQ(s, q.shipped);
+  }
+  EXPECT_GT(shipped_total, 10000);
+  EXPECT_GT(kept_total, 1000);
+}
+
+// The nibble layout on the wire: (7, -7, 1) with scale 1 is 0x97 0x01.
+TEST(CodecTest, Int4PacksTwoCodesPerByteLowNibbleFirst) {
+  std::vector<SparseChunkUpdate> in(1);
+  in[0].key = {2, 5};
+  in[0].num_elements = 3;
+  in[0].indices = {0, 1, 2};
+  in[0].values = {7.0f, -7.0f, 1.0f};
+  RoundTrip rt = EncodeDecode(ValueCodec::kInt4, in, EncoderOptions{.compress = false});
+  const std::vector<uint8_t> body(rt.bytes.begin() + batch_format::kHeaderSize, rt.bytes.end());
+  // table 2, chunk 5, 3 elements, 3 values, dense, 0 index bytes, f32 1.0.
+  const std::vector<uint8_t> want = {2, 5, 3, 3, 0, 0, 0x00, 0x00, 0x80, 0x3f, 0x97, 0x01};
+  EXPECT_EQ(body, want);
+  ASSERT_EQ(rt.decoded.chunks.size(), 1u);
+  EXPECT_EQ(rt.decoded.chunks[0].values, in[0].values);
+  EXPECT_TRUE(rt.residuals.empty());
+}
+
+// int4 values and Rice indices through the whole codec at many shapes:
+// single elements, sizes not a multiple of 8, the main job's 1.6% of 4096,
+// and huge chunks with gaps beyond 2^20.
+TEST(CodecTest, Int4AndRiceRoundTripAtManyShapes) {
+  struct Shape {
+    uint32_t n, count;
+  };
+  const Shape shapes[] = {{1, 1},       {7, 3},           {9, 1},          {13, 13},
+                          {4095, 65},   {4096, 65},       {4096, 2},       {4097, 400},
+                          {100003, 97}, {1u << 24, 40},   {1u << 26, 12},  {70000, 69999}};
+  std::mt19937 rng(77);
+  int64_t rice = 0;
+  for (ValueCodec codec : {ValueCodec::kInt4, ValueCodec::kFp32}) {
+    for (int rep = 0; rep < 4; ++rep) {
+      std::vector<SparseChunkUpdate> in;
+      uint32_t c = 0;
+      for (const Shape& sh : shapes) {
+        SparseChunkUpdate u;
+        u.key = {c % 3, c};
+        ++c;
+        u.num_elements = sh.n;
+        u.indices = RandomIndices(rng, sh.n, sh.count);
+        std::normal_distribution<float> normal(0.0f, 1e-3f);
+        for (size_t j = 0; j < u.indices.size(); ++j) {
+          u.values.push_back(rep == 3 ? WideValue(rng, static_cast<int>(rng() % 5)) : normal(rng));
+        }
+        in.push_back(std::move(u));
+      }
+      // Gaps of 2^20 and more, and the very last element of the largest chunk.
+      SparseChunkUpdate far;
+      far.key = {9, 0};
+      far.num_elements = 1u << 26;
+      far.indices = {0, 1u << 20, 3u << 20, (3u << 20) + 1, (1u << 26) - 1};
+      far.values = {1.0f, -2.0f, 3.0f, -4.0f, 5.0f};
+      in.push_back(far);
+      RoundTrip rt = EncodeDecode(codec, in, EncoderOptions{.compress = rep % 2 == 0});
+      CheckExactFeedback(in, rt);
+      ASSERT_FALSE(HasFailure()) << "codec " << int(codec) << " rep " << rep;
+      rice += rt.stats.rice_chunks;
+      // Indices of what was shipped come back exactly (fp32 ships all).
+      if (codec == ValueCodec::kFp32) {
+        ASSERT_EQ(rt.decoded.chunks.size(), in.size());
+        std::sort(in.begin(), in.end(),
+                  [](const SparseChunkUpdate& a, const SparseChunkUpdate& b) { return a.key < b.key; });
+        for (size_t i = 0; i < in.size(); ++i) {
+          ASSERT_EQ(rt.decoded.chunks[i].indices, in[i].indices) << i;
+          ASSERT_EQ(rt.decoded.chunks[i].values, in[i].values) << i;
+        }
+      }
+    }
+  }
+  EXPECT_GT(rice, 20);
+}
+
+TEST(CodecTest, RiceRoundTripsEveryParameterIncludingEscapes) {
+  std::mt19937 rng(8);
+  for (uint32_t n : {1u, 8u, 9u, 63u, 4096u, 1000003u, 0xffffffffu}) {
+    for (int rep = 0; rep < 6; ++rep) {
+      const uint32_t count =
+          n < 64 ? 1 + rng() % n : 1 + rng() % std::min<uint32_t>(500, n / (1 + rep * 20));
+      std::vector<uint32_t> idx = RandomIndices(rng, n, count);
+      for (uint32_t k = 0; k <= batch_format::kRiceMaxParameter; ++k) {
+        const size_t bytes = RiceBytes(idx, k);
+        std::vector<uint8_t> buf(bytes + 1, 0xEE);
+        EncodeIndex({IndexEncoding::kRice, bytes, k}, idx, n, buf.data());
+        ASSERT_EQ(buf[0], k);
+        ASSERT_EQ(buf[bytes], 0xEE);
+        std::vector<uint32_t> back(idx.size());
+        Status s = DecodeIndex(IndexEncoding::kRice, std::span(buf.data(), bytes), n, back);
+        ASSERT_TRUE(s.ok()) << "n " << n << " k " << k << ": " << s.ToString();
+        ASSERT_EQ(back, idx) << "n " << n << " k " << k;
+      }
+    }
+  }
+  // The largest gaps a u32 allows, escaped at small k and coded at k = 31.
+  const std::vector<uint32_t> edge = {0xfffffffdu, 0xfffffffeu};
+  for (uint32_t k : {0u, 5u, 26u, 27u, 31u}) {
+    std::vector<uint8_t> buf(RiceBytes(edge, k));
+    EncodeIndex({IndexEncoding::kRice, buf.size(), k}, edge, 0xffffffffu, buf.data());
+    std::vector<uint32_t> back(2);
+    ASSERT_TRUE(DecodeIndex(IndexEncoding::kRice, buf, 0xffffffffu, back).ok()) << k;
+    EXPECT_EQ(back, edge);
+  }
+  EXPECT_EQ(RiceBytes(edge, 0), 1u + 9u);  // escape (64 bits) + one 0 bit
+}
+
+// The worked example of docs/wan_batch_format.md.
+TEST(CodecTest, RiceBitLayoutMatchesTheFormatPage) {
+  const std::vector<uint32_t> idx = {5, 6, 20};
+  ASSERT_EQ(RiceBytes(idx, 2), 3u);
+  std::vector<uint8_t> buf(3);
+  EncodeIndex({IndexEncoding::kRice, 3, 2}, idx, 32, buf.data());
+  EXPECT_EQ(buf, (std::vector<uint8_t>{0x02, 0x85, 0x0b}));
+  // An escape: k = 0, value 40 = 32 ones, then 40 in 32 bits, then the
+  // next value 0 as a single 0 bit.
+  const std::vector<uint32_t> esc = {40, 41};
+  ASSERT_EQ(RiceBytes(esc, 0), 1u + 9u);
+  buf.resize(10);
+  EncodeIndex({IndexEncoding::kRice, 10, 0}, esc, 100, buf.data());
+  EXPECT_EQ(buf, (std::vector<uint8_t>{0, 0xff, 0xff, 0xff, 0xff, 40, 0, 0, 0, 0}));
+}
+
+TEST(CodecTest, RiceDecoderRefusesHostileStreams) {
+  auto expect = [](std::vector<uint8_t> in, uint32_t n, size_t count, const char* what) {
+    std::vector<uint32_t> out(count);
+    Status s = DecodeIndex(IndexEncoding::kRice, in, n, out);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << what;
+    EXPECT_NE(s.message().find("rice index"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find(what), std::string::npos) << s.message();
+  };
+  // Good: k = 0, value 3 = 1110 (LSB first) = 0x07.
+  std::vector<uint32_t> one(1);
+  ASSERT_TRUE(DecodeIndex(IndexEncoding::kRice, std::vector<uint8_t>{0, 0x07}, 10, one).ok());
+  EXPECT_EQ(one[0], 3u);
+  expect({}, 10, 1, "parameter byte");
+  expect({32, 0x00}, 10, 1, "parameter k 32");
+  expect({0, 0x87}, 10, 1, "padding");                   // bit 7 set after the code
+  expect({0, 0x07, 0x00}, 10, 1, "trailing bytes");
+  expect({0, 0x07}, 3, 1, ">= chunk size");
+  expect({0, 0xff, 0xff, 0xff}, 1000, 1, "unterminated");  // 24 ones, then the end
+  expect({3, 0x07}, 100, 2, "unterminated");  // k = 3: the second value needs 4 bits, 1 is left
+  // A run of 32 ones is the escape: 32 raw bits follow. Escaping a value
+  // that fits the unary code (5 with k = 0) is overlong.
+  expect({0, 0xff, 0xff, 0xff, 0xff, 5, 0, 0, 0}, 1000, 1, "overlong");
+  expect({0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, 1000, 1, "unterminated");  // escape cut short
+  expect({0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, 1000, 1, ">= chunk size");
+  // k = 31, quotient 2: 2 << 31 does not fit 32 bits.
+  expect({31, 0x03, 0, 0, 0, 0}, 0xffffffffu, 1, "overflows 32 bits");
+  // However long a run of ones, it is an escape after 32: a field of 0xff
+  // bytes is refused at its first value, not scanned.
+  std::vector<uint8_t> ones(1 << 20, 0xff);
+  ones[0] = 0;
+  expect(ones, 0xffffffffu, 1000, ">= chunk size");
+  ones[0] = 31;  // with k = 31 the same escape would fit the unary code
+  expect(ones, 0xffffffffu, 1000, "overlong");
 }
 
 TEST(CodecTest, Fp16ConversionRoundsToNearestEven) {
