@@ -33,6 +33,11 @@ void LaunchStats::OnWorkerEvent(int site, int worker, const nlohmann::json& even
       if (!target_reached_t_ && *acc >= target_accuracy_) target_reached_t_ = t;
     }
     if (auto l = NumberField(event, "test_loss")) latest_test_loss_ = *l;
+  } else if (name == "worker_started") {
+    if (auto c = IntField(event, "clock")) {
+      w.start_clocks.push_back(*c);
+      w.clock = std::max(w.clock, *c);
+    }
   } else if (name == "final") {
     w.final_event = event;
     (*w.final_event)["site"] = s.name;  // attribute to the process that printed it
@@ -51,6 +56,18 @@ void LaunchStats::OnWorkerExit(int site, int worker) {
   WorkerState& w = sites_.at(static_cast<size_t>(site)).workers.at(static_cast<size_t>(worker));
   w.exited = true;
   w.examples_per_sec = 0;
+}
+
+void LaunchStats::OnWorkerKilled(int site, int worker) {
+  WorkerState& w = sites_.at(static_cast<size_t>(site)).workers.at(static_cast<size_t>(worker));
+  w.down = true;
+  w.examples_per_sec = 0;
+}
+
+void LaunchStats::OnWorkerRestarted(int site, int worker) {
+  WorkerState& w = sites_.at(static_cast<size_t>(site)).workers.at(static_cast<size_t>(worker));
+  w.down = false;
+  w.exited = false;
 }
 
 void LaunchStats::OnShardEvent(int site, int shard, const nlohmann::json& event) {
@@ -74,6 +91,7 @@ std::vector<SiteProgress> LaunchStats::Sites() const {
     bool first = true;
     for (const WorkerState& w : s.workers) {
       if (w.exited) ++p.workers_done;
+      if (w.down && !w.exited) ++p.workers_down;
       p.min_clock = first ? w.clock : std::min(p.min_clock, w.clock);
       p.max_clock = first ? w.clock : std::max(p.max_clock, w.clock);
       first = false;
@@ -81,7 +99,7 @@ std::vector<SiteProgress> LaunchStats::Sites() const {
         loss_sum += *w.loss;
         ++loss_n;
       }
-      if (!w.exited) p.examples_per_sec += w.examples_per_sec;
+      if (!w.exited && !w.down) p.examples_per_sec += w.examples_per_sec;
     }
     if (loss_n > 0) p.mean_loss = loss_sum / loss_n;
     out.push_back(std::move(p));
@@ -93,7 +111,9 @@ std::vector<nlohmann::json> LaunchStats::FinalEvents() const {
   std::vector<nlohmann::json> out;
   for (const SiteState& s : sites_) {
     for (const WorkerState& w : s.workers) {
-      if (w.final_event) out.push_back(*w.final_event);
+      if (!w.final_event) continue;
+      out.push_back(*w.final_event);
+      out.back()["start_clocks"] = w.start_clocks;
     }
   }
   return out;

@@ -33,6 +33,7 @@ struct SiteProgress {
   std::optional<double> mean_loss;      // over workers that reported a loss
   std::optional<double> test_accuracy;  // latest evaluation in the site, if any
   double examples_per_sec = 0;          // sum over the site's running workers
+  int workers_down = 0;                 // killed by the fault plan, not (yet) restarted
 };
 
 class LaunchStats {
@@ -43,6 +44,9 @@ class LaunchStats {
   // `event` is a parsed child event (see child_event.h); unknown ones are ignored.
   void OnWorkerEvent(int site, int worker, const nlohmann::json& event, double t);
   void OnWorkerExit(int site, int worker);
+  // A worker killed on purpose (the fault plan), and its restart.
+  void OnWorkerKilled(int site, int worker);
+  void OnWorkerRestarted(int site, int worker);
   // Keeps "shard_stats" events (tagged with site and shard) for the summary.
   void OnShardEvent(int site, int shard, const nlohmann::json& event);
 
@@ -54,7 +58,9 @@ class LaunchStats {
   // The latest evaluation seen anywhere: (test_accuracy, test_loss).
   std::optional<double> latest_test_accuracy() const { return latest_accuracy_; }
   std::optional<double> latest_test_loss() const { return latest_test_loss_; }
-  // "final" events in site, then worker order (workers without one are skipped).
+  // "final" events in site, then worker order (workers without one are
+  // skipped), each with "start_clocks": the clock every run of the worker
+  // started at (its "worker_started" events; more than one if restarted).
   std::vector<nlohmann::json> FinalEvents() const;
   const std::vector<nlohmann::json>& shard_stats() const { return shard_stats_; }
   int workers_with_final() const;
@@ -65,6 +71,8 @@ class LaunchStats {
     std::optional<double> loss;
     double examples_per_sec = 0;
     bool exited = false;
+    bool down = false;
+    std::vector<int64_t> start_clocks;
     std::optional<nlohmann::json> final_event;
   };
   struct SiteState {

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <uv.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -13,11 +14,13 @@
 #include <optional>
 
 #include "cli/child_event.h"
+#include "cli/fault_plan.h"
 #include "cli/launch_stats.h"
 #include "cli/launch_wan.h"
 #include "cli/process_manager.h"
 #include "cli/progress_display.h"
 #include "cli/summary.h"
+#include "cli/summary_faults.h"
 
 namespace geops::cli {
 namespace {
@@ -29,19 +32,49 @@ enum class Phase { kStartingShards, kTraining, kStopping };
 struct ChildRole {
   bool shard = false;
   int site = 0;
-  int index = 0;                // shard or worker number within the site
+  int index = 0;                       // shard or worker number within the site
+  std::vector<std::string> argv;       // how it was started: a restart runs the same command
   std::optional<std::string> address;  // shards: from their "listening" event
   int malformed = 0;
   std::optional<std::string> mirror;   // shards of a multi-site topology: their WAN mirror address
+  int killed_by = -1;                  // the fault that SIGKILLed it, if any
+  int restart_of = -1;                 // the fault it was re-spawned after, if any
+};
+
+// What the launcher knows of one worker of one site, over every run of it.
+struct WorkerSlot {
+  int id = -1;                         // its current (latest) process
+  bool done = false;                   // a run of it exited cleanly
+  std::optional<int64_t> reported;     // highest clock its progress events reported
+};
+
+class Launcher;
+
+struct FaultTimer {
+  uv_timer_t timer;
+  Launcher* launcher = nullptr;
+  int fault = 0;
 };
 
 uint64_t ToMs(double s) { return s <= 0 ? 1 : static_cast<uint64_t>(s * 1000.0); }
+
+// "host:port" -> port, or -1.
+int PortOf(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return -1;
+  try {
+    return std::stoi(address.substr(colon + 1));
+  } catch (...) {
+    return -1;
+  }
+}
 
 class Launcher {
  public:
   explicit Launcher(const LauncherOptions& o)
       : o_(o),
         stats_(o.topology),
+        faults_(o.topology),
         display_("geops launch " + o.topology.name,
                  ProgressDisplayOptions{o.live_display, o.plain_interval_seconds, stdout, stderr}) {}
 
@@ -54,35 +87,53 @@ class Launcher {
 
   void StartShards();
   void StartWorkers();
-  bool SpawnChild(const std::string& name, std::vector<std::string> argv, ChildRole role);
+  // The child's process id, or -1 after a failure (the launch is then stopping).
+  int SpawnChild(const std::string& name, ChildRole role, bool restart = false);
   void OnLine(int id, OutputStream stream, std::string_view line);
   void OnListening(int id, const nlohmann::json& event);
+  void PinPorts(ChildRole* role);
   void OnExit(int id, const ProcessExit& exit);
   void ReportChildFailure(int id, const std::string& what);
+  void MaybeFinish();
   void BeginStop(const std::string& exit, const std::string& failure);
   void CloseAll();
   std::string PhaseText() const;
+  void LogEvent(nlohmann::json event);
+
+  // The fault plan (cli/fault_plan.h).
+  bool WorkerRunning(int site, int worker) const;
+  void CheckFaults(int site);
+  void FireFault(int fault);
+  void OnVictimExit(int id, bool planned);
+  void OnFaultTimer(int fault);
+  void MaybeRestart(int fault);
+  void OnRestartedShardListening(int id);
+  void RespawnWorkers(int fault);
 
   static void OnProgressTimer(uv_timer_t* t);
   static void OnListenTimer(uv_timer_t* t);
   static void OnLaunchTimer(uv_timer_t* t);
+  static void OnFaultTimerCb(uv_timer_t* t);
   static void OnSignal(uv_signal_t* s, int signum);
 
   const LauncherOptions& o_;
   LaunchStats stats_;
+  FaultPlan faults_;
   ProgressDisplay display_;
   uv_loop_t loop_;
   std::unique_ptr<ProcessManager> pm_;
   uv_timer_t progress_timer_, listen_timer_, launch_timer_;
+  std::vector<FaultTimer> fault_timers_;  // one per fault; sized once, never moved
   uv_signal_t sigint_, sigterm_;
   uint64_t start_ns_ = 0;
+  double start_unix_ = 0;
   FILE* events_ = nullptr;
   Phase phase_ = Phase::kStartingShards;
   std::vector<ChildRole> roles_;  // by process id
+  std::vector<std::vector<int>> shard_ids_;          // [site][shard] -> current process id
+  std::vector<std::vector<WorkerSlot>> workers_;     // [site][worker]
   int shards_listening_ = 0;
   int shards_total_ = 0;
-  int workers_live_ = 0;
-  int workers_clean_ = 0;
   bool target_announced_ = false;
   LaunchOutcome outcome_;
   int exit_code_ = 0;
@@ -101,8 +152,13 @@ int Launcher::Run() {
     std::fprintf(stderr, "geops launch: cannot write %s: %s\n", events_path.c_str(), std::strerror(errno));
     return 2;
   }
+  for (const SiteSpec& s : o_.topology.sites) {
+    shard_ids_.emplace_back(static_cast<size_t>(s.shards), -1);
+    workers_.emplace_back(static_cast<size_t>(s.workers));
+  }
   uv_loop_init(&loop_);
   start_ns_ = uv_hrtime();
+  start_unix_ = UnixNow();
   ProcessManagerOptions pmo;
   pmo.tail_lines = 10;
   pmo.tail_exclude_prefix = std::string(kEventPrefix);
@@ -113,6 +169,14 @@ int Launcher::Run() {
   for (uv_timer_t* t : {&progress_timer_, &listen_timer_, &launch_timer_}) {
     uv_timer_init(&loop_, t);
     t->data = this;
+  }
+  fault_timers_.resize(static_cast<size_t>(faults_.size()));
+  for (int i = 0; i < faults_.size(); ++i) {
+    FaultTimer& ft = fault_timers_[static_cast<size_t>(i)];
+    uv_timer_init(&loop_, &ft.timer);
+    ft.launcher = this;
+    ft.fault = i;
+    ft.timer.data = &ft;
   }
   uv_signal_init(&loop_, &sigint_);
   uv_signal_init(&loop_, &sigterm_);
@@ -134,7 +198,9 @@ int Launcher::Run() {
   if (o_.live_display) display_.Update(Now(), PhaseText(), stats_.Sites());  // the final state stays
   display_.Finish();
   outcome_.launcher_seconds = Now();
+  faults_.EndRun();
   nlohmann::json summary = BuildSummary(o_.topology, stats_, outcome_);
+  AddFaultSummary(o_.topology, faults_, o_.out_dir, start_unix_, &summary);  // [] and [] without faults
   std::string summary_path = o_.out_dir + "/summary.json";
   Status written = WriteJsonAtomically(summary_path, summary);
   std::fprintf(stdout, "\n%s", FormatSummaryTable(o_.topology, summary).c_str());
@@ -154,14 +220,16 @@ void Launcher::StartShards() {
       int port = site.base_port > 0 ? site.base_port + i : 0;
       std::string name = site.name + "-shard-" + std::to_string(i);
       ++shards_total_;
-      std::vector<std::string> argv = {o_.geops_binary, "site", "--topology", o_.topology_path, "--site", site.name,
-                                       "--shard", std::to_string(i), "--port", std::to_string(port), "--out",
-                                       o_.out_dir, "--data-dir", o_.topology.ShardDataDir(s, i, o_.out_dir),
-                                       "--exit-with-parent"};
-      for (std::string& a : WanSiteArguments(o_.topology, o_.out_dir)) argv.push_back(std::move(a));
-      if (!SpawnChild(name, std::move(argv), ChildRole{true, s, i, std::nullopt, 0, std::nullopt})) {
-        return;
-      }
+      ChildRole role;
+      role.shard = true;
+      role.site = s;
+      role.index = i;
+      role.argv = {o_.geops_binary, "site", "--topology", o_.topology_path, "--site", site.name,
+                   "--shard", std::to_string(i), "--port", std::to_string(port), "--out",
+                   o_.out_dir, "--data-dir", o_.topology.ShardDataDir(s, i, o_.out_dir),
+                   "--exit-with-parent"};
+      for (std::string& a : WanSiteArguments(o_.topology, o_.out_dir)) role.argv.push_back(std::move(a));
+      if (SpawnChild(name, std::move(role)) < 0) return;
     }
   }
   display_.Message("started " + std::to_string(shards_total_) + " shards; waiting for them to listen");
@@ -174,21 +242,19 @@ void Launcher::StartWorkers() {
   int total = 0;
   for (int s = 0; s < static_cast<int>(o_.topology.sites.size()); ++s) {
     const SiteSpec& site = o_.topology.sites[s];
-    std::vector<std::string> by_shard(static_cast<size_t>(site.shards));
-    for (const ChildRole& r : roles_) {
-      if (r.shard && r.site == s && r.address) by_shard[static_cast<size_t>(r.index)] = *r.address;
-    }
     std::string shards;
-    for (size_t i = 0; i < by_shard.size(); ++i) shards += (i ? "," : "") + by_shard[i];
+    for (int i = 0; i < site.shards; ++i) {
+      const int id = shard_ids_[static_cast<size_t>(s)][static_cast<size_t>(i)];
+      const ChildRole& r = roles_.at(static_cast<size_t>(id));
+      shards += (i ? "," : "") + r.address.value_or("");
+    }
     for (int w = 0; w < site.workers; ++w) {
-      std::string name = site.name + "-worker-" + std::to_string(w);
-      if (!SpawnChild(name,
-                      {o_.geops_binary, "worker", "--topology", o_.topology_path, "--site", site.name, "--worker",
-                       std::to_string(w), "--shards", shards, "--out", o_.out_dir, "--exit-with-parent"},
-                      ChildRole{false, s, w, std::nullopt, 0, std::nullopt})) {
-        return;
-      }
-      ++workers_live_;
+      ChildRole role;
+      role.site = s;
+      role.index = w;
+      role.argv = {o_.geops_binary, "worker", "--topology", o_.topology_path, "--site", site.name, "--worker",
+                   std::to_string(w), "--shards", shards, "--out", o_.out_dir, "--exit-with-parent"};
+      if (SpawnChild(site.name + "-worker-" + std::to_string(w), std::move(role)) < 0) return;
       ++total;
     }
   }
@@ -196,16 +262,37 @@ void Launcher::StartWorkers() {
                    " workers");
 }
 
-bool Launcher::SpawnChild(const std::string& name, std::vector<std::string> argv, ChildRole role) {
-  Result<int> id = pm_->Spawn(ProcessSpec{name, std::move(argv), LogPath(name)});
+int Launcher::SpawnChild(const std::string& name, ChildRole role, bool restart) {
+  ProcessSpec spec{name, role.argv, LogPath(name)};
+  spec.append_log = restart;
+  if (restart) {
+    // The restarted process's lines follow the first run's in the same log.
+    if (FILE* log = std::fopen(spec.log_path.c_str(), "a")) {
+      std::fprintf(log, "---- geops launch: restarted after fault %d ----\n", role.restart_of);
+      std::fclose(log);
+    }
+  }
+  Result<int> id = pm_->Spawn(spec);
   if (!id.ok()) {
     display_.Message("geops launch: " + id.status().message(), true);
     BeginStop("failed", id.status().message());
-    return false;
+    return -1;
   }
-  if (static_cast<int>(roles_.size()) <= *id) roles_.resize(static_cast<size_t>(*id) + 1);
-  roles_[static_cast<size_t>(*id)] = role;
-  return true;
+  const size_t i = static_cast<size_t>(*id);
+  if (roles_.size() <= i) roles_.resize(i + 1);
+  if (role.shard) {
+    shard_ids_[static_cast<size_t>(role.site)][static_cast<size_t>(role.index)] = *id;
+  } else {
+    workers_[static_cast<size_t>(role.site)][static_cast<size_t>(role.index)].id = *id;
+  }
+  roles_[i] = std::move(role);
+  return *id;
+}
+
+void Launcher::LogEvent(nlohmann::json event) {
+  event["source"] = "launcher";
+  event["launcher_t"] = Now();
+  if (events_) std::fprintf(events_, "%s\n", DumpJsonLine(event).c_str());
 }
 
 void Launcher::OnLine(int id, OutputStream stream, std::string_view line) {
@@ -234,6 +321,15 @@ void Launcher::OnLine(int id, OutputStream stream, std::string_view line) {
     return;
   }
   stats_.OnWorkerEvent(role.site, role.index, parsed.event, t);
+  WorkerSlot& slot = workers_[static_cast<size_t>(role.site)][static_cast<size_t>(role.index)];
+  if (parsed.name == "progress") {
+    if (auto c = IntField(parsed.event, "clock")) slot.reported = std::max(slot.reported.value_or(*c), *c);
+    CheckFaults(role.site);
+  } else if (parsed.name == "worker_started" && role.restart_of >= 0) {
+    for (FaultVictim& v : faults_.at(role.restart_of).victims) {
+      if (v.process == pm_->name(id)) v.resumed_clock = IntField(parsed.event, "clock");
+    }
+  }
   if (parsed.name == "eval" && !o_.live_display) {
     auto acc = NumberField(parsed.event, "test_accuracy");
     auto loss = NumberField(parsed.event, "test_loss");
@@ -264,6 +360,11 @@ void Launcher::OnListening(int id, const nlohmann::json& event) {
   if (role.address) return;  // repeated
   role.address = *address;
   role.mirror = StringField(event, "mirror");
+  PinPorts(&role);
+  if (role.restart_of >= 0) {
+    OnRestartedShardListening(id);
+    return;
+  }
   ++shards_listening_;
   if (phase_ != Phase::kStartingShards || shards_listening_ != shards_total_) return;
   if (o_.topology.multi_site()) {
@@ -281,20 +382,46 @@ void Launcher::OnListening(int id, const nlohmann::json& event) {
   StartWorkers();
 }
 
-void Launcher::OnExit(int id, const ProcessExit& exit) {
-  const ChildRole& role = roles_.at(static_cast<size_t>(id));
-  const std::string& name = pm_->name(id);
-  if (!role.shard) {
-    --workers_live_;
-    stats_.OnWorkerExit(role.site, role.index);
-    if (workers_live_ == 0 && !outcome_.workers_ended_t) outcome_.workers_ended_t = Now();
+// A shard started on "any free port" is restarted on the port it got (and
+// its mirror on the mirror port it got): the workers and the other sites
+// know it by those addresses.
+void Launcher::PinPorts(ChildRole* role) {
+  for (size_t i = 0; i + 1 < role->argv.size(); ++i) {
+    if (role->argv[i] == "--port" && role->argv[i + 1] == "0" && PortOf(*role->address) > 0) {
+      role->argv[i + 1] = std::to_string(PortOf(*role->address));
+    }
   }
+  if (role->mirror && PortOf(*role->mirror) > 0 &&
+      std::find(role->argv.begin(), role->argv.end(), "--mirror-port") == role->argv.end()) {
+    role->argv.push_back("--mirror-port");
+    role->argv.push_back(std::to_string(PortOf(*role->mirror)));
+  }
+}
+
+void Launcher::OnExit(int id, const ProcessExit& exit) {
+  const ChildRole role = roles_.at(static_cast<size_t>(id));  // a copy: a restart below may grow roles_
+  const std::string name = pm_->name(id);
+  // Killed on purpose; a worker that had finished cleanly before the kill landed is just done.
+  const bool planned = role.killed_by >= 0 && !(!role.shard && exit.clean());
+  if (!role.shard) {
+    if (planned) {
+      stats_.OnWorkerKilled(role.site, role.index);
+    } else {
+      stats_.OnWorkerExit(role.site, role.index);
+    }
+  }
+  if (role.killed_by >= 0) OnVictimExit(id, planned);
   if (phase_ == Phase::kStopping) {
+    if (planned) return;
     if (exit.abandoned || (exit.term_signal == SIGKILL && exit.signalled_by_us)) {
       display_.Message("warning: " + name + " did not stop on SIGTERM; " + exit.Describe(), true);
     } else if (!exit.clean() && !(exit.signalled_by_us && exit.term_signal == SIGTERM) && outcome_.exit == "ok") {
       display_.Message("warning: " + name + " ended with " + exit.Describe() + " while stopping", true);
     }
+    return;
+  }
+  if (planned) {
+    MaybeFinish();  // the rest may be done already, and this site stay down
     return;
   }
   if (role.shard) {
@@ -305,8 +432,30 @@ void Launcher::OnExit(int id, const ProcessExit& exit) {
     ReportChildFailure(id, name + " failed (" + exit.Describe() + ")");
     return;
   }
-  ++workers_clean_;
-  if (workers_live_ == 0) BeginStop("ok", "");
+  workers_[static_cast<size_t>(role.site)][static_cast<size_t>(role.index)].done = true;
+  MaybeFinish();
+}
+
+// Ends the run once no worker runs and no fault will restart one: "ok" when
+// at least one worker finished.
+void Launcher::MaybeFinish() {
+  if (phase_ != Phase::kTraining || faults_.RestartPending()) return;
+  int done = 0;
+  for (int s = 0; s < static_cast<int>(workers_.size()); ++s) {
+    for (int w = 0; w < static_cast<int>(workers_[static_cast<size_t>(s)].size()); ++w) {
+      const WorkerSlot& slot = workers_[static_cast<size_t>(s)][static_cast<size_t>(w)];
+      if (slot.id >= 0 && pm_->live(slot.id)) return;
+      done += slot.done ? 1 : 0;
+    }
+  }
+  outcome_.workers_ended_t = Now();
+  if (done == 0) {
+    const std::string what = "every worker was killed by the fault plan and none restarts";
+    display_.Message("geops launch: " + what, true);
+    BeginStop("failed", what);
+    return;
+  }
+  BeginStop("ok", "");
 }
 
 void Launcher::ReportChildFailure(int id, const std::string& what) {
@@ -325,6 +474,7 @@ void Launcher::BeginStop(const std::string& exit, const std::string& failure) {
   if (outcome_.workers_started_t && !outcome_.workers_ended_t) outcome_.workers_ended_t = Now();
   uv_timer_stop(&listen_timer_);
   uv_timer_stop(&launch_timer_);
+  for (FaultTimer& ft : fault_timers_) uv_timer_stop(&ft.timer);
   if (pm_->live_count() > 0) {
     std::string what = exit == "ok" ? "workers done; stopping " + std::to_string(pm_->live_count()) + " shards"
                                     : "stopping " + std::to_string(pm_->live_count()) + " processes";
@@ -338,6 +488,7 @@ void Launcher::CloseAll() {
   for (uv_timer_t* t : {&progress_timer_, &listen_timer_, &launch_timer_}) {
     uv_close(reinterpret_cast<uv_handle_t*>(t), nullptr);
   }
+  for (FaultTimer& ft : fault_timers_) uv_close(reinterpret_cast<uv_handle_t*>(&ft.timer), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&sigint_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&sigterm_), nullptr);
 }
@@ -347,13 +498,241 @@ std::string Launcher::PhaseText() const {
     case Phase::kStartingShards:
       return "starting shards (" + std::to_string(shards_listening_) + "/" + std::to_string(shards_total_) +
              " listening)";
-    case Phase::kTraining:
-      return "training";
+    case Phase::kTraining: {
+      std::string down;
+      for (const FaultRecord& r : faults_.records()) {
+        if (r.in_progress()) down += (down.empty() ? "" : ", ") + r.spec.site + " " + FaultStateName(r.state);
+      }
+      return down.empty() ? "training" : "training (fault: " + down + ")";
+    }
     case Phase::kStopping:
       return outcome_.exit == "ok" ? "done" : outcome_.exit;
   }
   return "";
 }
+
+// ---- The fault plan ----
+
+bool Launcher::WorkerRunning(int site, int worker) const {
+  const WorkerSlot& slot = workers_[static_cast<size_t>(site)][static_cast<size_t>(worker)];
+  return slot.id >= 0 && pm_->live(slot.id) && roles_[static_cast<size_t>(slot.id)].killed_by < 0;
+}
+
+void Launcher::CheckFaults(int site) {
+  if (phase_ != Phase::kTraining || faults_.size() == 0) return;
+  std::vector<std::optional<int64_t>> clocks;
+  for (int w = 0; w < static_cast<int>(workers_[static_cast<size_t>(site)].size()); ++w) {
+    if (WorkerRunning(site, w)) clocks.push_back(workers_[static_cast<size_t>(site)][static_cast<size_t>(w)].reported);
+  }
+  if (std::optional<int> due = faults_.Due(site, clocks)) FireFault(*due);
+}
+
+void Launcher::FireFault(int fault) {
+  FaultRecord& rec = faults_.at(fault);
+  const FaultSpec& f = rec.spec;
+  const int site = f.site_index;
+  std::vector<int> targets;
+  for (int i = 0; i < o_.topology.sites[static_cast<size_t>(site)].shards; ++i) {
+    if (f.kind == "kill-shard" && i != f.shard) continue;
+    const int id = shard_ids_[static_cast<size_t>(site)][static_cast<size_t>(i)];
+    if (id >= 0 && pm_->live(id) && roles_[static_cast<size_t>(id)].killed_by < 0) targets.push_back(id);
+  }
+  int64_t slowest = -1;
+  for (int w = 0; w < static_cast<int>(workers_[static_cast<size_t>(site)].size()); ++w) {
+    if (!WorkerRunning(site, w)) continue;
+    const WorkerSlot& slot = workers_[static_cast<size_t>(site)][static_cast<size_t>(w)];
+    const int64_t c = slot.reported.value_or(-1);
+    rec.worker_clocks[pm_->name(slot.id)] = c;
+    slowest = slowest < 0 ? c : std::min(slowest, c);
+    if (f.kind != "kill-shard") targets.push_back(slot.id);
+  }
+  rec.clock_observed = slowest;
+  rec.killed_unix = UnixNow();
+  rec.killed_t = Now();
+  rec.state = f.restarts() ? FaultState::kDown : FaultState::kStaysDown;
+  if (!f.restarts()) rec.note = "stays down: no restart_after_s";
+  nlohmann::json pids = nlohmann::json::array(), names = nlohmann::json::array();
+  for (int id : targets) {
+    ChildRole& role = roles_[static_cast<size_t>(id)];
+    role.killed_by = fault;
+    FaultVictim v;
+    v.process = pm_->name(id);
+    v.shard = role.shard;
+    v.index = role.index;
+    v.pid = pm_->pid(id);
+    v.process_id = id;
+    rec.victims.push_back(std::move(v));
+    pids.push_back(pm_->pid(id));
+    names.push_back(pm_->name(id));
+  }
+  rec.pending_exits = static_cast<int>(targets.size());
+  LogEvent({{"event", "fault_injected"},
+            {"fault", fault},
+            {"kind", f.kind},
+            {"site", f.site},
+            {"shard", f.shard >= 0 ? nlohmann::json(f.shard) : nlohmann::json(nullptr)},
+            {"at_clock", f.at_clock},
+            {"clock_observed", slowest},
+            {"worker_clocks", rec.worker_clocks},
+            {"processes", names},
+            {"pids", pids},
+            {"time_unix", rec.killed_unix},
+            {"restart_after_s", f.restarts() ? nlohmann::json(f.restart_after_s) : nlohmann::json(nullptr)}});
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), "fault %d: %s %s at clock %lld: SIGKILL to %zu process(es)", fault, f.kind.c_str(),
+                (f.site + (f.shard >= 0 ? " shard " + std::to_string(f.shard) : "")).c_str(),
+                static_cast<long long>(slowest), targets.size());
+  std::string message = buf;
+  if (f.restarts()) {
+    std::snprintf(buf, sizeof(buf), "; restart in %g s", f.restart_after_s);
+    message += buf;
+  } else {
+    message += "; not restarted";
+  }
+  display_.Message(message);
+  for (int id : targets) {
+    Status s = pm_->Signal(id, SIGKILL);
+    if (!s.ok()) {
+      display_.Message("geops launch: fault " + std::to_string(fault) + ": " + s.message(), true);
+      BeginStop("failed", s.message());
+      return;
+    }
+  }
+  if (f.restarts()) {
+    uv_update_time(&loop_);  // the delay counts from now, not from the start of this loop iteration
+    uv_timer_start(&fault_timers_[static_cast<size_t>(fault)].timer, OnFaultTimerCb, ToMs(f.restart_after_s), 0);
+  }
+}
+
+void Launcher::OnVictimExit(int id, bool planned) {
+  FaultRecord& rec = faults_.at(roles_[static_cast<size_t>(id)].killed_by);
+  for (FaultVictim& v : rec.victims) {
+    if (v.process_id == id && !planned) v.finished_before_kill = true;
+  }
+  --rec.pending_exits;
+  MaybeRestart(rec.index);
+}
+
+void Launcher::OnFaultTimer(int fault) {
+  if (phase_ != Phase::kTraining) return;
+  FaultRecord& rec = faults_.at(fault);
+  if (rec.state == FaultState::kDown) {
+    rec.delay_elapsed = true;
+    MaybeRestart(fault);
+  } else if (rec.state == FaultState::kRestarting) {
+    std::string missing;
+    for (const FaultVictim& v : rec.victims) {
+      if (v.shard && v.restarted_id >= 0 && !roles_[static_cast<size_t>(v.restarted_id)].address) {
+        missing += (missing.empty() ? "" : ", ") + v.process;
+      }
+    }
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%g", o_.listen_timeout_seconds);
+    const std::string what = "restarted shards not listening after " + std::string(buf) + " s: " + missing;
+    display_.Message("geops launch: " + what, true);
+    BeginStop("failed", what);
+  }
+}
+
+void Launcher::MaybeRestart(int fault) {
+  FaultRecord& rec = faults_.at(fault);
+  if (phase_ != Phase::kTraining || rec.state != FaultState::kDown || !rec.delay_elapsed || rec.pending_exits > 0) {
+    return;
+  }
+  if (rec.spec.kind == "wipe-disk") {
+    Result<std::vector<std::string>> wiped = WipeShardStores(o_.topology, rec.spec.site_index, o_.out_dir);
+    if (!wiped.ok()) {
+      rec.note = wiped.status().message();
+      display_.Message("geops launch: fault " + std::to_string(fault) + ": " + wiped.status().message(), true);
+      BeginStop("failed", wiped.status().message());
+      return;
+    }
+    rec.wiped_dirs = *wiped;
+    LogEvent({{"event", "disk_wiped"}, {"fault", fault}, {"site", rec.spec.site}, {"dirs", rec.wiped_dirs},
+              {"time_unix", UnixNow()}});
+  }
+  rec.state = FaultState::kRestarting;
+  rec.restarted_unix = UnixNow();
+  rec.restarted_t = Now();
+  int shards = 0;
+  for (size_t k = 0; k < rec.victims.size(); ++k) {
+    if (!rec.victims[k].shard) continue;
+    const ChildRole& old = roles_[static_cast<size_t>(rec.victims[k].process_id)];
+    ChildRole role;
+    role.shard = true;
+    role.site = old.site;
+    role.index = old.index;
+    role.argv = old.argv;
+    role.restart_of = fault;
+    const int id = SpawnChild(rec.victims[k].process, std::move(role), /*restart=*/true);
+    if (id < 0) return;
+    FaultVictim& v = faults_.at(fault).victims[k];
+    v.restarted_id = id;
+    v.restarted_pid = pm_->pid(id);
+    ++shards;
+    LogEvent({{"event", "process_restarted"}, {"fault", fault}, {"process", v.process}, {"pid", v.restarted_pid},
+              {"old_pid", v.pid}, {"time_unix", UnixNow()}});
+  }
+  if (shards == 0) {
+    RespawnWorkers(fault);
+    return;
+  }
+  display_.Message("fault " + std::to_string(fault) + ": restarted " + std::to_string(shards) + " shard(s) of " +
+                   rec.spec.site + "; waiting for them to listen");
+  uv_timer_start(&fault_timers_[static_cast<size_t>(fault)].timer, OnFaultTimerCb, ToMs(o_.listen_timeout_seconds),
+                 0);
+}
+
+void Launcher::OnRestartedShardListening(int id) {
+  const int fault = roles_[static_cast<size_t>(id)].restart_of;
+  FaultRecord& rec = faults_.at(fault);
+  if (phase_ != Phase::kTraining || rec.state != FaultState::kRestarting) return;
+  for (const FaultVictim& v : rec.victims) {
+    if (v.shard && (v.restarted_id < 0 || !roles_[static_cast<size_t>(v.restarted_id)].address)) return;
+  }
+  uv_timer_stop(&fault_timers_[static_cast<size_t>(fault)].timer);
+  RespawnWorkers(fault);
+}
+
+void Launcher::RespawnWorkers(int fault) {
+  int workers = 0;
+  for (size_t k = 0; k < faults_.at(fault).victims.size(); ++k) {
+    FaultVictim& victim = faults_.at(fault).victims[k];
+    if (victim.shard || victim.finished_before_kill) continue;
+    const ChildRole& old = roles_[static_cast<size_t>(victim.process_id)];
+    ChildRole role;
+    role.site = old.site;
+    role.index = old.index;
+    role.argv = old.argv;
+    role.restart_of = fault;
+    const std::string name = victim.process;
+    const int id = SpawnChild(name, std::move(role), /*restart=*/true);
+    if (id < 0) return;
+    FaultVictim& v = faults_.at(fault).victims[k];
+    v.restarted_id = id;
+    v.restarted_pid = pm_->pid(id);
+    stats_.OnWorkerRestarted(roles_[static_cast<size_t>(id)].site, roles_[static_cast<size_t>(id)].index);
+    ++workers;
+    LogEvent({{"event", "process_restarted"}, {"fault", fault}, {"process", v.process}, {"pid", v.restarted_pid},
+              {"old_pid", v.pid}, {"time_unix", UnixNow()}});
+  }
+  FaultRecord& rec = faults_.at(fault);
+  rec.state = FaultState::kRecovered;
+  rec.recovered_t = Now();
+  char buf[200];
+  std::snprintf(buf, sizeof(buf), "fault %d: %s back %.2f s after the kill (%d worker(s) restarted)", fault,
+                rec.spec.site.c_str(), rec.recovered_t.value_or(0) - rec.killed_t, workers);
+  display_.Message(buf);
+  CheckFaults(rec.spec.site_index);
+  MaybeFinish();
+}
+
+void Launcher::OnFaultTimerCb(uv_timer_t* t) {
+  auto* ft = static_cast<FaultTimer*>(t->data);
+  ft->launcher->OnFaultTimer(ft->fault);
+}
+
+// ---- Timers and signals ----
 
 void Launcher::OnProgressTimer(uv_timer_t* t) {
   auto* self = static_cast<Launcher*>(t->data);

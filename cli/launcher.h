@@ -14,6 +14,19 @@
 // stop_timeout_seconds; only processes the launcher started are signalled.
 // summary.json is written at the end in every case.
 //
+// The topology's [[faults]] (cli/fault_plan.h) are injected along the way:
+// when every live worker of a fault's site has reported its at_clock, the
+// launcher SIGKILLs (by PID) the shard or the whole site it names, and
+// after restart_after_s (a libuv timer; once the killed processes are
+// reaped; wipe-disk first deletes the site's shard stores) re-spawns the
+// same command lines: the shards first, on the ports they had, then, once
+// they listen, the workers, which resume at the clocks their shards hold.
+// Processes killed on purpose are not failures; the run ends "ok" once no
+// worker runs, no fault is still to restart anything, and at least one
+// worker finished. Each fault shows in events.jsonl ("fault_injected",
+// "disk_wiped", "process_restarted", with "source": "launcher") and in
+// summary.json (faults, recoveries). A restarted process appends to its log.
+//
 // Results folder: logs/<site>-shard-<i>.log and logs/<site>-worker-<w>.log
 // (each child's stdout and stderr), events.jsonl (every child event, plus a
 // "launcher_t" field: seconds since the launch started), summary.json.

@@ -23,7 +23,12 @@ ShardOptions BuildShardOptions(const Topology& topology, int site, int shard);
 // it in memory). REQUIRES: the topology validated (its durability parses).
 StorageOptions BuildStorageOptions(const Topology& topology, const std::string& data_dir);
 
+// With [[faults]] that restart shards, calls to a shard that is down are
+// retried (back-off doubling to 2 s) for at least the longest
+// restart_after_s plus kRestartRetryMarginMs, instead of the default few
+// attempts, so the workers ride out the restart.
 WorkerClientOptions BuildClientOptions(const Topology& topology, int worker);
+inline constexpr int64_t kRestartRetryMarginMs = 60000;
 
 // Worker `worker` of site `site`: its data share, whether it evaluates.
 worker::TrainerOptions BuildTrainerOptions(const Topology& topology, int site, int worker);

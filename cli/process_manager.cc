@@ -73,7 +73,7 @@ Result<int> ProcessManager::Spawn(const ProcessSpec& spec) {
   c->id = static_cast<int>(children_.size());
   c->name = spec.name;
   if (!spec.log_path.empty()) {
-    c->log = std::fopen(spec.log_path.c_str(), "w");
+    c->log = std::fopen(spec.log_path.c_str(), spec.append_log ? "a" : "w");
     if (c->log == nullptr) {
       return UnavailableError("cannot open log " + spec.log_path + ": " + std::strerror(errno));
     }

@@ -40,6 +40,7 @@ struct ProcessSpec {
   std::string name;               // for messages, e.g. "us-east-1-worker-0"
   std::vector<std::string> argv;  // argv[0] is the program to execute (a path)
   std::string log_path;           // every output line is written here (truncated first); empty = no log
+  bool append_log = false;        // append to log_path instead of truncating it (a restarted child)
 };
 
 struct ProcessExit {

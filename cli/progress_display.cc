@@ -43,8 +43,10 @@ std::string ProgressDisplay::SiteLine(const SiteProgress& site, size_t name_widt
   line += "  loss " + (site.mean_loss ? Format("%.4f", *site.mean_loss) : std::string("-"));
   if (site.test_accuracy) line += "  acc " + Format("%.4f", *site.test_accuracy);
   line += "  " + Format("%.0f", site.examples_per_sec) + " ex/s";
-  int running = site.workers - site.workers_done;
-  line += running > 0 ? "  " + std::to_string(running) + " running" : "  done";
+  int running = site.workers - site.workers_done - site.workers_down;
+  if (running > 0) line += "  " + std::to_string(running) + " running";
+  if (site.workers_down > 0) line += "  " + std::to_string(site.workers_down) + " down";
+  if (running <= 0 && site.workers_down == 0) line += "  done";
   return line;
 }
 

@@ -156,7 +156,10 @@ int RunSite(const SiteArgs& args) {
   stats["event"] = "shard_stats";
   stats["site"] = spec_site.name;
   stats["shard"] = args.shard;
-  if (wan) stats["wan"] = wan->StatsJson();
+  if (wan) {
+    stats["wan"] = wan->StatsJson();
+    if (nlohmann::json recovery = wan->RecoveryJson(); !recovery.is_null()) stats["recovery"] = recovery;
+  }
   EmitEvent(stats);
   if (!args.out_dir.empty()) {
     std::error_code ec;

@@ -1,5 +1,6 @@
 #include "cli/site_wan.h"
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 
@@ -43,6 +44,9 @@ Result<std::unique_ptr<SiteWan>> SiteWan::Start(const Topology& t, int site, int
   }
   GEOPS_ASSIGN_OR_RETURN(o.wan, BuildWanOptions(t));
   o.shaping.time_scale = t.wan.time_scale;
+  // Idle links say they are alive several times per lease, so a peer is
+  // dropped only when it is really gone.
+  o.shaping.heartbeat_ms = std::clamp<int64_t>(t.wan.peer_lease_ms / 4, 10, 1000);
   o.mirror_server.host = t.sites[site].host;
   const int base = t.sites[site].base_port;
   o.mirror_server.port = args.mirror_port >= 0 ? args.mirror_port : (base > 0 ? base + 1000 + shard_index : 0);
@@ -152,6 +156,32 @@ void SiteWan::Settle(int64_t ms) {
                             shard_, s.message());
 }
 
+namespace {
+
+// The times the gate saw `peer` fall silent past its lease, and come back.
+json DownEventsJson(const wan::GateStats& gate, SiteId peer) {
+  json out = json::array();
+  for (const wan::PeerDownEvent& e : gate.down_events) {
+    if (e.peer != peer) continue;
+    out.push_back({{"last_heard_unix", e.last_heard_unix},
+                   {"detected_unix", e.detected_unix},
+                   {"back_unix", e.back_unix > 0 ? json(e.back_unix) : json(nullptr)}});
+  }
+  return out;
+}
+
+}  // namespace
+
+json SiteWan::RecoveryJson() const {
+  const wan::RecoveryStats r = endpoint_->replicator()->stats().recovery;
+  if (!r.recovered) return nullptr;
+  return {{"process_start_unix", r.process_start_unix},
+          {"state_loaded_unix", r.state_loaded_unix},
+          {"caught_up_unix", r.caught_up_unix > 0 ? json(r.caught_up_unix) : json(nullptr)},
+          {"catch_up_bytes", r.catch_up_bytes},
+          {"batches_resent", r.batches_resent}};
+}
+
 json SiteWan::StatsJson() const {
   const wan::ReplicatorStats r = endpoint_->replicator()->stats();
   json links = json::array();
@@ -178,7 +208,8 @@ json SiteWan::StatsJson() const {
                      {"elements_sent", p.out.elements_sent},
                      {"backlog_batches", p.out.backlog_batches},
                      {"max_backlog_chunks", p.out.max_backlog_chunks},
-                     {"notices_sent", p.out.notices_sent}});
+                     {"notices_sent", p.out.notices_sent},
+                     {"down_events", DownEventsJson(r.gate, p.peer)}});
   }
   return {{"mode", topology_->wan.mode},
           {"links", links},

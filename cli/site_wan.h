@@ -57,6 +57,10 @@ class SiteWan {
   void Settle(int64_t ms);
   // The WAN counters for shard_stats: links, replicator, inbox, gate.
   nlohmann::json StatsJson() const;
+  // For a shard restarted from its store: when it started, loaded its
+  // state and got back within DS of its peers, and the bytes received until
+  // then. Null for a shard that started fresh.
+  nlohmann::json RecoveryJson() const;
 
  private:
   SiteWan() = default;

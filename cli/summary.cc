@@ -11,6 +11,7 @@
 #include <map>
 
 #include "cli/child_event.h"
+#include "cli/summary_faults.h"
 #include "cli/summary_wan.h"
 
 namespace geops::cli {
@@ -187,6 +188,7 @@ std::string FormatSummaryTable(const Topology& topology, const json& summary) {
   if (auto st = IntField(summary, "max_staleness_observed")) out += ", max staleness " + std::to_string(*st);
   out += "\n";
   out += FormatWanSummary(summary);
+  out += FormatFaultSummary(summary);
   out += "exit: " + StringField(summary, "exit").value_or("?");
   if (auto f = StringField(summary, "failure")) out += " (" + *f + ")";
   out += "\n";

@@ -12,7 +12,8 @@
 // target_accuracy), target_accuracy, examples (total), examples_per_second,
 // per_worker (the "final" events), shard_stats, exit ("ok", "failed",
 // "interrupted", "timeout"), failure (message or null), interrupted,
-// launcher_seconds.
+// launcher_seconds. With [[faults]], the launcher adds faults and recoveries
+// (cli/summary_faults.h); per_worker entries carry start_clocks.
 //
 // Free functions; thread-safe on distinct arguments.
 #ifndef GEOPS_CLI_SUMMARY_H_

@@ -38,7 +38,7 @@ class TableReader {
       if (!node->is_integer()) { Fail(node, key, "must be an integer"); return; }
       int64_t v = *node->value<int64_t>();
       if (v < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
-          static_cast<uint64_t>(v) > static_cast<uint64_t>(std::numeric_limits<T>::max())) {
+          (v > 0 && static_cast<uint64_t>(v) > static_cast<uint64_t>(std::numeric_limits<T>::max()))) {
         Fail(node, key, "is out of range");
         return;
       }
@@ -72,6 +72,13 @@ class TableReader {
     const toml::node* node = table_ ? table_->get(key) : nullptr;
     Fail(node, key, what);
   }
+  // Like Require, but a key that is absent is reported at the table's line.
+  void RequireHere(bool ok, const char* key, const std::string& what) {
+    if (!status_.ok() || ok) return;
+    const toml::node* node = table_ ? table_->get(key) : nullptr;
+    Fail(node != nullptr ? node : table_, key, what);
+  }
+  bool Has(const char* key) const { return table_ != nullptr && table_->get(key) != nullptr; }
 
  private:
   void Fail(const toml::node* node, const char* key, const std::string& what) {
@@ -169,7 +176,94 @@ Status ParseWan(const toml::table& root, const std::string& origin, Topology* t)
   return Status::Ok();
 }
 
+// [[faults]]: validated against the sites, the clocks and [storage], which
+// are parsed first.
+Status ParseFaults(const toml::table& root, const std::string& origin, Topology* t) {
+  const toml::node* node = root.get("faults");
+  if (node == nullptr) return Status::Ok();
+  const toml::array* faults = node->as_array();
+  if (faults == nullptr) {
+    return InvalidArgumentError(origin + ":" + std::to_string(node->source().begin.line) +
+                                ": faults must be an array of tables ([[faults]])");
+  }
+  std::string site_names;
+  for (size_t i = 0; i < t->sites.size(); ++i) site_names += (i ? ", " : "") + t->sites[i].name;
+  for (size_t i = 0; i < faults->size(); ++i) {
+    const toml::node& entry = *faults->get(i);
+    const std::string section = "faults[" + std::to_string(i) + "]";
+    const toml::table* ft = entry.as_table();
+    if (ft == nullptr) {
+      return InvalidArgumentError(origin + ":" + std::to_string(entry.source().begin.line) + ": " + section +
+                                  " must be a table ([[faults]])");
+    }
+    FaultSpec f;
+    f.line = static_cast<int>(ft->source().begin.line);
+    TableReader r(ft, section, origin);
+    r.RejectUnknown({"kind", "site", "shard", "at_clock", "restart_after_s"});
+    r.Get("kind", &f.kind);
+    r.Get("site", &f.site);
+    r.Get("shard", &f.shard);
+    r.Get("at_clock", &f.at_clock);
+    r.Get("restart_after_s", &f.restart_after_s);
+    r.RequireHere(r.Has("kind"), "kind", "is required: \"kill-site\", \"kill-shard\" or \"wipe-disk\"");
+    r.Require(f.kind == "kill-site" || f.kind == "kill-shard" || f.kind == "wipe-disk", "kind",
+              "must be \"kill-site\", \"kill-shard\" or \"wipe-disk\", got \"" + f.kind + "\"");
+    r.RequireHere(r.Has("site"), "site", "is required (sites: " + site_names + ")");
+    f.site_index = -1;
+    for (size_t s = 0; s < t->sites.size(); ++s) {
+      if (t->sites[s].name == f.site) f.site_index = static_cast<int>(s);
+    }
+    r.Require(f.site_index >= 0, "site", "'" + f.site + "' is not a site (sites: " + site_names + ")");
+    GEOPS_RETURN_IF_ERROR(r.Check());
+    const SiteSpec& site = t->sites[static_cast<size_t>(f.site_index)];
+    if (f.kind == "kill-shard") {
+      r.RequireHere(r.Has("shard"), "shard", "is required for kind \"kill-shard\"");
+      r.Require(f.shard >= 0 && f.shard < site.shards, "shard",
+                "is out of range: site " + site.name + " has shards 0.." + std::to_string(site.shards - 1) +
+                    ", got " + std::to_string(f.shard));
+    } else {
+      r.Require(!r.Has("shard"), "shard",
+                "is only for kind \"kill-shard\" (\"" + f.kind + "\" hits every shard of the site)");
+    }
+    r.RequireHere(r.Has("at_clock"), "at_clock", "is required: the clock the fault fires at");
+    r.Require(f.at_clock >= 0, "at_clock", "must be >= 0, got " + std::to_string(f.at_clock));
+    r.Require(f.at_clock < t->clocks, "at_clock",
+              "is beyond the training clocks: " + std::to_string(f.at_clock) + " >= training.clocks = " +
+                  std::to_string(t->clocks) + " (clocks are 0.." + std::to_string(t->clocks - 1) + ")");
+    const bool restart_given = r.Has("restart_after_s");
+    r.Require(!restart_given || (f.restart_after_s >= 0 && f.restart_after_s <= 86400), "restart_after_s",
+              "must be in 0..86400 seconds (leave it out to keep the site down)");
+    if (!restart_given) f.restart_after_s = -1;
+    if (f.kind == "wipe-disk") {
+      r.Require(t->persistent(), "kind",
+                "\"wipe-disk\" needs persistent shards: the topology keeps them in memory (set [storage] "
+                "data_dir)");
+      r.RequireHere(restart_given, "restart_after_s", "is required for kind \"wipe-disk\" (a wiped site restarts)");
+      r.Require(!t->multi_site(), "kind",
+                "\"wipe-disk\" works in one-site topologies only: a site of a multi-site run that lost its store "
+                "cannot yet rejoin its peers' replication streams (bootstrapping from a peer's snapshot is not "
+                "built); use \"kill-site\" to restart it with its store");
+    } else if (restart_given) {
+      r.Require(t->persistent(), "restart_after_s",
+                "would restart shards that keep their state in memory: storage is off, so a restarted shard "
+                "would have lost every update; enable storage ([storage] data_dir = \"data\", durability = "
+                "\"sync\") or leave restart_after_s out");
+    }
+    GEOPS_RETURN_IF_ERROR(r.Check());
+    t->faults.push_back(f);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+std::vector<int64_t> Topology::FaultClocks(int site) const {
+  std::set<int64_t> clocks;
+  for (const FaultSpec& f : faults) {
+    if (f.site_index == site) clocks.insert(f.at_clock);
+  }
+  return std::vector<int64_t>(clocks.begin(), clocks.end());
+}
 
 std::string Topology::Resolve(const std::string& p) const {
   if (p.empty() || p.front() == '/') return p;
@@ -212,7 +306,7 @@ Result<Topology> ParseTopology(const std::string& text, const std::string& origi
   t.path = origin;
 
   TableReader top(&root, "", origin);
-  top.RejectUnknown({"name", "model", "training", "storage", "sites", "wan", "links"});
+  top.RejectUnknown({"name", "model", "training", "storage", "sites", "wan", "links", "faults"});
   top.Get("name", &t.name);
   GEOPS_RETURN_IF_ERROR(top.Check());
 
@@ -303,6 +397,7 @@ Result<Topology> ParseTopology(const std::string& text, const std::string& origi
     t.sites.push_back(s);
   }
   GEOPS_RETURN_IF_ERROR(ParseWan(root, origin, &t));
+  GEOPS_RETURN_IF_ERROR(ParseFaults(root, origin, &t));
   if (t.name.empty()) t.name = origin;
   return t;
 }

@@ -57,6 +57,26 @@ struct WanSpec {
   double variation_bin_s = 0.5;        // Mahimahi bin width, seconds
 };
 
+// One `[[faults]]` entry: a failure `geops launch` injects on purpose
+// (cli/fault_plan.h). Only the launcher acts on it; `geops worker` reads it
+// only to report the clocks it fires at the moment it reaches them.
+struct FaultSpec {
+  std::string kind;               // "kill-site", "kill-shard" or "wipe-disk"
+  std::string site;               // the site it hits (a [[sites]] name)
+  int site_index = 0;             // index of `site` in Topology::sites
+  int shard = -1;                 // kill-shard: the shard of the site; -1 for the others
+  // Fires once every live worker of the site has reported finishing clock
+  // at_clock (0-based, the "clock" of their progress events), i.e. has
+  // pushed at_clock + 1 clocks. 0 <= at_clock < training.clocks.
+  int64_t at_clock = 0;
+  // Seconds from the kill to the restart of what was killed; < 0 (the key
+  // absent): it stays down. Required for wipe-disk.
+  double restart_after_s = -1;
+  int line = 0;                   // of the entry in the topology file (for messages)
+
+  bool restarts() const { return restart_after_s >= 0; }
+};
+
 struct Topology {
   std::string name;             // for reports
   std::string path;             // the file it was read from
@@ -93,8 +113,12 @@ struct Topology {
   std::vector<SiteSpec> sites;
   WanSpec wan;                    // used when there are >= 2 sites
   std::vector<LinkSpec> links;    // [[links]]
+  std::vector<FaultSpec> faults;  // [[faults]], in file order
 
   bool multi_site() const { return sites.size() > 1; }
+  bool persistent() const { return !storage_dir.empty(); }
+  // The at_clock of every fault on site `site`, ascending, without repeats.
+  std::vector<int64_t> FaultClocks(int site) const;
   // `path` (relative paths are taken from the topology file's folder).
   std::string Resolve(const std::string& path) const;
 

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -21,17 +22,56 @@ nlohmann::json Optional(const std::optional<double>& v) {
 }
 
 // Reports training events as event lines and as metrics JSONL.
+//
+// Progress normally comes every period_s from the trainer. With `watch`
+// clocks (the at_clock of the topology's faults on this worker's site) the
+// trainer reports every clock instead (kEveryClock) and this observer keeps
+// the same cadence itself, averaging the loss and rate in between, but also
+// reports the first clock >= each watched clock at once: the launcher fires
+// a fault as soon as the site's slowest worker gets there.
 class EventObserver : public worker::TrainerObserver {
  public:
-  EventObserver(std::string site, int worker, int64_t clocks, const std::string& metrics_path)
-      : site_(std::move(site)), worker_(worker), clocks_(clocks) {
+  static constexpr double kEveryClock = 0;
+
+  EventObserver(std::string site, int worker, int64_t clocks, const std::string& metrics_path,
+                std::vector<int64_t> watch, double period_s, int examples_per_clock)
+      : site_(std::move(site)),
+        worker_(worker),
+        clocks_(clocks),
+        watch_(std::move(watch)),
+        period_s_(period_s),
+        examples_per_clock_(examples_per_clock) {
     if (!metrics_path.empty()) metrics_.open(metrics_path, std::ios::app);
   }
 
+  // The progress period the trainer should use.
+  double trainer_period() const { return watch_.empty() ? period_s_ : kEveryClock; }
+
   void OnProgress(const worker::ProgressInfo& p) override {
-    Emit({{"event", "progress"}, {"site", site_}, {"worker", worker_}, {"clock", p.clock},
-          {"clocks", clocks_}, {"loss", p.loss}, {"examples_per_sec", p.examples_per_sec},
-          {"t", p.t}});
+    if (watch_.empty()) {
+      EmitProgress(p.clock, p.loss, p.examples_per_sec, p.t);
+      return;
+    }
+    loss_sum_ += p.loss;
+    ++steps_;
+    examples_ += examples_per_clock_;
+    bool watched = false;
+    while (next_watch_ < watch_.size() && p.clock >= watch_[next_watch_]) {
+      watched = true;
+      ++next_watch_;
+    }
+    if (!watched && p.t - last_t_ < period_s_) return;
+    const double dt = p.t - last_t_;
+    EmitProgress(p.clock, loss_sum_ / steps_, dt > 0 ? examples_ / dt : 0.0, p.t);
+    last_t_ = p.t;
+    loss_sum_ = 0;
+    steps_ = 0;
+    examples_ = 0;
+  }
+  void EmitProgress(int64_t clock, double loss, double examples_per_sec, double t) {
+    Emit({{"event", "progress"}, {"site", site_}, {"worker", worker_}, {"clock", clock},
+          {"clocks", clocks_}, {"loss", loss}, {"examples_per_sec", examples_per_sec},
+          {"t", t}});
   }
   void OnEval(const worker::EvalInfo& e) override {
     Emit({{"event", "eval"}, {"site", site_}, {"worker", worker_}, {"clock", e.clock},
@@ -46,6 +86,14 @@ class EventObserver : public worker::TrainerObserver {
   std::string site_;
   int worker_;
   int64_t clocks_;
+  std::vector<int64_t> watch_;  // ascending
+  size_t next_watch_ = 0;
+  double period_s_;
+  int examples_per_clock_;
+  double last_t_ = 0;
+  double loss_sum_ = 0;
+  int64_t steps_ = 0;
+  double examples_ = 0;
   std::ofstream metrics_;
 };
 
@@ -117,12 +165,18 @@ int RunWorker(const WorkerArgs& args) {
     std::filesystem::create_directories(args.out_dir + "/metrics", ec);
     metrics_path = args.out_dir + "/metrics/" + s.name + "-worker-" + std::to_string(args.worker) + ".jsonl";
   }
-  EventObserver observer(s.name, args.worker, topology->clocks, metrics_path);
+  EventObserver observer(s.name, args.worker, topology->clocks, metrics_path, topology->FaultClocks(*site),
+                         trainer_options.progress_every_seconds,
+                         topology->workload == "mlp" ? topology->batch_size : 0);
+  trainer_options.progress_every_seconds = observer.trainer_period();
   Status started = (*client)->Start();
   if (!started.ok()) {
     std::fprintf(stderr, "geops worker: %s\n", started.ToString().c_str());
     return 1;
   }
+  // The clock the shards hold for this worker: 0, or where a restarted worker resumes.
+  observer.Emit({{"event", "worker_started"}, {"site", s.name}, {"worker", args.worker},
+                 {"clock", (*client)->clock()}});
   auto report = worker::RunTrainer(trainer_options, client->get(), &observer);
   if (!report.ok()) {
     std::fprintf(stderr, "geops worker %s/%d: %s\n", s.name.c_str(), args.worker,

@@ -41,10 +41,11 @@ Status RemoteInbox::OnBatch(const WanBatch& batch) {
   }
   Origin& o = origins_[batch.origin];
   const uint64_t last = target_->LastAppliedSeq(batch.origin);
-  if (batch.seq <= last || o.early.count(batch.seq)) {
+  if (batch.seq <= last) {
     ++stats_.batches_duplicate;
     return Status::Ok();
   }
+  if (o.early.count(batch.seq)) return NotYetApplied(batch, last);
   if (batch.seq != last + 1) {
     if (static_cast<int64_t>(o.early.size()) >= max_reorder_) {
       return ResourceExhaustedError("batch " + std::to_string(batch.seq) + " from site " +
@@ -55,7 +56,19 @@ Status RemoteInbox::OnBatch(const WanBatch& batch) {
   }
   stats_.bytes_received += static_cast<int64_t>(batch.payload.size());
   o.early.emplace(batch.seq, std::move(decoded));
-  return DrainLocked(batch.origin, o);
+  GEOPS_RETURN_IF_ERROR(DrainLocked(batch.origin, o));
+  const uint64_t now = target_->LastAppliedSeq(batch.origin);
+  if (batch.seq > now) return NotYetApplied(batch, now);
+  return Status::Ok();
+}
+
+Status RemoteInbox::NotYetApplied(const WanBatch& batch, uint64_t last) const {
+  // Only an applied (and, with a store, durable) batch is acknowledged: the
+  // sender forgets what is acknowledged, and a buffered batch would die with
+  // this process. It stays buffered; the sender's retry is acknowledged once
+  // the batches before it have landed.
+  return UnavailableError("batch " + std::to_string(batch.seq) + " from site " + std::to_string(batch.origin) +
+                          " waits for seq " + std::to_string(last + 1) + " (buffered, not applied yet); resend");
 }
 
 Status RemoteInbox::ApplyLocked(SiteId origin, uint64_t seq, const DecodedBatch& batch) {

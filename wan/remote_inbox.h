@@ -8,8 +8,10 @@
 //            value checked), then applied through ReplicaTarget::ApplyRemote
 //            when it is the origin's next seq, or buffered when it arrived
 //            early (up to max_reorder per origin, then ResourceExhausted:
-//            the sender retries). A batch already applied is acknowledged
-//            and ignored.
+//            the sender retries). An early batch is answered Unavailable
+//            (not acknowledged) until it is applied: the sender forgets
+//            what is acknowledged, and a buffered batch dies with the
+//            process. A batch already applied is acknowledged and ignored.
 //   clock    taken by the gate once the batches through its last_seq are
 //            applied; held back until then (reports can overtake batches).
 //   notice   passed to the gate (it ignores notices of applied batches).
@@ -64,6 +66,8 @@ class RemoteInbox {
     std::vector<WanClockReport> held_reports;   // waiting for their last_seq
   };
   Status CheckOrigin(SiteId origin) const;
+  // The answer to a batch that is buffered but not applied yet.
+  Status NotYetApplied(const WanBatch& batch, uint64_t last) const;
   // Applies buffered batches of `origin` while the next one is there, then
   // passes due clock reports to the gate. REQUIRES: mu_ held.
   Status DrainLocked(SiteId origin, Origin& o);

@@ -13,8 +13,8 @@ namespace {
 
 // Largest batch cut when the whole backlog must go (drain, bsp, avg).
 constexpr int64_t kUnlimitedBudgetBytes = int64_t{256} << 20;
-// How long a tick waits for its outbound state to be durable before it
-// sends anyway (a store that slow has failed or is about to).
+// How long a tick waits for its outbound state to be durable; a store that
+// slow is treated as failed (nothing of that tick is sent).
 constexpr int64_t kDurableWaitMs = 30000;
 // When this process started, for recovery metrics (static initialisation
 // runs as the process starts).
@@ -409,11 +409,17 @@ void Replicator::Loop() {
     // batches leave: a crash can neither lose nor repeat what a peer saw.
     Status durable = target_->RunDurable([&] { TickChanges(acks, k, tick, finishing); },
                                          Deadline::InMs(kDurableWaitMs));
-    if (!durable.ok()) {
-      spdlog::error("wan shard {}: outbound state of clock {} not durable ({}); sending anyway", config_.shard, k,
-                    durable.ToString());
+    if (durable.ok()) {
+      FlushOutgoing();
+    } else {
+      // What the store did not take must not reach a peer: after the
+      // restart this site will ship it again from its last durable state,
+      // and a peer that had it already would count it twice. (A store that
+      // fails stays failed; the shard takes no more changes either.)
+      spdlog::error("wan shard {}: outbound state of clock {} is not durable ({}); not sending it", config_.shard,
+                    k, durable.ToString());
+      outgoing_.clear();
     }
-    FlushOutgoing();
     if (tick || finishing) {
       for (PeerOutbox& out : outboxes_) {
         // bsp and avg tie the clock to the batches sent (a peer takes it

@@ -127,6 +127,7 @@ Status PsClient::Start() {
   std::vector<RegisterReply> replies(num_shards_);
   GEOPS_RETURN_IF_ERROR(ForEachShard([&](ShardId s) { return Register(s, &replies[s]); }));
   geops::Clock held = replies[0].worker_clock;
+  geops::Clock highest = held;
   for (ShardId s = 0; s < num_shards_; ++s) {
     if (replies[s].num_shards != num_shards_) {
       return FailedPreconditionError("shard " + std::to_string(s) + " says the site has " +
@@ -137,11 +138,16 @@ Status PsClient::Start() {
       return FailedPreconditionError("the address given for shard " + std::to_string(s) +
                                      " is served by shard " + std::to_string(replies[s].shard_id));
     }
-    if (replies[s].worker_clock != held) {
-      return FailedPreconditionError("shards disagree on worker " + std::to_string(options_.worker_id) +
-                                     "'s clock: shard 0 holds " + std::to_string(held) + ", shard " +
-                                     std::to_string(s) + " holds " + std::to_string(replies[s].worker_clock));
-    }
+    held = std::min(held, replies[s].worker_clock);
+    highest = std::max(highest, replies[s].worker_clock);
+  }
+  if (highest != held) {
+    // The worker (or its shards) died between advancing one shard and the
+    // next. Resume at the lowest clock: a shard that already holds a later
+    // one takes the repeated update as a duplicate and the repeated
+    // advance as a retry, so nothing is applied twice.
+    spdlog::info("worker {}: shards hold clocks {}..{} for it; resuming at {}", options_.worker_id, held, highest,
+                 held);
   }
   clock_ = held;
   cache_stamp_ = -1;

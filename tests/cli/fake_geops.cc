@@ -15,6 +15,8 @@
 //     interrupt@N   worker: sends SIGINT to its parent (the launcher) at clock N
 // Every process first prints {"event":"fake_pid","pid":...}, an event the
 // launcher does not know, so tests can find the PIDs in events.jsonl.
+// Workers then print "worker_started" at clock 0 (a fake never resumes) and
+// a "progress" event at every clock 1..clocks.
 #include <signal.h>
 #include <unistd.h>
 
@@ -106,6 +108,7 @@ int RunWorker(std::map<std::string, std::string>& a, const geops::cli::Topology&
   std::fprintf(stderr, "fake worker %s/%d with shards %s\n", site.c_str(), worker, a["--shards"].c_str());
   std::printf("@geops {this is not json\n");  // malformed: the launcher must only warn
   std::fflush(stdout);
+  Event("{\"event\":\"worker_started\"," + who + ",\"clock\":0}");
   for (long long c = 1; c <= n; ++c) {
     SleepMs(clock_ms);
     if (FaultClock(fault, "exit3") == c) {

@@ -57,7 +57,10 @@ class RemoteInboxTest : public ::testing::Test {
 
 TEST_F(RemoteInboxTest, AppliesOnceAndInOrderThroughReorderAndDuplicates) {
   RemoteInbox inbox(shard_.get(), &gate_, 0, 8);
-  ASSERT_TRUE(inbox.OnBatch(Make(1, 2, 10)).ok());  // early: buffered
+  // Early: buffered, but not acknowledged until applied (the sender keeps
+  // it and retries).
+  EXPECT_EQ(inbox.OnBatch(Make(1, 2, 10)).code(), StatusCode::kUnavailable);
+  EXPECT_EQ(inbox.OnBatch(Make(1, 2, 10)).code(), StatusCode::kUnavailable);  // its retry, still waiting
   EXPECT_EQ(Value(0), 0.0f);
   ASSERT_TRUE(inbox.OnClock(WanClockReport{1, 7, 2, false}).ok());  // held until seq 2 lands
   EXPECT_EQ(gate_.MinMirrorClock(), 0);
@@ -94,8 +97,8 @@ TEST_F(RemoteInboxTest, RefusesBadBatchesWithoutChangingTheShard) {
   EXPECT_EQ(shard_->LastAppliedSeq(1), 0u);
   EXPECT_EQ(inbox.stats().batches_refused, 4);
   // A full reorder buffer asks the sender to come back later.
-  ASSERT_TRUE(inbox.OnBatch(Make(1, 3, 1)).ok());
-  ASSERT_TRUE(inbox.OnBatch(Make(1, 4, 1)).ok());
+  EXPECT_EQ(inbox.OnBatch(Make(1, 3, 1)).code(), StatusCode::kUnavailable);  // buffered
+  EXPECT_EQ(inbox.OnBatch(Make(1, 4, 1)).code(), StatusCode::kUnavailable);
   EXPECT_EQ(inbox.OnBatch(Make(1, 5, 1)).code(), StatusCode::kResourceExhausted);
   // ... and still applies everything in order once the gap fills.
   ASSERT_TRUE(inbox.OnBatch(Make(1, 1, 1)).ok());

@@ -96,6 +96,38 @@ TEST(PsClientTest, CounterIsExactAcrossShardsAndWorkers) {
   for (auto& c : clients) EXPECT_LE(c->stats().max_staleness, 1);
 }
 
+TEST(PsClientTest, ResumesAtTheLowestClockWhenShardsDisagree) {
+  // The worker died between ending clock 5 on shard 1 and on shard 0: shard
+  // 1 holds clock 6 (with clock 5's update), shard 0 still clock 5. A new
+  // client resumes at 5; shard 1 takes the repeated clock as a duplicate.
+  Site site(2, 1);
+  LocalConnectionFactory f(site.shards());
+  const int clocks = 10;
+  {
+    auto c = site.Client(0, 0, &f);
+    for (int k = 0; k < 5; ++k) {
+      ASSERT_TRUE(c->Refresh().ok());
+      AddOneEverywhere(c.get());
+      ASSERT_TRUE(c->Clock().ok());
+    }
+  }
+  datacenter::Shard* one = site.shards()[1];
+  const std::vector<ChunkKey> keys = site.spec().ChunksOfShard(1, 2);
+  int64_t n = 0;
+  for (const ChunkKey& k : keys) n += site.spec().ChunkElements(k);
+  ASSERT_TRUE(one->Update(0, 5, keys, std::vector<float>(static_cast<size_t>(n), 1.0f)).ok());
+  ASSERT_TRUE(one->AdvanceClock(0, 6, false).ok());
+  auto c = site.Client(0, 0, &f);
+  EXPECT_EQ(c->clock(), 5);
+  for (int k = 5; k < clocks; ++k) {
+    ASSERT_TRUE(c->Refresh().ok());
+    AddOneEverywhere(c.get());
+    ASSERT_TRUE(c->Clock(k + 1 == clocks).ok());
+  }
+  ASSERT_TRUE(c->ReadAt(clocks, 0).ok());
+  EXPECT_EQ(MaxAbsError(c.get(), 1.0 * clocks), 0.0);
+}
+
 TEST(PsClientTest, CacheServesReadsWithinTheBoundWithoutAsking) {
   Site site(1, 1);
   LocalConnectionFactory f(site.shards());

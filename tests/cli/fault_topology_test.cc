@@ -1,0 +1,235 @@
+// The [[faults]] section of a topology: parsing, and one clear error per
+// bad entry naming the entry's index, the field and the line.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "cli/model_from_topology.h"
+#include "cli/topology.h"
+
+namespace geops::cli {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kBase[] = R"(
+[model]
+workload = "counter"
+layers = [8, 4]
+[training]
+clocks = 100
+[storage]
+data_dir = "data"
+[[sites]]
+name = "us-east-1"
+shards = 2
+workers = 2
+[[sites]]
+name = "eu-west-1"
+shards = 1
+workers = 2
+)";
+
+constexpr char kInMemory[] = R"(
+[training]
+clocks = 100
+[[sites]]
+name = "local"
+shards = 2
+workers = 2
+)";
+
+Result<Topology> Parse(const std::string& faults, const char* base = kBase) {
+  return ParseTopology(std::string(base) + faults, "t.toml");
+}
+
+std::string ErrorOf(const std::string& faults, const char* base = kBase) {
+  Result<Topology> t = Parse(faults, base);
+  EXPECT_FALSE(t.ok()) << "accepted:\n" << faults;
+  return t.ok() ? "" : t.status().message();
+}
+
+TEST(FaultTopologyTest, NoFaultsByDefault) {
+  Result<Topology> t = Parse("");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_TRUE(t->faults.empty());
+  EXPECT_TRUE(t->FaultClocks(0).empty());
+}
+
+TEST(FaultTopologyTest, ParsesEveryKind) {
+  Result<Topology> t = Parse(R"(
+[[faults]]
+kind = "kill-site"
+site = "eu-west-1"
+at_clock = 30
+restart_after_s = 2.0
+
+[[faults]]
+kind = "kill-shard"
+site = "us-east-1"
+shard = 1
+at_clock = 10
+restart_after_s = 1
+
+[[faults]]
+kind = "kill-site"
+site = "eu-west-1"
+at_clock = 60
+restart_after_s = 0.5
+
+[[faults]]
+kind = "kill-site"
+site = "us-east-1"
+at_clock = 99
+)");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_EQ(t->faults.size(), 4u);
+  const FaultSpec& a = t->faults[0];
+  EXPECT_EQ(a.kind, "kill-site");
+  EXPECT_EQ(a.site, "eu-west-1");
+  EXPECT_EQ(a.site_index, 1);
+  EXPECT_EQ(a.shard, -1);
+  EXPECT_EQ(a.at_clock, 30);
+  EXPECT_DOUBLE_EQ(a.restart_after_s, 2.0);
+  EXPECT_TRUE(a.restarts());
+  EXPECT_EQ(a.line, 18);
+  const FaultSpec& b = t->faults[1];
+  EXPECT_EQ(b.kind, "kill-shard");
+  EXPECT_EQ(b.site_index, 0);
+  EXPECT_EQ(b.shard, 1);
+  EXPECT_DOUBLE_EQ(b.restart_after_s, 1.0);  // an integer is a number of seconds too
+  EXPECT_EQ(t->faults[2].kind, "kill-site");
+  EXPECT_FALSE(t->faults[3].restarts());  // no restart_after_s: stays down
+  EXPECT_EQ(t->FaultClocks(0), (std::vector<int64_t>{10, 99}));
+  EXPECT_EQ(t->FaultClocks(1), (std::vector<int64_t>{30, 60}));
+}
+
+TEST(FaultTopologyTest, UnknownKindIsNamed) {
+  EXPECT_THAT(ErrorOf("[[faults]]\nkind = \"kill-dc\"\nsite = \"eu-west-1\"\nat_clock = 1\n"),
+              HasSubstr("t.toml:18: faults[0].kind must be \"kill-site\", \"kill-shard\" or \"wipe-disk\", got "
+                        "\"kill-dc\""));
+  EXPECT_THAT(ErrorOf("[[faults]]\nsite = \"eu-west-1\"\nat_clock = 1\n"),
+              HasSubstr("t.toml:17: faults[0].kind is required"));
+}
+
+TEST(FaultTopologyTest, UnknownSiteIsNamedWithTheSites) {
+  EXPECT_THAT(ErrorOf("[[faults]]\nkind = \"kill-site\"\nsite = \"mars-1\"\nat_clock = 1\n"),
+              HasSubstr("t.toml:19: faults[0].site 'mars-1' is not a site (sites: us-east-1, eu-west-1)"));
+  EXPECT_THAT(ErrorOf("[[faults]]\nkind = \"kill-site\"\nat_clock = 1\n"),
+              HasSubstr("faults[0].site is required"));
+}
+
+TEST(FaultTopologyTest, ShardOutOfRangeMissingOrMisplaced) {
+  const std::string second_entry =
+      "[[faults]]\nkind = \"kill-site\"\nsite = \"eu-west-1\"\nat_clock = 1\n";
+  EXPECT_THAT(ErrorOf(second_entry + "[[faults]]\nkind = \"kill-shard\"\nsite = \"eu-west-1\"\nshard = 1\n"
+                                     "at_clock = 1\n"),
+              HasSubstr("t.toml:24: faults[1].shard is out of range: site eu-west-1 has shards 0..0, got 1"));
+  EXPECT_THAT(ErrorOf("[[faults]]\nkind = \"kill-shard\"\nsite = \"us-east-1\"\nshard = -1\nat_clock = 1\n"),
+              HasSubstr("faults[0].shard is out of range"));
+  EXPECT_THAT(ErrorOf("[[faults]]\nkind = \"kill-shard\"\nsite = \"us-east-1\"\nat_clock = 1\n"),
+              HasSubstr("faults[0].shard is required for kind \"kill-shard\""));
+  EXPECT_THAT(ErrorOf("[[faults]]\nkind = \"kill-site\"\nsite = \"us-east-1\"\nshard = 0\nat_clock = 1\n"),
+              HasSubstr("faults[0].shard is only for kind \"kill-shard\""));
+}
+
+TEST(FaultTopologyTest, AtClockMissingNegativeOrBeyondTheClocks) {
+  EXPECT_THAT(ErrorOf("[[faults]]\nkind = \"kill-site\"\nsite = \"us-east-1\"\n"),
+              HasSubstr("t.toml:17: faults[0].at_clock is required"));
+  EXPECT_THAT(ErrorOf("[[faults]]\nkind = \"kill-site\"\nsite = \"us-east-1\"\nat_clock = -5\n"),
+              HasSubstr("t.toml:20: faults[0].at_clock must be >= 0, got -5"));
+  EXPECT_THAT(ErrorOf("[[faults]]\nkind = \"kill-site\"\nsite = \"us-east-1\"\nat_clock = 100\n"),
+              HasSubstr("faults[0].at_clock is beyond the training clocks: 100 >= training.clocks = 100"));
+  EXPECT_THAT(ErrorOf("[[faults]]\nkind = \"kill-site\"\nsite = \"us-east-1\"\nat_clock = 2.5\n"),
+              HasSubstr("faults[0].at_clock must be an integer"));
+  EXPECT_TRUE(Parse("[[faults]]\nkind = \"kill-site\"\nsite = \"us-east-1\"\nat_clock = 99\n").ok());
+  EXPECT_TRUE(Parse("[[faults]]\nkind = \"kill-site\"\nsite = \"us-east-1\"\nat_clock = 0\n").ok());
+}
+
+TEST(FaultTopologyTest, NegativeRestartDelayIsRefused) {
+  EXPECT_THAT(ErrorOf("[[faults]]\nkind = \"kill-site\"\nsite = \"us-east-1\"\nat_clock = 1\n"
+                      "restart_after_s = -0.5\n"),
+              HasSubstr("t.toml:21: faults[0].restart_after_s must be in 0..86400 seconds"));
+  EXPECT_THAT(ErrorOf("[[faults]]\nkind = \"kill-site\"\nsite = \"us-east-1\"\nat_clock = 1\n"
+                      "restart_after_s = \"soon\"\n"),
+              HasSubstr("faults[0].restart_after_s must be a number"));
+}
+
+TEST(FaultTopologyTest, WipeDiskIsForOneSiteTopologies) {
+  constexpr char kOneSite[] = R"(
+[training]
+clocks = 100
+[storage]
+data_dir = "data"
+[[sites]]
+name = "local"
+shards = 2
+workers = 2
+)";
+  Result<Topology> t = Parse("[[faults]]\nkind = \"wipe-disk\"\nsite = \"local\"\nat_clock = 60\nrestart_after_s = 0.5\n",
+                             kOneSite);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->faults[0].kind, "wipe-disk");
+  EXPECT_THAT(ErrorOf("[[faults]]\nkind = \"wipe-disk\"\nsite = \"eu-west-1\"\nat_clock = 1\nrestart_after_s = 1\n"),
+              HasSubstr("faults[0].kind \"wipe-disk\" works in one-site topologies only"));
+}
+
+TEST(FaultTopologyTest, WipeDiskNeedsPersistenceAndARestart) {
+  EXPECT_THAT(ErrorOf("[[faults]]\nkind = \"wipe-disk\"\nsite = \"local\"\nat_clock = 1\nrestart_after_s = 1\n",
+                      kInMemory),
+              HasSubstr("faults[0].kind \"wipe-disk\" needs persistent shards"));
+  EXPECT_THAT(ErrorOf("[[faults]]\nkind = \"wipe-disk\"\nsite = \"us-east-1\"\nat_clock = 1\n"),
+              HasSubstr("faults[0].restart_after_s is required for kind \"wipe-disk\""));
+}
+
+TEST(FaultTopologyTest, RestartsWithoutStorageAreRefused) {
+  for (const char* kind : {"kill-site", "kill-shard"}) {
+    std::string entry = std::string("[[faults]]\nkind = \"") + kind + "\"\nsite = \"local\"\n" +
+                        (std::string(kind) == "kill-shard" ? "shard = 0\n" : "") + "at_clock = 1\n";
+    const std::string error = ErrorOf(entry + "restart_after_s = 1\n", kInMemory);
+    EXPECT_THAT(error, HasSubstr("faults[0].restart_after_s would restart shards that keep their state in memory"));
+    EXPECT_THAT(error, HasSubstr("enable storage ([storage] data_dir"));
+    // Staying down loses nothing that matters: allowed without storage.
+    EXPECT_TRUE(Parse(entry, kInMemory).ok()) << kind;
+  }
+}
+
+TEST(FaultTopologyTest, UnknownKeysAndNonTablesAreRefused) {
+  EXPECT_THAT(ErrorOf("[[faults]]\nkind = \"kill-site\"\nsite = \"us-east-1\"\nat_clock = 1\nrestart = 1\n"),
+              HasSubstr("t.toml:21: faults[0].restart is not a known key"));
+  // (Top-level keys go before the first table.)
+  Result<Topology> t = ParseTopology("faults = 3\n" + std::string(kBase), "t.toml");
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(t.status().message(), HasSubstr("t.toml:1: faults must be an array of tables"));
+  t = ParseTopology("faults = [1]\n" + std::string(kBase), "t.toml");
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(t.status().message(), HasSubstr("faults[0] must be a table"));
+}
+
+TEST(FaultTopologyTest, NegativeValuesOfSignedFieldsStillParse) {
+  // A signed key holding a negative number is in range (staleness -1 = async).
+  Result<Topology> t = ParseTopology("[training]\nstaleness = -1\n[[sites]]\nname = \"a\"\n", "t.toml");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->staleness, -1);
+}
+
+TEST(FaultTopologyTest, RestartingFaultsStretchTheWorkersRetriesPastTheDelay) {
+  Result<Topology> none = Parse("");
+  ASSERT_TRUE(none.ok());
+  const int default_attempts = BuildClientOptions(*none, 0).max_attempts;
+  Result<Topology> t = Parse("[[faults]]\nkind = \"kill-site\"\nsite = \"us-east-1\"\nat_clock = 1\n"
+                             "restart_after_s = 5\n");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  const WorkerClientOptions o = BuildClientOptions(*t, 0);
+  EXPECT_GT(o.max_attempts, default_attempts);
+  int64_t slept = 0, backoff = o.retry_backoff_ms;
+  for (int k = 1; k < o.max_attempts; ++k) {
+    slept += backoff;
+    backoff = std::min<int64_t>(backoff * 2, 2000);
+  }
+  EXPECT_GE(slept, 5000 + kRestartRetryMarginMs);
+}
+
+}  // namespace
+}  // namespace geops::cli

@@ -1,0 +1,289 @@
+// Failure runs with the real binary: `geops launch` kills shard and worker
+// processes of a one-site counter run at a clock (the topology's
+// [[faults]]), restarts them from their RocksDB stores, and the run still
+// ends with every counter value exact. Loopback only; each run takes a few
+// seconds and is bounded by the launch's own --timeout.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/scenarios/launch_fixture.h"
+
+namespace geops {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using scenarios::LaunchFixture;
+using scenarios::RunResult;
+
+constexpr int kClocks = 80;
+constexpr int kAtClock = 30;
+
+// One site, `shards` shards and 2 workers adding 1.0 to every parameter per
+// clock, shards persisting with fsync at every tick; FAULT is the
+// [[faults]] entry.
+std::string CounterTopology(int shards, const std::string& fault) {
+  return R"(
+name = "counter-faults"
+[model]
+workload = "counter"
+layers = [784, 64, 10]
+chunk_kib = 4
+[training]
+clocks = )" + std::to_string(kClocks) +
+         R"(
+staleness = 2
+eval_every = 0
+[storage]
+data_dir = "data"
+durability = "sync"
+[[sites]]
+name = "local"
+shards = )" + std::to_string(shards) +
+         R"(
+workers = 2
+[[faults]]
+)" + fault;
+}
+
+class FaultScenarioTest : public LaunchFixture {
+ protected:
+  std::vector<json> Events(const std::string& name) {
+    std::vector<json> out;
+    std::ifstream in(dir_ / "out" / "events.jsonl");
+    for (std::string line; std::getline(in, line);) {
+      json e = json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (e.is_object() && e.value("event", "") == name) out.push_back(e);
+    }
+    return out;
+  }
+
+  // The run ended ok with every counter value exact.
+  void ExpectExactCounter(const RunResult& r, const json& s) {
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(s["exit"], "ok") << s.dump(2);
+    EXPECT_EQ(s["counter_expected"], 2.0 * kClocks);
+    EXPECT_EQ(s["counter_max_abs_error"], 0.0) << s.dump(2);
+    ASSERT_EQ(s["per_worker"].size(), 2u);
+    for (const json& w : s["per_worker"]) EXPECT_EQ(w["clocks"], kClocks);
+  }
+
+  // The fault fired at (or just past) kAtClock, SIGKILLed `processes`, and
+  // each was started again, under a new PID, after `delay_s`.
+  void ExpectKilledAndRestarted(const json& s, const std::vector<std::string>& processes, double delay_s) {
+    ASSERT_EQ(s["faults"].size(), 1u) << s.dump(2);
+    const json& f = s["faults"][0];
+    EXPECT_EQ(f["fired"], true) << f.dump(2);
+    EXPECT_EQ(f["state"], "recovered") << f.dump(2);
+    // Workers of a site with faults report the fault's clock the moment they
+    // finish it, so the slowest one is seen exactly there.
+    EXPECT_EQ(f["clock_observed"].get<int>(), kAtClock);
+    EXPECT_EQ(f["processes"], json(processes));
+    ASSERT_EQ(f["pids"].size(), processes.size());
+    ASSERT_EQ(f["restarted_pids"].size(), processes.size());
+    for (size_t i = 0; i < processes.size(); ++i) {
+      const int pid = f["pids"][i].get<int>();
+      EXPECT_NE(pid, f["restarted_pids"][i].get<int>());
+      EXPECT_EQ(::kill(pid, 0), -1) << processes[i] << " (pid " << pid << ") is still there";
+    }
+    EXPECT_GE(f["restarted_unix"].get<double>() - f["killed_unix"].get<double>(), delay_s - 0.01);  // timer ms
+
+    std::vector<json> injected = Events("fault_injected");
+    ASSERT_EQ(injected.size(), 1u);
+    EXPECT_EQ(injected[0]["pids"], f["pids"]);
+    std::vector<json> restarted = Events("process_restarted");
+    ASSERT_EQ(restarted.size(), processes.size());
+    for (size_t i = 0; i < processes.size(); ++i) {
+      EXPECT_EQ(restarted[i]["process"], processes[i]);
+      EXPECT_EQ(restarted[i]["old_pid"], f["pids"][i]);
+    }
+    ASSERT_EQ(s["recoveries"].size(), 1u);
+    EXPECT_EQ(s["recoveries"][0]["site"], "local");
+    EXPECT_EQ(s["recoveries"][0]["counter_max_abs_error_by_site"]["local"], 0.0);
+  }
+
+  // How many times shard `i` of site local reported listening.
+  int ListeningCount(int shard) {
+    int n = 0;
+    for (const json& e : Events("listening")) n += e["shard"] == shard ? 1 : 0;
+    return n;
+  }
+};
+
+TEST_F(FaultScenarioTest, KilledShardComesBackFromItsStoreAndTheCounterIsExact) {
+  const std::string topo = WriteTopology(CounterTopology(2, R"(
+kind = "kill-shard"
+site = "local"
+shard = 0
+at_clock = 30
+restart_after_s = 0.5
+)"));
+  RunResult r = Launch(topo, 60);
+  json s = Summary();
+  ExpectExactCounter(r, s);
+  ExpectKilledAndRestarted(s, {"local-shard-0"}, 0.5);
+  EXPECT_EQ(ListeningCount(0), 2);
+  EXPECT_EQ(ListeningCount(1), 1);
+  // The workers rode the outage out in one run each, retrying the dead shard.
+  int64_t retries = 0;
+  for (const json& w : s["per_worker"]) {
+    EXPECT_EQ(w["start_clocks"], json::array({0}));
+    retries += w["retries"].get<int64_t>();
+  }
+  EXPECT_GT(retries, 0);
+}
+
+TEST_F(FaultScenarioTest, KilledSiteResumesWhereItsShardsStoppedAndTheCounterIsExact) {
+  const std::string topo = WriteTopology(CounterTopology(1, R"(
+kind = "kill-site"
+site = "local"
+at_clock = 30
+restart_after_s = 1.0
+)"));
+  RunResult r = Launch(topo, 60);
+  json s = Summary();
+  ExpectExactCounter(r, s);
+  ExpectKilledAndRestarted(s, {"local-shard-0", "local-worker-0", "local-worker-1"}, 1.0);
+  EXPECT_EQ(ListeningCount(0), 2);
+  // Each worker ran twice; the second run resumed at the clock the shard
+  // held for it (past the fault's clock, not back at 0), and the exact
+  // counter shows no clock was skipped or applied twice.
+  for (const json& w : s["per_worker"]) {
+    ASSERT_EQ(w["start_clocks"].size(), 2u) << w.dump();
+    EXPECT_EQ(w["start_clocks"][0], 0);
+    const int resumed = w["start_clocks"][1].get<int>();
+    EXPECT_GT(resumed, kAtClock) << w.dump();
+    EXPECT_LE(resumed, kClocks) << w.dump();
+    const std::string name = "local-worker-" + std::to_string(w["worker"].get<int>());
+    EXPECT_EQ(s["faults"][0]["resumed_clocks"][name], resumed);
+  }
+}
+
+TEST_F(FaultScenarioTest, WipedSiteStartsOverFromAnEmptyStore) {
+  const std::string topo = WriteTopology(CounterTopology(1, R"(
+kind = "wipe-disk"
+site = "local"
+at_clock = 30
+restart_after_s = 0.2
+)"));
+  RunResult r = Launch(topo, 60);
+  json s = Summary();
+  // One site has nobody to bootstrap from: the wiped shard starts empty, the
+  // workers start over at clock 0, and the counter ends exact again.
+  ExpectExactCounter(r, s);
+  ExpectKilledAndRestarted(s, {"local-shard-0", "local-worker-0", "local-worker-1"}, 0.2);
+  ASSERT_EQ(s["faults"][0]["wiped_dirs"].size(), 1u);
+  EXPECT_EQ(s["faults"][0]["wiped_dirs"][0], (dir_ / "out" / "data" / "local-shard-0").string());
+  EXPECT_EQ(Events("disk_wiped").size(), 1u);
+  for (const json& w : s["per_worker"]) EXPECT_EQ(w["start_clocks"], json::array({0, 0})) << w.dump();
+  EXPECT_TRUE(fs::exists(dir_ / "out" / "data" / "local-shard-0"));  // the new store
+}
+
+
+// Three sites replicating the counter over shaped loopback links (asp,
+// int4, drift bound 4), `shards` shards and 2 workers each, every shard
+// persisting with fsync; FAULT hits eu-west-1.
+std::string ThreeSiteTopology(int shards, const std::string& fault) {
+  std::string sites;
+  for (const char* name : {"us-east-1", "eu-west-1", "ap-northeast-1"}) {
+    sites += std::string("[[sites]]\nname = \"") + name + "\"\nshards = " + std::to_string(shards) + "\nworkers = 2\n";
+  }
+  return R"(
+name = "three-site-faults"
+[model]
+workload = "counter"
+layers = [784, 64, 10]
+chunk_kib = 4
+[training]
+clocks = )" + std::to_string(kClocks) +
+         R"(
+staleness = 2
+eval_every = 0
+[storage]
+data_dir = "data"
+durability = "sync"
+[wan]
+mode = "asp"
+staleness_ds = 4
+threshold = 0.05
+threshold_floor = 0.05
+codec = "int4"
+peer_lease_ms = 500
+links = "static"
+[[links]]
+src = "us-east-1"
+dst = "eu-west-1"
+bandwidth_mbps = 60
+delay_ms = 20
+[[links]]
+src = "us-east-1"
+dst = "ap-northeast-1"
+bandwidth_mbps = 50
+delay_ms = 40
+[[links]]
+src = "eu-west-1"
+dst = "ap-northeast-1"
+bandwidth_mbps = 40
+delay_ms = 50
+)" + sites + "[[faults]]\n" + fault;
+}
+
+// Every site's replica ended exact after the drain, and the recovery of
+// eu-west-1 was measured: the others noticed it and it caught up.
+void ExpectThreeSitesExact(const RunResult& r, const json& s, bool site_killed) {
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(s["exit"], "ok") << s.dump(2);
+  EXPECT_EQ(s["counter_expected"], 6.0 * kClocks);
+  ASSERT_EQ(s["counter_max_abs_error_by_site"].size(), 3u) << s.dump(2);
+  for (const auto& [site, err] : s["counter_max_abs_error_by_site"].items()) EXPECT_EQ(err, 0.0) << site;
+  ASSERT_EQ(s["per_worker"].size(), 6u);
+  for (const json& w : s["per_worker"]) EXPECT_EQ(w["clocks"], kClocks);
+  ASSERT_EQ(s["recoveries"].size(), 1u) << s.dump(2);
+  const json& rec = s["recoveries"][0];
+  EXPECT_EQ(rec["site"], "eu-west-1");
+  if (site_killed) {
+    ASSERT_TRUE(rec["detect_seconds"].is_number()) << rec.dump(2);
+    EXPECT_GT(rec["detect_seconds"].get<double>(), 0.0);
+    EXPECT_LT(rec["detect_seconds"].get<double>(), 5.0);
+  }
+  ASSERT_TRUE(rec["catch_up_seconds"].is_number()) << rec.dump(2);
+  EXPECT_LT(rec["catch_up_seconds"].get<double>(), 30.0);
+}
+
+TEST_F(FaultScenarioTest, ThreeSitesSurviveASiteKilledAndRestartedAndEndExact) {
+  const std::string topo = WriteTopology(ThreeSiteTopology(1, R"(
+kind = "kill-site"
+site = "eu-west-1"
+at_clock = 30
+restart_after_s = 1.5
+)"));
+  RunResult r = Launch(topo, 120);
+  json s = Summary();
+  ExpectThreeSitesExact(r, s, /*site_killed=*/true);
+  // The site was down long enough to be declared down (1.5 s > the 0.5 s
+  // lease), and the others trained on meanwhile.
+  EXPECT_EQ(s["faults"][0]["state"], "recovered") << s["faults"][0].dump(2);
+}
+
+TEST_F(FaultScenarioTest, ThreeSitesSurviveAShardOfOneSiteKilledAndEndExact) {
+  const std::string topo = WriteTopology(ThreeSiteTopology(2, R"(
+kind = "kill-shard"
+site = "eu-west-1"
+shard = 1
+at_clock = 30
+restart_after_s = 0.3
+)"));
+  RunResult r = Launch(topo, 120);
+  json s = Summary();
+  ExpectThreeSitesExact(r, s, /*site_killed=*/false);
+}
+
+}  // namespace
+}  // namespace geops
