@@ -4,13 +4,17 @@
 # back within DS clocks of them (catch up), for models of 1M and 100M
 # parameters.
 #
-# Each run is one `geops launch` of a generated three-site topology: the
+# Each run is one `geops launch` of a generated topology of three sites
+# (two for 100M: three replicas of 100M parameters, each with its WAN
+# accumulator, backlogs and RocksDB write batches, do not fit this machine's
+# 24 GiB next to the workers' copies): the
 # counter workload (every worker adds 1.0 to every parameter per clock, so
 # the end state is checked exactly), 1 shard and 1 worker per site, shards
 # persisting with durability sync, asp with int4 values and DS 4, links
 # of 10 Gbit/s and 5 ms (this measures recovery, not the WAN), a peer lease
 # of 1 s. The fault plan kills every process of eu-west-1 at clock K and
-# restarts it at once. summary.json's recoveries entry gives
+# restarts it 2 s later (past the lease, so the others declare it down and
+# train on meanwhile). summary.json's recoveries entry gives
 #   detect_seconds    kill -> the first surviving site drops it (lease expiry)
 #   catch_up_seconds  restart -> the restarted shards are back within DS
 #                     clocks of every live peer (includes process start,
@@ -29,8 +33,10 @@ mkdir -p "$results/topologies"
 sizes=("$@")
 [ ${#sizes[@]} -eq 0 ] && sizes=(1m 100m)
 
-topology() {  # name rows cols clocks at_clock
-  cat <<EOF
+# The topology of run $1: a `layers = [$2, $3]` counter model, $4 clocks,
+# eu-west-1 killed at clock $5, and $6 sites (2 or 3).
+topology() {
+  cat <<TOML
 name = "recovery-$1"
 [model]
 workload = "counter"
@@ -52,46 +58,28 @@ threshold_floor = 0.05
 codec = "int4"
 peer_lease_ms = 1000
 links = "static"
-[[links]]
-src = "us-east-1"
-dst = "eu-west-1"
-bandwidth_mbps = 10000
-delay_ms = 5
-[[links]]
-src = "us-east-1"
-dst = "ap-northeast-1"
-bandwidth_mbps = 10000
-delay_ms = 5
-[[links]]
-src = "eu-west-1"
-dst = "ap-northeast-1"
-bandwidth_mbps = 10000
-delay_ms = 5
-[[sites]]
-name = "us-east-1"
-shards = 1
-workers = 1
-[[sites]]
-name = "eu-west-1"
-shards = 1
-workers = 1
-[[sites]]
-name = "ap-northeast-1"
-shards = 1
-workers = 1
 [[faults]]
 kind = "kill-site"
 site = "eu-west-1"
 at_clock = $5
-restart_after_s = 0
-EOF
+restart_after_s = 2
+TOML
+  local names=(us-east-1 eu-west-1 ap-northeast-1) i j
+  for ((i = 0; i < $6; i++)); do
+    for ((j = i + 1; j < $6; j++)); do
+      printf '[[links]]\nsrc = "%s"\ndst = "%s"\nbandwidth_mbps = 10000\ndelay_ms = 5\n' "${names[i]}" "${names[j]}"
+    done
+  done
+  for ((i = 0; i < $6; i++)); do
+    printf '[[sites]]\nname = "%s"\nshards = 1\nworkers = 1\n' "${names[i]}"
+  done
 }
 
 rows=()
 for size in "${sizes[@]}"; do
   case $size in
-    1m) topology "$size" 1000 1000 60 20 > "$results/topologies/$size.toml" ;;      # 1,001,000 parameters
-    100m) topology "$size" 100000 1000 10 4 > "$results/topologies/$size.toml" ;;  # 100,001,000 parameters
+    1m) topology "$size" 1000 1000 60 20 3 > "$results/topologies/$size.toml" ;;     # 1,001,000 parameters
+    100m) topology "$size" 100000 1000 10 4 2 > "$results/topologies/$size.toml" ;;  # 100,001,000 parameters
     *) echo "unknown size $size (1m or 100m)" >&2; exit 2 ;;
   esac
   echo "=== $size ($(date -u +%H:%M:%S))"
@@ -112,25 +100,27 @@ lines = ["# Site recovery", "", "```",
              "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2", shell=True, capture_output=True,
              text=True).stdout.strip()),
          "```", "",
-         "| model | parameters | clocks | killed at clock | detect s | catch up s | bytes to catch up | counter error (max over sites) | exit |",
-         "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+         "| model | parameters | sites | clocks | killed at clock | detect s | catch up s | bytes to catch up | counter error (max over sites) | exit |",
+         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
 params = {"1m": 1001000, "100m": 100001000}
 for size in sizes:
     path = os.path.join(results, size, "summary.json")
     if not os.path.exists(path):
-        lines.append(f"| {size} | {params[size]:,} | - | - | - | - | - | - | no summary |")
+        lines.append(f"| {size} | {params[size]:,} | - | - | - | - | - | - | - | no summary |")
         continue
     s = json.load(open(path))
     rec = (s.get("recoveries") or [{}])[0]
     f = (s.get("faults") or [{}])[0]
     errs = s.get("counter_max_abs_error_by_site") or {}
     fmt = lambda v, p=2: "-" if v is None else f"{v:.{p}f}"
-    lines.append("| {} | {:,} | {} | {} | {} | {} | {} | {} | {} |".format(
-        size, params[size], s.get("clocks"), f.get("clock_observed", "-"), fmt(rec.get("detect_seconds")),
+    lines.append("| {} | {:,} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+        size, params[size], s.get("sites"), s.get("clocks"), f.get("clock_observed", "-"), fmt(rec.get("detect_seconds")),
         fmt(rec.get("catch_up_seconds")), rec.get("bytes_transferred", "-"),
         fmt(max(errs.values()) if errs else None, 1), s.get("exit")))
     if rec.get("note"):
-        lines.append(f"|  | note: {rec['note']} | | | | | | | |")
+        lines.append(f"|  | note: {rec['note']} | | | | | | | | |")
+    if s.get("failure"):
+        lines.append(f"|  | failure: {s['failure']} | | | | | | | | |")
 lines += ["", "detect: from the SIGKILL to the first surviving shard dropping the site from its mirror clock "
           "(the peer lease is 1 s, heartbeats every 250 ms). catch up: from the restart to the restarted "
           "shards being within DS = 4 clocks of every live peer; it includes starting the processes, "
