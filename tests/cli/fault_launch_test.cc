@@ -50,21 +50,13 @@ workers = 1
 FAULTS
 )";
 
-// Site a alone (wipe-disk is for one-site topologies).
-constexpr char kOneSiteTopology[] = R"(
-name = "fake-faults-one-site"
-[model]
-workload = "counter"
-[training]
-clocks = 120
-[storage]
-data_dir = "data"
-[[sites]]
-name = "a"
-shards = 2
-workers = 2
-FAULTS
-)";
+// Site a alone (wipe-disk is for one-site topologies): kTopology without
+// site b.
+std::string OneSiteTopology() {
+  std::string t = kTopology;
+  const size_t b = t.find("[[sites]]\nname = \"b\"");
+  return t.erase(b, t.find("FAULTS") - b);
+}
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -89,7 +81,7 @@ class FaultLaunchTest : public ::testing::Test {
     if (!HasFailure()) fs::remove_all(dir_);
   }
 
-  int Launch(const std::string& faults, const char* topology = kTopology) {
+  int Launch(const std::string& faults, const std::string& topology = kTopology) {
     std::string text = topology;
     text.replace(text.find("FAULTS"), 6, faults);
     const std::string path = dir_ + "/topology.toml";
@@ -281,7 +273,7 @@ site = "a"
 at_clock = 15
 restart_after_s = 0.1
 )",
-                   kOneSiteTopology),
+                   OneSiteTopology()),
             0);
   EXPECT_FALSE(fs::exists(out_ + "/data/a-shard-0"));
   EXPECT_FALSE(fs::exists(out_ + "/data/a-shard-1"));
@@ -306,7 +298,7 @@ site = "a"
 at_clock = 15
 restart_after_s = 0.1
 )",
-                   kOneSiteTopology),
+                   OneSiteTopology()),
             1);
   EXPECT_TRUE(fs::exists(out_ + "/data/a-shard-1/precious.txt"));
   json s = Summary();

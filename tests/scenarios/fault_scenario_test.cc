@@ -26,12 +26,11 @@ using scenarios::RunResult;
 constexpr int kClocks = 80;
 constexpr int kAtClock = 30;
 
-// One site, `shards` shards and 2 workers adding 1.0 to every parameter per
-// clock, shards persisting with fsync at every tick; FAULT is the
-// [[faults]] entry.
-std::string CounterTopology(int shards, const std::string& fault) {
-  return R"(
-name = "counter-faults"
+// The model, training and storage of every run here: 2 workers per site
+// adding 1.0 to every parameter per clock, shards persisting with fsync at
+// every tick.
+std::string CounterHead(const std::string& name) {
+  return "name = \"" + name + R"("
 [model]
 workload = "counter"
 layers = [784, 64, 10]
@@ -44,13 +43,16 @@ eval_every = 0
 [storage]
 data_dir = "data"
 durability = "sync"
-[[sites]]
-name = "local"
-shards = )" + std::to_string(shards) +
-         R"(
-workers = 2
-[[faults]]
-)" + fault;
+)";
+}
+
+std::string Site(const std::string& name, int shards) {
+  return "[[sites]]\nname = \"" + name + "\"\nshards = " + std::to_string(shards) + "\nworkers = 2\n";
+}
+
+// One site with `shards` shards; FAULT is the [[faults]] entry.
+std::string CounterTopology(int shards, const std::string& fault) {
+  return CounterHead("counter-faults") + Site("local", shards) + "[[faults]]\n" + fault;
 }
 
 class FaultScenarioTest : public LaunchFixture {
@@ -192,23 +194,8 @@ restart_after_s = 0.2
 // persisting with fsync; FAULT hits eu-west-1.
 std::string ThreeSiteTopology(int shards, const std::string& fault) {
   std::string sites;
-  for (const char* name : {"us-east-1", "eu-west-1", "ap-northeast-1"}) {
-    sites += std::string("[[sites]]\nname = \"") + name + "\"\nshards = " + std::to_string(shards) + "\nworkers = 2\n";
-  }
-  return R"(
-name = "three-site-faults"
-[model]
-workload = "counter"
-layers = [784, 64, 10]
-chunk_kib = 4
-[training]
-clocks = )" + std::to_string(kClocks) +
-         R"(
-staleness = 2
-eval_every = 0
-[storage]
-data_dir = "data"
-durability = "sync"
+  for (const char* name : {"us-east-1", "eu-west-1", "ap-northeast-1"}) sites += Site(name, shards);
+  return CounterHead("three-site-faults") + R"(
 [wan]
 mode = "asp"
 staleness_ds = 4
