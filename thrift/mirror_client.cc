@@ -26,38 +26,25 @@ Result<std::unique_ptr<MirrorClient>> MirrorClient::Create(HostPort address, Mir
 }
 
 MirrorClient::MirrorClient(HostPort address, MirrorIdentity self, const ThriftClientOptions& options)
-    : address_(std::move(address)), self_(self), options_(options), counters_(std::make_shared<ByteCounters>()) {}
+    : address_(std::move(address)),
+      self_(self),
+      options_(options),
+      counters_(std::make_shared<ByteCounters>()),
+      socket_(address_, options_, counters_) {}
 
 MirrorClient::~MirrorClient() { Disconnect(); }
 
 Status MirrorClient::EnsureConnected() {
-  if (stub_ != nullptr && socket_->isOpen()) return Status::Ok();
+  if (stub_ != nullptr && socket_.is_open()) return Status::Ok();
   Disconnect();
-  FramedTransportFactory factory(options_.transport);
-  auto socket = std::make_shared<CountingSocket>(address_.host, address_.port, factory.configuration(), counters_);
-  socket->setConnTimeout(static_cast<int>(options_.connect_timeout_ms));
-  socket->setSendTimeout(static_cast<int>(options_.rpc_timeout_ms));
-  socket->setRecvTimeout(static_cast<int>(options_.rpc_timeout_ms));
-  socket->setNoDelay(true);
-  try {
-    socket->open();
-  } catch (...) {
-    return StatusFromCurrentException("connect to mirror " + address_.ToString()).status;
-  }
-  socket->SetKernelBuffers(options_.transport.socket_buffer_bytes);
-  socket_ = socket;
-  transport_ = std::static_pointer_cast<FramedTransport>(factory.getTransport(socket));
-  protocol_ = std::make_shared<BoundedBinaryProtocol>(transport_, options_.transport);
-  stub_ = std::make_unique<gen::MirrorClient>(protocol_);
+  GEOPS_RETURN_IF_ERROR(socket_.Open("mirror " + address_.ToString()));
+  stub_ = std::make_unique<gen::MirrorClient>(socket_.protocol());
   return Status::Ok();
 }
 
 void MirrorClient::Disconnect() {
-  if (socket_ != nullptr) socket_->close();
   stub_.reset();
-  protocol_.reset();
-  transport_.reset();
-  socket_.reset();
+  socket_.Close();
 }
 
 template <typename Call>

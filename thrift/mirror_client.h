@@ -21,6 +21,7 @@
 #include <memory>
 
 #include "common/status.h"
+#include "thrift/client_socket.h"
 #include "thrift/counting_socket.h"
 #include "thrift/host_port.h"
 #include "thrift/mirror_identity.h"
@@ -45,7 +46,8 @@ class MirrorClient {
   MirrorClient(const MirrorClient&) = delete;
   MirrorClient& operator=(const MirrorClient&) = delete;
 
-  // OK: the peer accepted the batch (applied, or buffered to apply in order).
+  // OK: the peer applied the batch (now or before). Unavailable while it
+  // waits for earlier batches: send it again.
   Status PushBatch(const wan::WanBatch& batch);
   Status ReportClock(const wan::WanClockReport& report);
   Status Notice(const wan::WanNotice& notice);
@@ -69,10 +71,8 @@ class MirrorClient {
   const MirrorIdentity self_;
   const ThriftClientOptions options_;
   const std::shared_ptr<ByteCounters> counters_;
-  std::shared_ptr<CountingSocket> socket_;
-  std::shared_ptr<FramedTransport> transport_;
-  std::shared_ptr<BoundedBinaryProtocol> protocol_;
-  std::unique_ptr<gen::MirrorClient> stub_;
+  ClientSocket socket_;
+  std::unique_ptr<gen::MirrorClient> stub_;  // on socket_'s current connection
 };
 
 }  // namespace geops::rpc

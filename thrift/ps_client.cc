@@ -64,11 +64,12 @@ ThriftShardConnection::ThriftShardConnection(HostPort address, const ThriftClien
       options_(options),
       spec_(std::move(spec)),
       counters_(std::make_shared<ByteCounters>()),
+      socket_(address_, options_, counters_),
       messages_(std::make_unique<ReusedMessages>()) {}
 
 ThriftShardConnection::~ThriftShardConnection() { Disconnect(); }
 
-bool ThriftShardConnection::connected() const { return socket_ != nullptr && socket_->isOpen(); }
+bool ThriftShardConnection::connected() const { return stub_ != nullptr && socket_.is_open(); }
 
 worker::TransferStats ThriftShardConnection::stats() const {
   worker::TransferStats s;
@@ -80,39 +81,19 @@ worker::TransferStats ThriftShardConnection::stats() const {
 }
 
 Status ThriftShardConnection::EnsureConnected() {
-  if (stub_ != nullptr && socket_->isOpen()) return Status::Ok();
+  if (connected()) return Status::Ok();
   Disconnect();
-  auto factory = FramedTransportFactory(options_.transport);
-  auto socket = std::make_shared<CountingSocket>(address_.host, address_.port,
-                                                 factory.configuration(), counters_);
-  socket->setConnTimeout(static_cast<int>(options_.connect_timeout_ms));
-  socket->setSendTimeout(static_cast<int>(options_.rpc_timeout_ms));
-  socket->setRecvTimeout(static_cast<int>(options_.rpc_timeout_ms));
-  socket->setNoDelay(true);
   if (ever_connected_) reconnects_.fetch_add(1, std::memory_order_relaxed);
-  try {
-    socket->open();
-  } catch (...) {
-    return StatusFromCurrentException("connect to " + address_.ToString()).status;
-  }
-  socket->SetKernelBuffers(options_.transport.socket_buffer_bytes);
+  GEOPS_RETURN_IF_ERROR(socket_.Open(address_.ToString()));
   ever_connected_ = true;
   recv_timeout_ms_ = static_cast<int>(options_.rpc_timeout_ms);
-  socket_ = socket;
-  transport_ = std::static_pointer_cast<FramedTransport>(factory.getTransport(socket));
-  protocol_ = std::make_shared<BoundedBinaryProtocol>(transport_, options_.transport);
-  stub_ = std::make_unique<gen::ParameterServerClient>(protocol_);
+  stub_ = std::make_unique<gen::ParameterServerClient>(socket_.protocol());
   return Status::Ok();
 }
 
 void ThriftShardConnection::Disconnect() {
-  // Close the socket itself: closing the framed transport would first try to
-  // flush whatever a failed call left in its buffer.
-  if (socket_ != nullptr) socket_->close();
   stub_.reset();
-  protocol_.reset();
-  transport_.reset();
-  socket_.reset();
+  socket_.Close();
 }
 
 template <typename Call>
@@ -122,7 +103,7 @@ Status ThriftShardConnection::Invoke(const char* name, int64_t server_wait_ms, C
   const int64_t wait = std::min<int64_t>(options_.rpc_timeout_ms + std::max<int64_t>(server_wait_ms, 0),
                                          std::numeric_limits<int32_t>::max() / 2);
   if (wait != recv_timeout_ms_) {
-    socket_->setRecvTimeout(static_cast<int>(wait));
+    socket_.socket().setRecvTimeout(static_cast<int>(wait));
     recv_timeout_ms_ = static_cast<int>(wait);
   }
   try {
@@ -179,13 +160,13 @@ Result<ReadReply> ThriftShardConnection::Read(WorkerId worker, Clock clock, int6
   gen::ReadReply& reply = messages_->read_reply;
   bool landed_in_out = false;
   GEOPS_RETURN_IF_ERROR(Invoke("read", deadline_ms, [&](gen::ParameterServerClient& c) {
-    HookGuard guard(protocol_.get());
+    HookGuard guard(socket_.protocol().get());
     if (expected) {
-      protocol_->RedirectIncoming(
+      socket_.protocol()->RedirectIncoming(
           &reply.values, std::span<uint8_t>(reinterpret_cast<uint8_t*>(out), static_cast<size_t>(*expected)));
     }
     c.read(reply, req);
-    landed_in_out = protocol_->incoming_redirected();
+    landed_in_out = socket_.protocol()->incoming_redirected();
   }));
   ReadReply r;
   r.shard_clock = reply.shard_clock;
@@ -223,8 +204,8 @@ Result<UpdateReply> ThriftShardConnection::Update(WorkerId worker, Clock clock,
   req.values.clear();  // the payload is written from `values` directly
   gen::UpdateReply reply;
   GEOPS_RETURN_IF_ERROR(Invoke("update", 0, [&](gen::ParameterServerClient& c) {
-    HookGuard guard(protocol_.get());
-    protocol_->SubstituteOutgoing(
+    HookGuard guard(socket_.protocol().get());
+    socket_.protocol()->SubstituteOutgoing(
         &req.values,
         std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(values.data()), values.size_bytes()));
     c.update(reply, req);

@@ -32,6 +32,7 @@
 
 #include "common/model_spec.h"
 #include "common/status.h"
+#include "thrift/client_socket.h"
 #include "thrift/counting_socket.h"
 #include "thrift/host_port.h"
 #include "thrift/thrift_options.h"
@@ -93,6 +94,7 @@ class ThriftShardConnection : public worker::ShardConnection {
   template <typename Call>
   Status Invoke(const char* name, int64_t server_wait_ms, Call&& call);
   Status EnsureConnected();
+  // Drops the stub and the connection.
   void Disconnect();
   // Payload bytes of `keys`; nullopt without a spec or when it lacks a key.
   std::optional<int64_t> PayloadBytes(std::span<const ChunkKey> keys) const;
@@ -106,10 +108,8 @@ class ThriftShardConnection : public worker::ShardConnection {
   bool ever_connected_ = false;
   int recv_timeout_ms_ = -1;  // as last set on socket_
 
-  std::shared_ptr<CountingSocket> socket_;
-  std::shared_ptr<FramedTransport> transport_;
-  std::shared_ptr<BoundedBinaryProtocol> protocol_;
-  std::unique_ptr<gen::ParameterServerClient> stub_;
+  ClientSocket socket_;
+  std::unique_ptr<gen::ParameterServerClient> stub_;  // on socket_'s current connection
   // Request and reply objects kept across calls, so that large payloads
   // reuse their buffers instead of allocating (and faulting in) new ones.
   std::unique_ptr<ReusedMessages> messages_;
