@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "storage/rocksdb_shard_store.h"
+#include "wan/outbound_journal.h"
 
 namespace geops::cli {
 namespace {
@@ -79,7 +80,22 @@ int RunInspect(const InspectArgs& args) {
   if (st.origins.empty()) std::printf(" none");
   for (const OriginRecord& o : st.origins) std::printf(" site %d: %" PRIu64, o.origin, o.seq);
   std::printf("\n");
-  std::printf("  outbox          %" PRId64 " records\n", info->outbox_records);
+  std::printf("  outbox          %" PRId64 " records (WAN state not yet applied by every peer)\n",
+              info->outbox_records);
+  const wan::OutboundSummary out = wan::OutboundSummary::Of(st.outbound);
+  if (info->outbox_records > 0) {
+    std::printf("    accumulator   %" PRId64 " chunks with unshipped local mass\n", out.accumulator_rows);
+    for (const auto& [peer, p] : out.peers) {
+      std::printf("    to site %-5d last seq %-8" PRIu64 " backlog %" PRId64 " chunks, %" PRId64
+                  " unacknowledged batches",
+                  peer, p.last_assigned, p.backlog_rows, p.batches);
+      if (p.batches > 0) {
+        std::printf(" (seq %" PRIu64 ".., %s)", p.first_seq, Bytes(p.batch_bytes).c_str());
+      }
+      std::printf("\n");
+    }
+    if (out.unknown > 0) std::printf("    %" PRId64 " records of no known kind\n", out.unknown);
+  }
   std::printf("  on disk         %s in %" PRId64 " files\n", Bytes(info->disk_bytes).c_str(), info->files);
   std::printf("  checked         %" PRId64 " chunks: sizes and checksums ok\n", chunks);
   return 0;

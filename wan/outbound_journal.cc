@@ -1,5 +1,6 @@
 #include "wan/outbound_journal.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -166,6 +167,30 @@ void OutboundJournal::Collect(const SignificanceFilter& accumulator,
     puts->push_back(OutboundRecord{SeqKey(peer), std::move(value)});
   }
   seqs_.clear();
+}
+
+OutboundSummary OutboundSummary::Of(std::span<const OutboundRecord> records) {
+  OutboundSummary out;
+  for (const OutboundRecord& r : records) {
+    const std::string& k = r.key;
+    const char kind = k.empty() ? '\0' : k[0];
+    if (kind == kAccumulator && k.size() == 9) {
+      ++out.accumulator_rows;
+    } else if (kind == kBacklog && k.size() == 13) {
+      ++out.peers[static_cast<SiteId>(GetBe32(&k[1]))].backlog_rows;
+    } else if (kind == kBatch && k.size() == 13) {
+      Peer& p = out.peers[static_cast<SiteId>(GetBe32(&k[1]))];
+      const uint64_t seq = GetBe64(&k[5]);
+      p.first_seq = p.batches == 0 ? seq : std::min(p.first_seq, seq);
+      ++p.batches;
+      p.batch_bytes += static_cast<int64_t>(r.value.size());
+    } else if (kind == kSeq && k.size() == 5 && r.value.size() == sizeof(uint64_t)) {
+      std::memcpy(&out.peers[static_cast<SiteId>(GetBe32(&k[1]))].last_assigned, r.value.data(), sizeof(uint64_t));
+    } else {
+      ++out.unknown;
+    }
+  }
+  return out;
 }
 
 Result<RecoveredOutbound> OutboundJournal::Decode(std::span<const OutboundRecord> records, const ModelSpec& spec,

@@ -64,6 +64,23 @@ struct RecoveredOutbound {
   bool empty() const { return accumulator.empty() && backlogs.empty() && batches.empty() && last_seq.empty(); }
 };
 
+// What the outbound records of a store hold, per peer; for `geops inspect`
+// (needs no model).
+struct OutboundSummary {
+  struct Peer {
+    int64_t backlog_rows = 0;     // chunks with mass waiting for the link
+    int64_t batches = 0;          // unacknowledged batches
+    int64_t batch_bytes = 0;
+    uint64_t first_seq = 0;       // of the unacknowledged batches; 0: none
+    uint64_t last_assigned = 0;   // last seq assigned towards the peer
+  };
+  int64_t accumulator_rows = 0;   // chunks with local mass not yet selected
+  int64_t unknown = 0;            // records of no known kind
+  std::map<SiteId, Peer> peers;
+
+  static OutboundSummary Of(std::span<const OutboundRecord> records);
+};
+
 class OutboundJournal {
  public:
   // Disabled until enabled: a site without a store records nothing.
