@@ -405,10 +405,17 @@ void Replicator::Loop() {
     const bool finishing = finished_ && !drained_;
     lock.unlock();
 
+    // A wake-up with no tick, drain or acknowledgement only serves backlogs
+    // (a link may have opened); with none, nothing can change: skip the
+    // persistence round trip (the loop wakes every 100 ms).
+    bool backlogged = false;
+    for (const PeerOutbox& out : outboxes_) backlogged = backlogged || out.backlogged();
+    const bool work = tick || finishing || !acks.empty() || backlogged;
     // Everything this round changes commits together, and only then do its
     // batches leave: a crash can neither lose nor repeat what a peer saw.
-    Status durable = target_->RunDurable([&] { TickChanges(acks, k, tick, finishing); },
-                                         Deadline::InMs(kDurableWaitMs));
+    Status durable = work ? target_->RunDurable([&] { TickChanges(acks, k, tick, finishing); },
+                                                Deadline::InMs(kDurableWaitMs))
+                          : Status::Ok();
     if (durable.ok()) {
       FlushOutgoing();
     } else {
