@@ -21,8 +21,12 @@
 #include "cli/launch_command.h"
 #include "storage/store_format.h"
 
+#include "tests/cli/cli_test_util.h"
+
 namespace geops::cli {
 namespace {
+
+using testing::ReadFile;
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -58,20 +62,10 @@ std::string OneSiteTopology() {
   return t.erase(b, t.find("FAULTS") - b);
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 class FaultLaunchTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = ::testing::TempDir() + "fault_launch_test_" + std::to_string(::getpid()) + "_" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = testing::FreshTestDir("fault_launch_test");
     out_ = dir_ + "/out";
     ::unsetenv("FAKE_GEOPS_FAULTS");
     ::setenv("FAKE_GEOPS_CLOCK_MS", "5", 1);

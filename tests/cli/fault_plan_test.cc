@@ -16,6 +16,8 @@
 #include "cli/summary_faults.h"
 #include "storage/store_format.h"
 
+#include "tests/cli/cli_test_util.h"
+
 namespace geops::cli {
 namespace {
 
@@ -70,9 +72,7 @@ at_clock = 5
 class FaultPlanFiles : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = ::testing::TempDir() + "fault_plan_test_" + std::to_string(::getpid()) + "_" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    fs::remove_all(dir_);
+    dir_ = testing::FreshTestDir("fault_plan_test");
     fs::create_directories(dir_ + "/metrics");
   }
   void TearDown() override { fs::remove_all(dir_); }

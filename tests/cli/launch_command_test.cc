@@ -17,8 +17,12 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/cli/cli_test_util.h"
+
 namespace geops::cli {
 namespace {
+
+using testing::ReadFile;
 
 using nlohmann::json;
 using ::testing::HasSubstr;
@@ -44,20 +48,10 @@ shards = 1
 workers = 1
 )";
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 class LaunchTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = ::testing::TempDir() + "launch_test_" + std::to_string(::getpid()) + "_" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
+    dir_ = testing::FreshTestDir("launch_test");
     out_ = dir_ + "/out";
     ::unsetenv("FAKE_GEOPS_FAULTS");
     ::setenv("FAKE_GEOPS_CLOCK_MS", "5", 1);
