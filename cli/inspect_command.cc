@@ -80,9 +80,16 @@ int RunInspect(const InspectArgs& args) {
   if (st.origins.empty()) std::printf(" none");
   for (const OriginRecord& o : st.origins) std::printf(" site %d: %" PRIu64, o.origin, o.seq);
   std::printf("\n");
+  std::printf("  ledgers        ");
+  if (info->ledger_rows.empty()) std::printf(" none");
+  for (const auto& [origin, rows] : info->ledger_rows) {
+    std::printf(" site %d: %" PRId64 " chunks;", origin, rows);
+  }
+  std::printf(" (what each site contributed, kept to take it back if that site loses its disk)\n");
   std::printf("  outbox          %" PRId64 " records (WAN state not yet applied by every peer)\n",
               info->outbox_records);
   const wan::OutboundSummary out = wan::OutboundSummary::Of(st.outbound);
+  if (out.incarnation != 0) std::printf("    incarnation   %" PRIu64 "\n", out.incarnation);
   if (info->outbox_records > 0) {
     std::printf("    accumulator   %" PRId64 " chunks with unshipped local mass\n", out.accumulator_rows);
     for (const auto& [peer, p] : out.peers) {
@@ -92,6 +99,7 @@ int RunInspect(const InspectArgs& args) {
       if (p.batches > 0) {
         std::printf(" (seq %" PRIu64 ".., %s)", p.first_seq, Bytes(p.batch_bytes).c_str());
       }
+      if (p.incarnation != 0) std::printf(", incarnation %" PRIu64, p.incarnation);
       std::printf("\n");
     }
     if (out.unknown > 0) std::printf("    %" PRId64 " records of no known kind\n", out.unknown);

@@ -172,10 +172,23 @@ json DownEventsJson(const wan::GateStats& gate, SiteId peer) {
 
 }  // namespace
 
+json SiteWan::StreamResetsJson(const wan::ReplicatorStats& r) const {
+  json out = json::array();
+  for (const wan::StreamResetEvent& e : r.stream_resets) {
+    out.push_back({{"peer", topology_->sites[e.peer].name},
+                   {"incarnation", e.incarnation},
+                   {"heard_unix", e.heard_unix},
+                   {"reset_unix", e.reset_unix},
+                   {"snapshot_elements", e.snapshot_elements}});
+  }
+  return out;
+}
+
 json SiteWan::RecoveryJson() const {
   const wan::RecoveryStats r = endpoint_->replicator()->stats().recovery;
-  if (!r.recovered) return nullptr;
+  if (!r.recovered && !r.fresh_store) return nullptr;
   return {{"process_start_unix", r.process_start_unix},
+          {"fresh_store", r.fresh_store},
           {"state_loaded_unix", r.state_loaded_unix},
           {"caught_up_unix", r.caught_up_unix > 0 ? json(r.caught_up_unix) : json(nullptr)},
           {"catch_up_bytes", r.catch_up_bytes},
@@ -221,11 +234,15 @@ json SiteWan::StatsJson() const {
           {"select_seconds", r.select_seconds},
           {"encode_seconds", r.encode_seconds},
           {"drained", r.drained},
+          {"incarnation", r.incarnation},
+          {"stream_resets", StreamResetsJson(r)},
           {"inbox", {{"batches_applied", r.inbox.batches_applied},
                      {"batches_duplicate", r.inbox.batches_duplicate},
                      {"batches_refused", r.inbox.batches_refused},
                      {"elements_applied", r.inbox.elements_applied},
-                     {"bytes_received", r.inbox.bytes_received}}},
+                     {"bytes_received", r.inbox.bytes_received},
+                     {"stale_refused", r.inbox.stale_refused},
+                     {"origin_resets", r.inbox.origin_resets}}},
           {"gate", {{"drift_wait_seconds", r.gate.drift_wait_seconds},
                     {"notice_wait_seconds", r.gate.notice_wait_seconds},
                     {"final_wait_seconds", r.gate.final_wait_seconds},

@@ -57,13 +57,17 @@ class SiteWan {
   void Settle(int64_t ms);
   // The WAN counters for shard_stats: links, replicator, inbox, gate.
   nlohmann::json StatsJson() const;
-  // For a shard restarted from its store: when it started, loaded its
-  // state and got back within DS of its peers, and the bytes received until
-  // then. Null for a shard that started fresh.
+  // For a shard restarted from its store, or started with a new one (a
+  // first start, or a site that lost its disk and bootstraps from its
+  // peers; fresh_store tells): when it started, loaded its state and got
+  // back within DS of its peers, and the bytes received until then.
   nlohmann::json RecoveryJson() const;
 
  private:
   SiteWan() = default;
+  // The peers that came back with a new store, and when their streams
+  // were reset.
+  nlohmann::json StreamResetsJson(const wan::ReplicatorStats& r) const;
   void WatchPeersFile(std::string path);
   void ReportProgress(int64_t period_ms);
   Status ParsePeers(const nlohmann::json& doc);

@@ -239,10 +239,6 @@ Status ParseFaults(const toml::table& root, const std::string& origin, Topology*
                 "\"wipe-disk\" needs persistent shards: the topology keeps them in memory (set [storage] "
                 "data_dir)");
       r.RequireHere(restart_given, "restart_after_s", "is required for kind \"wipe-disk\" (a wiped site restarts)");
-      r.Require(!t->multi_site(), "kind",
-                "\"wipe-disk\" works in one-site topologies only: a site of a multi-site run that lost its store "
-                "cannot yet rejoin its peers' replication streams (bootstrapping from a peer's snapshot is not "
-                "built); use \"kill-site\" to restart it with its store");
     } else if (restart_given) {
       r.Require(t->persistent(), "restart_after_s",
                 "would restart shards that keep their state in memory: storage is off, so a restarted shard "

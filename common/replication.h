@@ -82,6 +82,12 @@ class ReadGate {
                               Deadline deadline, double* waited) = 0;
 };
 
+// One chunk of a site's own cumulative mass (ReplicaTarget::ResetOrigin).
+struct ChunkMass {
+  ChunkKey key;
+  std::vector<float> values;  // ChunkElements floats
+};
+
 // Outcome of one ApplyRemote.
 struct RemoteApplyResult {
   bool applied = false;  // false: (origin, seq) was applied before; nothing changed
@@ -132,6 +138,24 @@ class ReplicaTarget {
   // batch is never lost in a crash.
   virtual Result<RemoteApplyResult> ApplyRemote(SiteId origin, uint64_t seq,
                                                 std::span<const RemoteChunkDelta> deltas) = 0;
+
+  // Site `origin` lost its store and returns as a new incarnation whose
+  // stream starts again at seq 1. Takes everything ever applied from it
+  // (its ledger, see ShardStore) back out of the replica, forgets its seq,
+  // clears its ledger, and runs `change` with this site's own cumulative
+  // mass per chunk: the replica minus everything applied from any site
+  // (every chunk the shard holds; the same before and after the
+  // retraction). All of it, and the outbound records `change` makes,
+  // commits together, with no local update or remote apply in between; the
+  // call returns once that commit is durable (as RunDurable).
+  // FailedPrecondition without a store (there is no ledger); Unavailable
+  // when the store fails or is too slow (then nothing changed unless the
+  // commit was only late); DataLoss for a ledger that does not decode.
+  virtual Status ResetOrigin(SiteId origin, const std::function<void(std::span<const ChunkMass>)>& change,
+                             Deadline deadline) = 0;
+
+  // The shard clock now.
+  virtual Clock ShardClock() const = 0;
 
   // Last seq applied from `origin` (0: none).
   virtual uint64_t LastAppliedSeq(SiteId origin) const = 0;

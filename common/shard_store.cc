@@ -112,6 +112,8 @@ void ShardCommit::Clear() {
   origins.clear();
   outbound_puts.clear();
   outbound_deletes.clear();
+  ledger_clears.clear();
+  ledger_adds.clear();
   shard_clock = 0;
 }
 

@@ -9,6 +9,9 @@
 //     whether it finished -- the marks that make a retried batch a duplicate;
 //   * per origin site: the last applied WAN sequence number (for the WAN
 //     layer; empty until it uses it);
+//   * per origin site: its ledger, the sum of every WAN delta applied from
+//     that site, per chunk (in double precision), so that a site that lost
+//     its store can have its contributions taken back out of the replica;
 //   * the shard clock when the last commit was taken (informational);
 //   * the fingerprint of the configuration that wrote it (model, shard id,
 //     shard count, worker count), so a store is never loaded into a shard it
@@ -126,6 +129,22 @@ struct OutboundRecord {
   std::string value;
 };
 
+// One applied WAN delta to one chunk, added into the ledger of its origin:
+// ledger[origin][key][indices[i]] += values[i].
+struct LedgerAdd {
+  SiteId origin = 0;
+  ChunkKey key;
+  uint32_t num_elements = 0;       // floats in the whole chunk
+  std::vector<uint32_t> indices;   // strictly increasing, each < num_elements
+  std::vector<float> values;       // finite; same length as indices
+};
+
+// One chunk of an origin's ledger: num_elements sums.
+struct LedgerRow {
+  ChunkKey key;
+  std::vector<double> values;
+};
+
 // One atomic unit of persistence: chunk values that changed and the meta
 // records that changed with them.
 struct ShardCommit {
@@ -134,11 +153,13 @@ struct ShardCommit {
   std::vector<OriginRecord> origins;
   std::vector<OutboundRecord> outbound_puts;    // written (replacing a record of that key)
   std::vector<std::string> outbound_deletes;    // removed; applied before the puts
+  std::vector<SiteId> ledger_clears;            // origins whose whole ledger is removed; before the adds
+  std::vector<LedgerAdd> ledger_adds;           // added to the ledgers, in order
   Clock shard_clock = 0;
 
   bool empty() const {
     return chunks.empty() && workers.empty() && origins.empty() && outbound_puts.empty() &&
-           outbound_deletes.empty();
+           outbound_deletes.empty() && ledger_clears.empty() && ledger_adds.empty();
   }
   void Clear();
 };
@@ -185,6 +206,12 @@ class ShardStore {
   // commits: Unavailable (I/O), ResourceExhausted (disk full), DataLoss
   // (corruption).
   virtual Status Commit(const ShardCommit& commit) = 0;
+
+  // The ledger of `origin` as of the last successful Commit, in key order
+  // (empty when nothing from that site was recorded or it was cleared).
+  // May be called while no Commit runs. DataLoss for a row that does not
+  // decode; Unavailable for I/O errors.
+  virtual Result<std::vector<LedgerRow>> ReadLedger(SiteId origin) = 0;
 };
 
 }  // namespace geops

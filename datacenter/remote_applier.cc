@@ -104,6 +104,13 @@ void RemoteApplier::Restore(SiteId origin, uint64_t seq) {
   last_seq_[origin] = seq;
 }
 
+std::vector<SiteId> RemoteApplier::Origins() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<SiteId> out;
+  for (const auto& [origin, seq] : last_seq_) out.push_back(origin);
+  return out;
+}
+
 int64_t RemoteApplier::batches_applied() const {
   std::lock_guard<std::mutex> lock(mu_);
   return applied_;

@@ -48,6 +48,8 @@ class RemoteApplier {
   uint64_t LastSeq(SiteId origin) const;
   // Sets the last applied seq of `origin` (from a store), before serving.
   void Restore(SiteId origin, uint64_t seq);
+  // Every origin with a seq record (applied from, restored or reset).
+  std::vector<SiteId> Origins() const;
 
   int64_t batches_applied() const;
   int64_t batches_duplicate() const;

@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -277,6 +278,7 @@ class ShardImpl final : public Shard {
       Status s = persister_->failure();
       if (!s.ok()) return Reject(std::move(s));
     }
+    std::lock_guard<std::mutex> apply_lock(apply_mu_);
     std::optional<ShardPersister::Mutation> mutation;
     Result<RemoteApplyResult> r = remote_->Apply(
         origin, seq, deltas,
@@ -286,7 +288,16 @@ class ShardImpl final : public Shard {
         [&](int64_t local) {
           if (mutation) mutation->MarkChunk(local);
         });
-    if (mutation && r.ok() && r->applied) mutation->MarkOrigin(origin, seq);  // in the same commit as the chunks
+    if (mutation && r.ok() && r->applied) {
+      // In the same commit as the chunks: the seq, and the deltas in the
+      // origin's ledger (what ResetOrigin would take back).
+      mutation->MarkOrigin(origin, seq);
+      for (const RemoteChunkDelta& d : deltas) {
+        if (d.indices.empty()) continue;
+        mutation->AddLedger(LedgerAdd{origin, d.key, d.num_elements, {d.indices.begin(), d.indices.end()},
+                                      {d.values.begin(), d.values.end()}});
+      }
+    }
     const uint64_t ticket = mutation ? mutation->Finish() : 0;
     if (!r.ok()) return Reject(r.status());
     // The sender forgets a batch once it is acknowledged: acknowledge only
@@ -296,6 +307,82 @@ class ShardImpl final : public Shard {
       if (!s.ok()) return Reject(std::move(s));
     }
     return r;
+  }
+
+  Status ResetOrigin(SiteId origin, const std::function<void(std::span<const ChunkMass>)>& change,
+                     Deadline deadline) override {
+    if (persister_ == nullptr) {
+      return FailedPreconditionError("shard " + std::to_string(options_.shard_id) + " keeps no store, so it has no "
+                                     "ledger of what site " + std::to_string(origin) +
+                                     " contributed and cannot take it back");
+    }
+    GEOPS_RETURN_IF_ERROR(persister_->failure());
+    // No remote apply and no local update or clock advance may run from
+    // here to the end of the scope: every worker's lock, in id order (the
+    // order no other path takes more than one of).
+    std::lock_guard<std::mutex> apply_lock(apply_mu_);
+    std::vector<std::unique_lock<std::mutex>> worker_locks;
+    worker_locks.reserve(static_cast<size_t>(options_.num_workers));
+    for (WorkerId w = 0; w < options_.num_workers; ++w) worker_locks.emplace_back(worker_mu_[w]);
+    // Every applied delta is in the store's ledgers once this returns.
+    GEOPS_RETURN_IF_ERROR(persister_->Flush(deadline).WithContext("resetting site " + std::to_string(origin)));
+
+    std::map<ChunkKey, std::vector<double>> remote_sum;  // all origins
+    std::vector<LedgerRow> retract;
+    for (SiteId o : remote_->Origins()) {
+      GEOPS_ASSIGN_OR_RETURN(std::vector<LedgerRow> rows, persistent_->ReadLedger(o));
+      for (LedgerRow& row : rows) {
+        const int64_t local = store_->LocalIndex(row.key);
+        if (!spec_.HasChunk(row.key) || local < 0 || static_cast<int64_t>(row.values.size()) != store_->elements(local)) {
+          return DataLossError(persistent_->name() + ": the ledger of site " + std::to_string(o) +
+                               " holds a chunk (" + std::to_string(row.key.table) + ", " +
+                               std::to_string(row.key.chunk) + ") this shard does not hold at that size");
+        }
+        std::vector<double>& sum = remote_sum[row.key];
+        sum.resize(row.values.size(), 0.0);
+        for (size_t i = 0; i < row.values.size(); ++i) sum[i] += row.values[i];
+      }
+      if (o == origin) retract = std::move(rows);
+    }
+
+    uint64_t ticket;
+    {
+      ShardPersister::Mutation mutation = persister_->Begin();
+      std::vector<float> values;
+      std::vector<ChunkMass> own;
+      own.reserve(static_cast<size_t>(store_->num_chunks()));
+      for (int64_t local = 0; local < store_->num_chunks(); ++local) {
+        values.resize(static_cast<size_t>(store_->elements(local)));
+        store_->Read(local, values.data());
+        ChunkMass m{store_->key(local), std::vector<float>(values.size())};
+        auto sum = remote_sum.find(m.key);
+        for (size_t i = 0; i < values.size(); ++i) {
+          const double remote = sum == remote_sum.end() ? 0.0 : sum->second[i];
+          m.values[i] = static_cast<float>(double{values[i]} - remote);
+        }
+        own.push_back(std::move(m));
+      }
+      for (const LedgerRow& row : retract) {
+        const int64_t local = store_->LocalIndex(row.key);
+        values.resize(row.values.size());
+        store_->Read(local, values.data());
+        for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(double{values[i]} - row.values[i]);
+        store_->Overwrite(local, values.data());
+        mutation.MarkChunk(local);
+      }
+      remote_->Restore(origin, 0);
+      mutation.ForgetOrigin(origin);
+      mutation.ClearLedger(origin);
+      change(own);
+      mutation.MarkOutbound();
+      ticket = mutation.Finish();
+    }
+    worker_locks.clear();
+    if (durability_ == Durability::kOff) {
+      persister_->RequestCommit(ticket);
+      return Status::Ok();
+    }
+    return persister_->AwaitDurable(ticket, deadline);
   }
 
   bool SetOutboundParticipant(OutboundParticipant* participant) override {
@@ -329,6 +416,8 @@ class ShardImpl final : public Shard {
   }
 
   uint64_t LastAppliedSeq(SiteId origin) const override { return remote_->LastSeq(origin); }
+
+  Clock ShardClock() const override { return tracker_.ShardClock(); }
 
   Status ReadChunkValue(ChunkKey key, float* out) const override {
     if (!spec_.HasChunk(key) || store_->LocalIndex(key) < 0) {
@@ -383,6 +472,7 @@ class ShardImpl final : public Shard {
       recovered_outbound_ = std::move(state.outbound);
     }
     durability_ = persistent->durability();
+    persistent_ = persistent;
     persister_ = std::make_unique<ShardPersister>(persistent, store_.get(), &tracker_, options_.shard_id,
                                                   options_.num_workers);
     persister_->Start();
@@ -409,6 +499,8 @@ class ShardImpl final : public Shard {
   std::unique_ptr<std::mutex[]> worker_mu_;       // one per worker id, see the lock discipline above
   std::unique_ptr<uint64_t[]> last_ticket_;       // per worker: ticket of its last change, GUARDED_BY(worker_mu_[w])
   Durability durability_ = Durability::kSync;     // of the store; set by Init()
+  ShardStore* persistent_ = nullptr;              // the store, when there is one; set by Init()
+  std::mutex apply_mu_;                           // serialises ApplyRemote and ResetOrigin
   std::mutex recovered_mu_;
   std::vector<OutboundRecord> recovered_outbound_;  // GUARDED_BY(recovered_mu_)
 

@@ -48,6 +48,33 @@ void ShardPersister::Mutation::MarkOrigin(SiteId origin, uint64_t seq) {
   marked_ = true;
 }
 
+void ShardPersister::Mutation::ForgetOrigin(SiteId origin) {
+  {
+    std::lock_guard<std::mutex> lock(p_->origin_mu_);
+    p_->origin_marks_[origin] = 0;
+  }
+  marked_ = true;
+}
+
+void ShardPersister::Mutation::AddLedger(LedgerAdd add) {
+  {
+    std::lock_guard<std::mutex> lock(p_->origin_mu_);
+    p_->ledger_adds_.push_back(std::move(add));
+  }
+  marked_ = true;
+}
+
+void ShardPersister::Mutation::ClearLedger(SiteId origin) {
+  {
+    std::lock_guard<std::mutex> lock(p_->origin_mu_);
+    // Adds not yet committed go with the clear (the store applies clears
+    // first, so they would otherwise survive it).
+    std::erase_if(p_->ledger_adds_, [origin](const LedgerAdd& a) { return a.origin == origin; });
+    p_->ledger_clears_.push_back(origin);
+  }
+  marked_ = true;
+}
+
 uint64_t ShardPersister::Mutation::Finish() {
   if (p_ == nullptr) return 0;
   ShardPersister* p = p_;
@@ -154,6 +181,8 @@ uint64_t ShardPersister::Capture() {
     std::lock_guard<std::mutex> lock(origin_mu_);
     for (const auto& [origin, seq] : origin_marks_) commit_.origins.push_back({origin, seq});
     origin_marks_.clear();
+    commit_.ledger_clears.swap(ledger_clears_);
+    commit_.ledger_adds.swap(ledger_adds_);
   }
   if (OutboundParticipant* p = participant_.load(std::memory_order_acquire); p != nullptr) {
     p->CollectOutbound(&commit_.outbound_puts, &commit_.outbound_deletes);

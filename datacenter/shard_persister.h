@@ -22,7 +22,8 @@
 //                only briefly, never while copying or writing.
 //   state_mu_    guards requested_, durable_, stop_, failure_ and stats_;
 //                never held while calling the store.
-//   origin_mu_   guards origin_marks_; a leaf lock.
+//   origin_mu_   guards origin_marks_ and the pending ledger changes; a
+//                leaf lock.
 // The committer copies chunks under their own locks while copying_ keeps
 // mutations out; it calls the ClockTracker (its own mutex) with no lock held.
 // Order: a caller's locks (the shard's per-worker mutex) -> barrier_mu_ |
@@ -79,6 +80,14 @@ class ShardPersister {
     // Records that the WAN batch `seq` from site `origin` is applied; the
     // commit holding this scope's chunks holds the seq too.
     void MarkOrigin(SiteId origin, uint64_t seq);
+    // Sets the last applied seq of `origin` back to 0 (a new incarnation
+    // of that site starts its stream again).
+    void ForgetOrigin(SiteId origin);
+    // Adds a WAN delta to the ledger of its origin in the commit holding
+    // this scope (after any clear of that origin made earlier).
+    void AddLedger(LedgerAdd add);
+    // Removes the whole ledger of `origin` in the commit holding this scope.
+    void ClearLedger(SiteId origin);
     // The outbound participant changed its state in this scope: the scope
     // gets a ticket, and the commit holding it collects the participant's
     // records.
@@ -137,6 +146,8 @@ class ShardPersister {
   std::unique_ptr<std::atomic<uint8_t>[]> worker_marked_;
   std::mutex origin_mu_;
   std::map<SiteId, uint64_t> origin_marks_;  // GUARDED_BY(origin_mu_)
+  std::vector<SiteId> ledger_clears_;        // GUARDED_BY(origin_mu_)
+  std::vector<LedgerAdd> ledger_adds_;       // GUARDED_BY(origin_mu_)
   std::atomic<OutboundParticipant*> participant_{nullptr};
 
   std::mutex barrier_mu_;

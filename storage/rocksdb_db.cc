@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "storage/ledger_merge_operator.h"
 #include "storage/store_format.h"
 
 namespace geops::storage {
@@ -25,8 +26,57 @@ class NullLogger final : public rocksdb::Logger {
   void Logv(const rocksdb::InfoLogLevel /*level*/, const char* /*format*/, va_list /*ap*/) override {}
 };
 
+// In the order of RocksDb::handles_.
 constexpr const char* kFamilies[] = {format::kDefaultFamily, format::kChunksFamily, format::kMetaFamily,
-                                     format::kOutboxFamily};
+                                     format::kOutboxFamily, format::kLedgerFamily};
+
+rocksdb::ColumnFamilyOptions FamilyOptions(const StorageOptions& options, std::string_view family) {
+  return family == format::kLedgerFamily ? LedgerFamilyOptions(options) : StoreFamilyOptions(options);
+}
+
+// The format version in the meta family of `dir`, read on a read-only open
+// of the families that are there (a read-only open may leave some out).
+Result<int32_t> ReadFormatVersion(const std::string& dir, const StorageOptions& options,
+                                  const std::set<std::string>& have) {
+  std::vector<rocksdb::ColumnFamilyDescriptor> families;
+  size_t meta = 0;
+  for (const char* family : kFamilies) {
+    if (!have.count(family)) continue;
+    if (std::string_view(family) == format::kMetaFamily) meta = families.size();
+    families.emplace_back(family, FamilyOptions(options, family));
+  }
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s =
+      rocksdb::DB::OpenForReadOnly(StoreDbOptions(options, /*quiet=*/true), dir, families, &handles, &raw);
+  if (!s.ok()) return FromRocks(s, "opening " + dir + " to read its format version");
+  const std::unique_ptr<rocksdb::DB> db(raw);
+  std::string value;
+  s = db->Get(rocksdb::ReadOptions(), handles[meta],
+              rocksdb::Slice(format::kFormatVersionKey.data(), format::kFormatVersionKey.size()), &value);
+  for (rocksdb::ColumnFamilyHandle* h : handles) db->DestroyColumnFamilyHandle(h).PermitUncheckedError();
+  db->Close().PermitUncheckedError();
+  GEOPS_RETURN_IF_ERROR(FromRocks(s, "reading the format version of " + dir));
+  int32_t version = 0;
+  GEOPS_RETURN_IF_ERROR(format::DecodeI32(format::kFormatVersionKey, value, &version));
+  return version;
+}
+
+// A store without column family `family`: damaged, unless it is of another
+// format version (an older store lacks the families added since), which its
+// meta family tells when it is there.
+Status RefuseMissingFamily(const std::string& dir, const StorageOptions& options,
+                           const std::set<std::string>& have, const char* family) {
+  const std::string where = "shard store " + dir;
+  if (have.count(format::kMetaFamily)) {
+    Result<int32_t> version = ReadFormatVersion(dir, options, have);
+    if (version.ok()) {
+      Status other_format = format::CheckFormatVersion(*version, where);
+      if (other_format.code() == StatusCode::kFailedPrecondition) return other_format;
+    }
+  }
+  return DataLossError(where + " is damaged: column family '" + family + "' is missing");
+}
 
 }  // namespace
 
@@ -95,11 +145,18 @@ rocksdb::ColumnFamilyOptions StoreFamilyOptions(const StorageOptions& options) {
   return o;
 }
 
+rocksdb::ColumnFamilyOptions LedgerFamilyOptions(const StorageOptions& options) {
+  rocksdb::ColumnFamilyOptions o = StoreFamilyOptions(options);
+  o.merge_operator = NewLedgerMergeOperator();
+  return o;
+}
+
 RocksDb::RocksDb(std::string dir, rocksdb::DB* db, std::vector<rocksdb::ColumnFamilyHandle*> handles)
     : dir_(std::move(dir)), db_(db), handles_(std::move(handles)) {
   chunks_ = handles_[1];
   meta_ = handles_[2];
   outbox_ = handles_[3];
+  ledger_ = handles_[4];
 }
 
 RocksDb::~RocksDb() { Close().IgnoreError(); }
@@ -150,9 +207,7 @@ Result<std::unique_ptr<RocksDb>> RocksDb::Open(const std::string& dir, const Sto
     }
     const std::set<std::string> have(names.begin(), names.end());
     for (const char* family : kFamilies) {
-      if (!have.count(family)) {
-        return DataLossError("shard store " + dir + " is damaged: column family '" + family + "' is missing");
-      }
+      if (!have.count(family)) return RefuseMissingFamily(dir, options, have, family);
     }
     for (const std::string& name : names) {
       if (std::find(std::begin(kFamilies), std::end(kFamilies), name) == std::end(kFamilies)) {
@@ -163,7 +218,7 @@ Result<std::unique_ptr<RocksDb>> RocksDb::Open(const std::string& dir, const Sto
   }
   std::vector<rocksdb::ColumnFamilyDescriptor> families;
   for (const char* family : kFamilies) {
-    families.emplace_back(family, StoreFamilyOptions(options));
+    families.emplace_back(family, FamilyOptions(options, family));
   }
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* db = nullptr;
@@ -195,13 +250,7 @@ Status RocksDb::ReadMeta(ShardState* state) const {
   std::string value;
   GEOPS_RETURN_IF_ERROR(get(format::kFormatVersionKey, &value));
   GEOPS_RETURN_IF_ERROR(format::DecodeI32(format::kFormatVersionKey, value, &state->format_version));
-  if (state->format_version > format::kFormatVersion) {
-    return FailedPreconditionError(where + " has format version " + std::to_string(state->format_version) +
-                                   ", newer than this build reads (" + std::to_string(format::kFormatVersion) + ")");
-  }
-  if (state->format_version < 1) {
-    return DataLossError(where + " is damaged: format version " + std::to_string(state->format_version));
-  }
+  GEOPS_RETURN_IF_ERROR(format::CheckFormatVersion(state->format_version, where));
   uint64_t model = 0;
   int32_t shard_id = 0, num_shards = 0, num_workers = 0;
   GEOPS_RETURN_IF_ERROR(get(format::kModelKey, &value));
@@ -276,6 +325,58 @@ Result<int64_t> RocksDb::CountOutbox() const {
   for (it->SeekToFirst(); it->Valid(); it->Next()) ++n;
   GEOPS_RETURN_IF_ERROR(FromRocks(it->status(), "shard store " + dir_ + ": reading the outbox"));
   return n;
+}
+
+Status RocksDb::ScanLedger(const format::KeyRange* range,
+                           const std::function<void(SiteId origin, LedgerRow row)>& visit) const {
+  const std::string where = "shard store " + dir_;
+  rocksdb::ReadOptions ro;  // an iterator reads one consistent snapshot
+  ro.fill_cache = false;
+  ro.verify_checksums = true;
+  rocksdb::Slice upper;
+  if (range != nullptr) {
+    upper = rocksdb::Slice(range->end);
+    ro.iterate_upper_bound = &upper;
+  }
+  TakeLedgerMergeError();  // forget a failure that an earlier read on this thread left behind
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, ledger_));
+  if (range != nullptr) {
+    it->Seek(range->begin);
+  } else {
+    it->SeekToFirst();
+  }
+  for (; it->Valid(); it->Next()) {
+    SiteId origin = 0;
+    LedgerRow row;
+    if (!format::DecodeLedgerKey(std::string_view(it->key().data(), it->key().size()), &origin, &row.key)) {
+      return DataLossError(where + " is damaged: a ledger key has " + std::to_string(it->key().size()) +
+                           " bytes, expected " + std::to_string(format::kLedgerKeySize));
+    }
+    GEOPS_RETURN_IF_ERROR(
+        format::DecodeLedgerRow(std::string_view(it->value().data(), it->value().size()), &row.values)
+            .WithContext(where + " is damaged: " + format::DescribeLedgerRow(origin, row.key)));
+    visit(origin, std::move(row));
+  }
+  if (it->status().IsCorruption()) {
+    // Our merge operator refused a row's entries; it says which and why.
+    const std::string merge_error = TakeLedgerMergeError();
+    if (!merge_error.empty()) {
+      return DataLossError(where + " is damaged: " + merge_error + " (RocksDB: " + it->status().ToString() + ")");
+    }
+  }
+  return FromRocks(it->status(), where + ": reading the ledger");
+}
+
+Status RocksDb::ReadLedger(SiteId origin, std::vector<LedgerRow>* rows) const {
+  rows->clear();
+  const format::KeyRange range = format::LedgerOriginRange(origin);
+  return ScanLedger(&range, [&](SiteId, LedgerRow row) { rows->push_back(std::move(row)); });
+}
+
+Result<std::map<SiteId, int64_t>> RocksDb::CountLedgerRows() const {
+  std::map<SiteId, int64_t> rows;
+  GEOPS_RETURN_IF_ERROR(ScanLedger(nullptr, [&](SiteId origin, LedgerRow) { ++rows[origin]; }));
+  return rows;
 }
 
 }  // namespace geops::storage

@@ -14,6 +14,8 @@
 #include <rocksdb/status.h>
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -22,6 +24,7 @@
 #include "common/options.h"
 #include "common/shard_store.h"
 #include "common/status.h"
+#include "storage/store_format.h"
 
 namespace geops::storage {
 
@@ -44,6 +47,8 @@ Result<DirKind> ClassifyDirectory(const std::string& dir);
 // info log file (used where the directory must not change).
 rocksdb::DBOptions StoreDbOptions(const StorageOptions& options, bool quiet);
 rocksdb::ColumnFamilyOptions StoreFamilyOptions(const StorageOptions& options);
+// StoreFamilyOptions plus the ledger merge operator, for the "ledger" family.
+rocksdb::ColumnFamilyOptions LedgerFamilyOptions(const StorageOptions& options);
 
 class RocksDb {
  public:
@@ -53,7 +58,8 @@ class RocksDb {
 
   // Opens an existing store. ReadOnly writes nothing to the directory.
   // DataLoss when the column families are not the store's, or RocksDB finds
-  // corruption; FailedPrecondition for extra column families; Unavailable
+  // corruption; FailedPrecondition for extra column families and for a store
+  // of an older format (which lacks the families added since); Unavailable
   // for I/O errors or a lock held by another process.
   static Result<std::unique_ptr<RocksDb>> OpenReadOnly(const std::string& dir, const StorageOptions& options);
   static Result<std::unique_ptr<RocksDb>> OpenReadWrite(const std::string& dir, const StorageOptions& options);
@@ -64,6 +70,7 @@ class RocksDb {
   rocksdb::ColumnFamilyHandle* chunks() const { return chunks_; }
   rocksdb::ColumnFamilyHandle* meta() const { return meta_; }
   rocksdb::ColumnFamilyHandle* outbox() const { return outbox_; }
+  rocksdb::ColumnFamilyHandle* ledger() const { return ledger_; }
 
   // Reads and checks every record: the format version, the fingerprint,
   // every chunk (header, size, checksum), worker and origin records.
@@ -72,6 +79,13 @@ class RocksDb {
   Status ReadState(ShardState* state) const;
   // Number of records in the outbox column family.
   Result<int64_t> CountOutbox() const;
+  // The rows of `origin`'s ledger, in key order, as of one consistent read.
+  // DataLoss naming the row for a malformed key or value, or entries that do
+  // not merge. REQUIRES: origin >= 0.
+  Status ReadLedger(SiteId origin, std::vector<LedgerRow>* rows) const;
+  // Ledger rows per origin (origins without rows absent), each row decoded
+  // and checked as by ReadLedger.
+  Result<std::map<SiteId, int64_t>> CountLedgerRows() const;
 
   // Releases the handles and closes the database; idempotent.
   Status Close();
@@ -81,6 +95,10 @@ class RocksDb {
   static Result<std::unique_ptr<RocksDb>> Open(const std::string& dir, const StorageOptions& options,
                                                bool read_only, bool create);
   Status ReadMeta(ShardState* state) const;
+  // Reads the ledger rows in `range` (the whole family when null) in key
+  // order, calling `visit` for each decoded row.
+  Status ScanLedger(const format::KeyRange* range,
+                    const std::function<void(SiteId origin, LedgerRow row)>& visit) const;
 
   const std::string dir_;
   rocksdb::DB* db_;  // owned; null once closed
@@ -88,6 +106,7 @@ class RocksDb {
   rocksdb::ColumnFamilyHandle* chunks_ = nullptr;
   rocksdb::ColumnFamilyHandle* meta_ = nullptr;
   rocksdb::ColumnFamilyHandle* outbox_ = nullptr;
+  rocksdb::ColumnFamilyHandle* ledger_ = nullptr;
 };
 
 }  // namespace geops::storage

@@ -2,9 +2,10 @@
 // opening: classify the directory, create a fresh store in a sibling
 // directory and rename it into place, probe read-only, then open read-write.
 //
-// Lock discipline: mu_ serialises Commit() and Load() and guards commits_
-// and loaded_; RocksDB is called under it (one commit at a time is what the
-// shard does anyway, and it keeps the commit counter in step with the log).
+// Lock discipline: mu_ serialises Commit(), Load() and ReadLedger() and
+// guards commits_ and loaded_; RocksDB is called under it (one commit at a
+// time is what the shard does anyway, and it keeps the commit counter in step
+// with the log).
 #include "storage/rocksdb_shard_store.h"
 
 #include <fcntl.h>
@@ -117,9 +118,11 @@ Status CreateStore(const fs::path& dir, const StorageOptions& options, const Sto
 
 class RocksDbShardStore final : public ShardStore {
  public:
-  RocksDbShardStore(std::string dir, Durability durability, std::unique_ptr<RocksDb> db, ShardState loaded)
-      : dir_(std::move(dir)), durability_(durability), db_(std::move(db)), commits_(loaded.commits),
-        loaded_(std::move(loaded)) {}
+  // `chunks`: the chunks the shard owns, in key order (ShardStoreSpec).
+  RocksDbShardStore(std::string dir, Durability durability, std::vector<ChunkExtent> chunks,
+                    std::unique_ptr<RocksDb> db, ShardState loaded)
+      : dir_(std::move(dir)), durability_(durability), chunks_(std::move(chunks)), db_(std::move(db)),
+        commits_(loaded.commits), loaded_(std::move(loaded)) {}
 
   ~RocksDbShardStore() override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -144,13 +147,9 @@ class RocksDbShardStore final : public ShardStore {
   Status Commit(const ShardCommit& commit) override {
     std::lock_guard<std::mutex> lock(mu_);
     loaded_.reset();
+    GEOPS_RETURN_IF_ERROR(CheckLedgerWrites(commit).WithContext(name() + ": commit " + std::to_string(commits_ + 1)));
     const size_t chunks = commit.chunks.size();
-    const size_t reserve = static_cast<size_t>(commit.chunks.total_elements()) * sizeof(float) +
-                           chunks * (format::kChunkKeySize + format::kChunkHeaderSize + 16) +
-                           commit.workers.size() * 48 + commit.origins.size() * 32 + 256;
-    size_t outbound_bytes = 0;
-    for (const OutboundRecord& r : commit.outbound_puts) outbound_bytes += r.key.size() + r.value.size() + 16;
-    rocksdb::WriteBatch batch(reserve + outbound_bytes);
+    rocksdb::WriteBatch batch(BatchBytes(commit));
     rocksdb::Status s;
     for (size_t i = 0; i < chunks && s.ok(); ++i) {
       const std::span<const float> values = commit.chunks.values(i);
@@ -178,6 +177,7 @@ class RocksDbShardStore final : public ShardStore {
       }
       s = batch.Put(db_->outbox(), ToSlice(commit.outbound_puts[i].key), ToSlice(commit.outbound_puts[i].value));
     }
+    if (s.ok()) s = AddLedgerWrites(commit, &batch);
     if (s.ok()) s = batch.Put(db_->meta(), ToSlice(format::kShardClockKey), format::EncodeI64(commit.shard_clock));
     if (s.ok()) s = batch.Put(db_->meta(), ToSlice(format::kCommitsKey), format::EncodeU64(commits_ + 1));
     if (!s.ok()) return FromRocks(s, name() + ": building commit " + std::to_string(commits_ + 1));
@@ -189,11 +189,100 @@ class RocksDbShardStore final : public ShardStore {
     return Status::Ok();
   }
 
+  Result<std::vector<LedgerRow>> ReadLedger(SiteId origin) override {
+    if (origin < 0) {
+      return InvalidArgumentError(name() + ": there is no ledger of the negative origin " + std::to_string(origin));
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<LedgerRow> rows;
+    GEOPS_RETURN_IF_ERROR(db_->ReadLedger(origin, &rows));
+    GEOPS_RETURN_IF_ERROR(CheckLedgerRows(origin, rows));
+    return rows;
+  }
+
  private:
   static rocksdb::Slice ToSlice(std::string_view s) { return rocksdb::Slice(s.data(), s.size()); }
 
+  // A little more than the bytes `commit` takes in a WriteBatch, so that the
+  // batch is allocated once.
+  static size_t BatchBytes(const ShardCommit& commit) {
+    size_t bytes = static_cast<size_t>(commit.chunks.total_elements()) * sizeof(float) +
+                   commit.chunks.size() * (format::kChunkKeySize + format::kChunkHeaderSize + 16) +
+                   commit.workers.size() * 48 + commit.origins.size() * 32 + commit.ledger_clears.size() * 32 + 256;
+    for (const OutboundRecord& r : commit.outbound_puts) bytes += r.key.size() + r.value.size() + 16;
+    for (const LedgerAdd& add : commit.ledger_adds) {
+      bytes += format::kLedgerKeySize + format::kLedgerAddHeaderSize +
+               add.indices.size() * format::kLedgerAddPairSize + 16;
+    }
+    return bytes;
+  }
+
+  // The chunk's size in floats, or -1 for a chunk this shard does not own.
+  int64_t ChunkElements(ChunkKey key) const {
+    const auto it = std::lower_bound(chunks_.begin(), chunks_.end(), key,
+                                     [](const ChunkExtent& c, ChunkKey k) { return c.key < k; });
+    return it != chunks_.end() && it->key == key ? it->elements : -1;
+  }
+
+  // InvalidArgument for a clear of a negative origin, or a ledger add that
+  // breaks LedgerAdd's contract or does not fit a chunk this shard owns: a
+  // bad operand would make every later merge of its row fail.
+  Status CheckLedgerWrites(const ShardCommit& commit) const {
+    for (SiteId origin : commit.ledger_clears) {
+      if (origin < 0) {
+        return InvalidArgumentError("it clears the ledger of the negative origin " + std::to_string(origin));
+      }
+    }
+    for (const LedgerAdd& add : commit.ledger_adds) {
+      GEOPS_RETURN_IF_ERROR(format::CheckLedgerAdd(add));
+      const int64_t elements = ChunkElements(add.key);
+      if (elements < 0) {
+        return InvalidArgumentError(format::DescribeLedgerAdd(add) + ": this shard does not own that chunk");
+      }
+      if (elements != int64_t{add.num_elements}) {
+        return InvalidArgumentError(format::DescribeLedgerAdd(add) + " has num_elements " +
+                                    std::to_string(add.num_elements) + ", but the chunk has " +
+                                    std::to_string(elements) + " floats");
+      }
+    }
+    return Status::Ok();
+  }
+
+  // The commit's ledger clears (one range deletion per origin), then its adds
+  // (one merge operand each): an add in the same commit as a clear of its
+  // origin comes after the clear, and stays.
+  rocksdb::Status AddLedgerWrites(const ShardCommit& commit, rocksdb::WriteBatch* batch) const {
+    rocksdb::Status s;
+    for (size_t i = 0; i < commit.ledger_clears.size() && s.ok(); ++i) {
+      const format::KeyRange range = format::LedgerOriginRange(commit.ledger_clears[i]);
+      s = batch->DeleteRange(db_->ledger(), range.begin, range.end);
+    }
+    std::string operand;
+    for (size_t i = 0; i < commit.ledger_adds.size() && s.ok(); ++i) {
+      const LedgerAdd& add = commit.ledger_adds[i];
+      format::EncodeLedgerAdd(add, &operand);
+      s = batch->Merge(db_->ledger(), format::LedgerKey(add.origin, add.key), operand);
+    }
+    return s;
+  }
+
+  // DataLoss for a row of a chunk this shard does not own or of another size
+  // than the chunk (Commit writes neither, so the store is damaged).
+  Status CheckLedgerRows(SiteId origin, const std::vector<LedgerRow>& rows) const {
+    for (const LedgerRow& row : rows) {
+      const int64_t elements = ChunkElements(row.key);
+      if (elements == static_cast<int64_t>(row.values.size())) continue;
+      const std::string what = name() + " is damaged: " + format::DescribeLedgerRow(origin, row.key);
+      if (elements < 0) return DataLossError(what + " is for a chunk this shard does not own");
+      return DataLossError(what + " has " + std::to_string(row.values.size()) + " sums, but the chunk has " +
+                           std::to_string(elements) + " floats");
+    }
+    return Status::Ok();
+  }
+
   const std::string dir_;
   const Durability durability_;
+  const std::vector<ChunkExtent> chunks_;  // the chunks the shard owns, in key order
   std::mutex mu_;
   std::unique_ptr<RocksDb> db_;       // GUARDED_BY(mu_)
   uint64_t commits_;                  // GUARDED_BY(mu_)
@@ -239,7 +328,7 @@ Result<std::unique_ptr<ShardStore>> OpenRocksDbShardStore(const StorageOptions& 
     return AbortedError(where + " changed while it was being opened (another process wrote to it); try again");
   }
   return std::unique_ptr<ShardStore>(
-      new RocksDbShardStore(dir.string(), options.durability, std::move(db), std::move(state)));
+      new RocksDbShardStore(dir.string(), options.durability, spec.chunks, std::move(db), std::move(state)));
 }
 
 Result<StoreInfo> InspectShardStore(const std::string& dir) {
@@ -253,6 +342,7 @@ Result<StoreInfo> InspectShardStore(const std::string& dir) {
     GEOPS_ASSIGN_OR_RETURN(std::unique_ptr<RocksDb> db, RocksDb::OpenReadOnly(dir, options));
     GEOPS_RETURN_IF_ERROR(db->ReadState(&info.state));
     GEOPS_ASSIGN_OR_RETURN(info.outbox_records, db->CountOutbox());
+    GEOPS_ASSIGN_OR_RETURN(info.ledger_rows, db->CountLedgerRows());
     GEOPS_RETURN_IF_ERROR(db->Close());
   }
   for (size_t i = 0; i < info.state.chunks.size(); ++i) {

@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -53,6 +54,77 @@ std::string IdKey(std::string_view prefix, uint32_t id) {
   return key;
 }
 
+std::string DescribeChunk(ChunkKey key) {
+  return "chunk (table " + std::to_string(key.table) + ", chunk " + std::to_string(key.chunk) + ")";
+}
+
+// Gives `sums` its size on the first entry. REQUIRES: the caller checked
+// that a sized `sums` already has num_elements values.
+void SizeLedgerSums(uint32_t num_elements, LedgerSums* sums) {
+  if (sums->sized) return;
+  sums->values.assign(num_elements, 0.0);
+  sums->sized = true;
+}
+
+// Why pair `i` of a sparse add (index `index`, after `previous`; -1 for
+// none) is refused; built only on failure, off the merge's hot loop.
+Status BadSparsePair(uint32_t i, uint32_t index, int64_t previous, uint32_t num_elements) {
+  const std::string where = "a sparse ledger add has index " + std::to_string(index) + " at pair " + std::to_string(i);
+  if (int64_t{index} <= previous) {
+    return DataLossError(where + ", not above the index before it (" + std::to_string(previous) + ")");
+  }
+  if (index >= num_elements) {
+    return DataLossError(where + ", beyond the " + std::to_string(num_elements) + " elements of its chunk");
+  }
+  return DataLossError(where + " with a value that is not finite");
+}
+
+Status AddSparseLedgerEntry(std::string_view entry, uint32_t num_elements, LedgerSums* sums) {
+  if (entry.size() < kLedgerAddHeaderSize) {
+    return DataLossError("a sparse ledger add has " + std::to_string(entry.size()) + " bytes, shorter than its " +
+                         std::to_string(kLedgerAddHeaderSize) + "-byte header");
+  }
+  const uint32_t count = GetFixed<uint32_t>(entry.data() + 5);
+  const size_t payload = entry.size() - kLedgerAddHeaderSize;
+  if (payload != size_t{count} * kLedgerAddPairSize) {
+    return DataLossError("a sparse ledger add has " + std::to_string(payload) + " payload bytes for " +
+                         std::to_string(count) + " (index, value) pairs");
+  }
+  SizeLedgerSums(num_elements, sums);
+  const char* p = entry.data() + kLedgerAddHeaderSize;
+  int64_t previous = -1;
+  for (uint32_t i = 0; i < count; ++i, p += kLedgerAddPairSize) {
+    const uint32_t index = GetFixed<uint32_t>(p);
+    const float value = GetFixed<float>(p + 4);
+    if (int64_t{index} <= previous || index >= num_elements || !std::isfinite(value)) {
+      return BadSparsePair(i, index, previous, num_elements);
+    }
+    sums->values[index] += static_cast<double>(value);
+    previous = index;
+  }
+  return Status::Ok();
+}
+
+Status AddDenseLedgerEntry(std::string_view entry, uint32_t num_elements, LedgerSums* sums) {
+  const size_t payload = entry.size() - kLedgerRowHeaderSize;
+  if (payload != size_t{num_elements} * sizeof(double)) {
+    return DataLossError("a dense ledger row has " + std::to_string(payload) + " payload bytes for " +
+                         std::to_string(num_elements) + " sums");
+  }
+  const bool first = !sums->sized;
+  SizeLedgerSums(num_elements, sums);
+  const char* p = entry.data() + kLedgerRowHeaderSize;
+  for (uint32_t i = 0; i < num_elements; ++i, p += sizeof(double)) {
+    const double sum = GetFixed<double>(p);
+    // Sums of finite floats stay finite in double; anything else is damage.
+    if (!std::isfinite(sum)) return DataLossError("a dense ledger row has a sum that is not finite at index " +
+                                                  std::to_string(i));
+    // The first entry is taken as it is (0.0 + -0.0 would lose the sign).
+    sums->values[i] = first ? sum : sums->values[i] + sum;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 ChunkKeyBytes EncodeChunkKey(ChunkKey key) {
@@ -90,7 +162,7 @@ ChunkHeader EncodeChunkHeader(std::span<const float> values) {
 }
 
 Status DecodeChunkValue(ChunkKey key, std::string_view value, ChunkBatch* out) {
-  const std::string what = "chunk (table " + std::to_string(key.table) + ", chunk " + std::to_string(key.chunk) + ")";
+  const std::string what = DescribeChunk(key);
   if (value.size() < kChunkHeaderSize) {
     return DataLossError(what + " value has " + std::to_string(value.size()) + " bytes, shorter than its header");
   }
@@ -145,6 +217,137 @@ Status DecodeOrigin(std::string_view key_suffix, std::string_view value, OriginR
   if (key_suffix.size() != 4) return DataLossError("an origin record has a malformed key");
   record->origin = static_cast<SiteId>(GetBigEndian32(key_suffix.data()));
   return DecodeFixed<uint64_t>("origin/" + std::to_string(record->origin), value, &record->seq);
+}
+
+Status CheckFormatVersion(int32_t version, std::string_view where) {
+  const std::string has = std::string(where) + " has format version " + std::to_string(version);
+  const std::string reads = " this build reads (" + std::to_string(kFormatVersion) + ")";
+  if (version > kFormatVersion) return FailedPreconditionError(has + ", newer than" + reads);
+  if (version < 1) return DataLossError(std::string(where) + " is damaged: format version " + std::to_string(version));
+  if (version < kFormatVersion) {
+    return FailedPreconditionError(has + ", older than" + reads +
+                                   ": it was written by an earlier geops, before the per-origin ledger; "
+                                   "this build does not upgrade stores in place");
+  }
+  return Status::Ok();
+}
+
+std::string LedgerKey(SiteId origin, ChunkKey key) {
+  std::string out(kLedgerKeySize, '\0');
+  PutBigEndian32(static_cast<uint32_t>(origin), out.data());
+  const ChunkKeyBytes chunk = EncodeChunkKey(key);
+  std::memcpy(out.data() + 4, chunk.data(), chunk.size());
+  return out;
+}
+
+KeyRange LedgerOriginRange(SiteId origin) {
+  // origin >= 0, so origin + 1 fits in the u32 prefix.
+  return KeyRange{IdKey("", static_cast<uint32_t>(origin)), IdKey("", static_cast<uint32_t>(origin) + 1)};
+}
+
+bool DecodeLedgerKey(std::string_view bytes, SiteId* origin, ChunkKey* key) {
+  if (bytes.size() != kLedgerKeySize) return false;
+  *origin = static_cast<SiteId>(GetBigEndian32(bytes.data()));
+  return DecodeChunkKey(bytes.substr(4), key);
+}
+
+std::string DescribeLedgerRow(SiteId origin, ChunkKey key) {
+  return "ledger of origin " + std::to_string(origin) + ", " + DescribeChunk(key);
+}
+
+std::string DescribeLedgerAdd(const LedgerAdd& add) {
+  return "ledger add for origin " + std::to_string(add.origin) + ", " + DescribeChunk(add.key);
+}
+
+Status CheckLedgerAdd(const LedgerAdd& add) {
+  if (add.origin < 0) return InvalidArgumentError(DescribeLedgerAdd(add) + ": the origin is negative");
+  if (add.num_elements > kMaxLedgerElements) {
+    return InvalidArgumentError(DescribeLedgerAdd(add) + ": num_elements " + std::to_string(add.num_elements) +
+                                " is more than a ledger row holds (" + std::to_string(kMaxLedgerElements) + ")");
+  }
+  if (add.indices.size() != add.values.size()) {
+    return InvalidArgumentError(DescribeLedgerAdd(add) + " has " + std::to_string(add.indices.size()) +
+                                " indices but " + std::to_string(add.values.size()) + " values");
+  }
+  for (size_t i = 0; i < add.indices.size(); ++i) {
+    const bool in_order = i == 0 || add.indices[i] > add.indices[i - 1];
+    if (in_order && add.indices[i] < add.num_elements && std::isfinite(add.values[i])) continue;
+    // Only a refused add pays for its message.
+    const std::string at = DescribeLedgerAdd(add) + ": index " + std::to_string(add.indices[i]) + " at position " +
+                           std::to_string(i);
+    if (!in_order) {
+      return InvalidArgumentError(at + " is not above the one before it (" + std::to_string(add.indices[i - 1]) + ")");
+    }
+    if (add.indices[i] >= add.num_elements) {
+      return InvalidArgumentError(at + " is beyond num_elements " + std::to_string(add.num_elements));
+    }
+    return InvalidArgumentError(at + " has a value that is not finite");
+  }
+  return Status::Ok();
+}
+
+void EncodeLedgerAdd(const LedgerAdd& add, std::string* out) {
+  const uint32_t count = static_cast<uint32_t>(add.indices.size());
+  out->resize(kLedgerAddHeaderSize + size_t{count} * kLedgerAddPairSize);
+  char* p = out->data();
+  p[0] = static_cast<char>(kLedgerAddTag);
+  std::memcpy(p + 1, &add.num_elements, 4);
+  std::memcpy(p + 5, &count, 4);
+  p += kLedgerAddHeaderSize;
+  for (uint32_t i = 0; i < count; ++i, p += kLedgerAddPairSize) {
+    std::memcpy(p, &add.indices[i], 4);
+    std::memcpy(p + 4, &add.values[i], 4);
+  }
+}
+
+bool PeekLedgerEntry(std::string_view entry, LedgerEntryHeader* header) {
+  if (entry.size() < kLedgerRowHeaderSize) return false;
+  header->tag = static_cast<uint8_t>(entry[0]);
+  header->num_elements = GetFixed<uint32_t>(entry.data() + 1);
+  return true;
+}
+
+Status AddLedgerEntry(std::string_view entry, LedgerSums* sums) {
+  LedgerEntryHeader header;
+  if (!PeekLedgerEntry(entry, &header)) {
+    return DataLossError("a ledger entry has " + std::to_string(entry.size()) + " bytes, shorter than its header");
+  }
+  if (header.num_elements > kMaxLedgerElements) {
+    return DataLossError("a ledger entry claims " + std::to_string(header.num_elements) +
+                         " elements, more than a ledger row holds (" + std::to_string(kMaxLedgerElements) + ")");
+  }
+  if (sums->sized && header.num_elements != sums->values.size()) {
+    return DataLossError("a ledger entry is for " + std::to_string(header.num_elements) +
+                         " elements, the entries before it for " + std::to_string(sums->values.size()));
+  }
+  switch (header.tag) {
+    case kLedgerAddTag:
+      return AddSparseLedgerEntry(entry, header.num_elements, sums);
+    case kLedgerRowTag:
+      return AddDenseLedgerEntry(entry, header.num_elements, sums);
+    default:
+      return DataLossError("a ledger entry has the unknown tag " + std::to_string(header.tag));
+  }
+}
+
+std::string EncodeLedgerRow(std::span<const double> sums) {
+  const uint32_t n = static_cast<uint32_t>(sums.size());
+  std::string out(kLedgerRowHeaderSize + sums.size_bytes(), '\0');
+  out[0] = static_cast<char>(kLedgerRowTag);
+  std::memcpy(out.data() + 1, &n, 4);
+  std::memcpy(out.data() + kLedgerRowHeaderSize, sums.data(), sums.size_bytes());
+  return out;
+}
+
+Status DecodeLedgerRow(std::string_view value, std::vector<double>* sums) {
+  LedgerEntryHeader header;
+  if (PeekLedgerEntry(value, &header) && header.tag == kLedgerAddTag) {
+    return DataLossError("a ledger value is a sparse add where a merged row belongs");
+  }
+  LedgerSums decoded;
+  GEOPS_RETURN_IF_ERROR(AddLedgerEntry(value, &decoded));
+  *sums = std::move(decoded.values);
+  return Status::Ok();
 }
 
 std::string EncodeI32(int32_t v) { return EncodeFixed(v); }

@@ -15,6 +15,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/ids.h"
 #include "common/shard_store.h"
@@ -25,7 +26,9 @@ namespace geops::storage::format {
 static_assert(std::endian::native == std::endian::little,
               "the store writes float32 values as they lie in memory, which must be little-endian");
 
-inline constexpr int32_t kFormatVersion = 1;
+// The layout this build writes and the only one it reads. Version 2 added
+// the "ledger" column family; a version 1 store is refused (not converted).
+inline constexpr int32_t kFormatVersion = 2;
 
 // A small text file that marks a directory as a geops shard store, so that a
 // damaged store (DataLoss) is told apart from a directory that never was one.
@@ -36,6 +39,7 @@ inline constexpr std::string_view kMarkerText = "geops shard store\n";
 inline constexpr char kChunksFamily[] = "chunks";
 inline constexpr char kMetaFamily[] = "meta";
 inline constexpr char kOutboxFamily[] = "outbox";  // reserved for the WAN layer
+inline constexpr char kLedgerFamily[] = "ledger";  // per-origin sums of applied WAN deltas
 inline constexpr char kDefaultFamily[] = "default";
 
 // Meta keys (ASCII) and the sizes of their values.
@@ -62,6 +66,31 @@ inline constexpr uint32_t kChunkValueVersion = 1;
 // Worker value: i64 clock, i64 last update clock (-1: none), u8 finished (0/1).
 inline constexpr size_t kWorkerValueSize = 17;
 
+// Ledger key: u32 BE origin site, then the chunk key, so that one origin's
+// rows are contiguous and in ChunkKey order.
+inline constexpr size_t kLedgerKeySize = 4 + kChunkKeySize;
+// A ledger record is one of two entries; its first byte says which.
+//   Sparse add (written by Commit, one merge operand per LedgerAdd):
+//     0  u8  kLedgerAddTag
+//     1  u32 num_elements of the chunk
+//     5  u32 count
+//     9  count x (u32 index, f32 value); indices strictly increasing and
+//        below num_elements, values finite
+//   Dense row (what merging produces; what a read returns):
+//     0  u8  kLedgerRowTag
+//     1  u32 num_elements
+//     5  num_elements x f64 sums
+// RocksDB adds the entries of one key together with the ledger merge
+// operator (storage/ledger_merge_operator.h).
+inline constexpr uint8_t kLedgerAddTag = 1;
+inline constexpr uint8_t kLedgerRowTag = 2;
+inline constexpr size_t kLedgerAddHeaderSize = 9;
+inline constexpr size_t kLedgerAddPairSize = 8;
+inline constexpr size_t kLedgerRowHeaderSize = 5;
+// The largest num_elements a ledger entry may carry (a 2 GiB dense row), so
+// that a damaged size field cannot make a merge allocate without bound.
+inline constexpr uint32_t kMaxLedgerElements = uint32_t{1} << 28;
+
 using ChunkKeyBytes = std::array<char, kChunkKeySize>;
 using ChunkHeader = std::array<char, kChunkHeaderSize>;
 
@@ -82,6 +111,58 @@ Status DecodeWorker(std::string_view key_suffix, std::string_view value, WorkerR
 
 std::string OriginKey(SiteId origin);
 Status DecodeOrigin(std::string_view key_suffix, std::string_view value, OriginRecord* record);
+
+// OK for kFormatVersion. FailedPrecondition for an older or a newer version
+// (naming both), DataLoss for one below 1. `where` names the store.
+Status CheckFormatVersion(int32_t version, std::string_view where);
+
+// Ledger keys. REQUIRES: origin >= 0 (so that origin + 1 bounds its rows).
+std::string LedgerKey(SiteId origin, ChunkKey key);
+// The keys [begin, end) that hold every row of `origin`, and nothing else.
+struct KeyRange {
+  std::string begin;
+  std::string end;
+};
+KeyRange LedgerOriginRange(SiteId origin);
+// False when `bytes` is not kLedgerKeySize long.
+bool DecodeLedgerKey(std::string_view bytes, SiteId* origin, ChunkKey* key);
+// "ledger of origin 3, chunk (table 0, chunk 7)", for messages.
+std::string DescribeLedgerRow(SiteId origin, ChunkKey key);
+// "ledger add for origin 3, chunk (table 0, chunk 7)", for messages.
+std::string DescribeLedgerAdd(const LedgerAdd& add);
+
+// OK when `add` keeps LedgerAdd's contract: origin >= 0, num_elements at
+// most kMaxLedgerElements, as many values as indices, indices strictly
+// increasing and below num_elements, values finite. Otherwise InvalidArgument naming the add and the first problem.
+Status CheckLedgerAdd(const LedgerAdd& add);
+// Replaces `out` with the sparse add entry of `add`.
+// REQUIRES: CheckLedgerAdd(add).ok().
+void EncodeLedgerAdd(const LedgerAdd& add, std::string* out);
+
+// The tag and size of a ledger entry, read from its first kLedgerRowHeaderSize
+// bytes (shared by both entries). False when `entry` is shorter than that.
+struct LedgerEntryHeader {
+  uint8_t tag = 0;
+  uint32_t num_elements = 0;
+};
+bool PeekLedgerEntry(std::string_view entry, LedgerEntryHeader* header);
+
+// The sums of one ledger row while its entries are added together.
+struct LedgerSums {
+  bool sized = false;          // set by the first entry, which sizes `values`
+  std::vector<double> values;
+};
+// Adds one entry (a sparse add or a dense row) into `sums`. DataLoss naming
+// the problem for an entry that is malformed (unknown tag, sizes that do not
+// add up, an index out of order or range, a value that is not finite) or
+// whose num_elements differs from the entries before it; `sums` may then
+// hold part of the entry.
+Status AddLedgerEntry(std::string_view entry, LedgerSums* sums);
+// A dense row entry holding `sums`.
+std::string EncodeLedgerRow(std::span<const double> sums);
+// Decodes a dense row (what a read of the family returns) into `sums`.
+// DataLoss naming the problem for anything else, a sparse add included.
+Status DecodeLedgerRow(std::string_view value, std::vector<double>* sums);
 
 std::string EncodeI32(int32_t v);
 std::string EncodeU64(uint64_t v);

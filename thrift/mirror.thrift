@@ -10,6 +10,13 @@
 // Every request names its origin site and shard; a receiver refuses a shard
 // id other than its own, its own site id, and (heartbeat) another model.
 // Chunk keys are packed into one i64: (table id << 32) | chunk id.
+//
+// Incarnations (wan/wan_transport.h): every request carries its sender's
+// store incarnation; a receiver that hears a new one from a peer (the peer
+// lost its store) resets that peer's streams first and answers Unavailable
+// meanwhile; a request from an older incarnation, or one made for an older
+// incarnation of the receiver (dest_incarnation), is refused
+// (FailedPrecondition) and the sender drops it.
 
 include "parameter_server.thrift"
 
@@ -21,6 +28,8 @@ struct PushBatchRequest {
   3: i64 seq,          // 1, 2, 3, ... per (origin, destination); applied once each
   4: i64 clock,        // origin shard clock when the batch was cut
   5: binary payload,   // one WAN batch (docs/wan_batch_format.md)
+  6: i64 incarnation,       // the sender's store incarnation (0: unknown)
+  7: i64 dest_incarnation,  // the receiver's, as the sender knew it (0: unknown)
 }
 
 struct PushBatchReply {
@@ -35,6 +44,8 @@ struct NoticeRequest {
   3: i64 seq,
   4: list<i64> chunk_keys,
   5: i64 timeout_ms,
+  6: i64 incarnation,
+  7: i64 dest_incarnation,
 }
 
 // The origin's shard clock; valid once batches through last_seq are applied.
@@ -45,12 +56,15 @@ struct ClockReportRequest {
   3: i64 clock,
   4: i64 last_seq,
   5: bool drained,
+  6: i64 incarnation,
+  7: i64 dest_incarnation,
 }
 
 struct MirrorHeartbeat {
   1: i32 origin,
   2: i32 shard_id,
   3: i64 model_fingerprint,  // 0 skips the check
+  4: i64 incarnation,
 }
 
 struct MirrorHeartbeatReply {

@@ -58,7 +58,7 @@ Status MirrorChannel::SendNotice(const wan::WanNotice& notice) {
 
 Status MirrorChannel::Heartbeat() {
   GEOPS_ASSIGN_OR_RETURN(MirrorClient * c, Client());
-  Status s = c->Heartbeat().status();
+  Status s = c->Heartbeat(book_->incarnation()).status();
   Count();
   return s;
 }

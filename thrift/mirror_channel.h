@@ -27,8 +27,12 @@ class MirrorAddressBook {
   void Set(SiteId site, HostPort address);
   std::optional<HostPort> Find(SiteId site) const;
   size_t size() const;
+  // This shard's store incarnation, which heartbeats carry (0 until set).
+  void SetIncarnation(uint64_t incarnation) { incarnation_.store(incarnation, std::memory_order_relaxed); }
+  uint64_t incarnation() const { return incarnation_.load(std::memory_order_relaxed); }
 
  private:
+  std::atomic<uint64_t> incarnation_{0};
   mutable std::mutex mu_;
   std::map<SiteId, HostPort> addresses_;  // GUARDED_BY(mu_)
 };

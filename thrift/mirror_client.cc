@@ -71,6 +71,8 @@ Status MirrorClient::PushBatch(const wan::WanBatch& batch) {
   req.seq = static_cast<int64_t>(batch.seq);
   req.clock = batch.clock;
   req.payload.assign(batch.payload.begin(), batch.payload.end());
+  req.incarnation = static_cast<int64_t>(batch.incarnation);
+  req.dest_incarnation = static_cast<int64_t>(batch.dest_incarnation);
   gen::PushBatchReply reply;
   GEOPS_RETURN_IF_ERROR(Invoke("pushBatch", [&](gen::MirrorClient& c) { c.pushBatch(reply, req); }));
   if (reply.seq != req.seq) {
@@ -87,6 +89,8 @@ Status MirrorClient::ReportClock(const wan::WanClockReport& report) {
   req.clock = report.clock;
   req.last_seq = static_cast<int64_t>(report.last_seq);
   req.drained = report.drained;
+  req.incarnation = static_cast<int64_t>(report.incarnation);
+  req.dest_incarnation = static_cast<int64_t>(report.dest_incarnation);
   return Invoke("reportClock", [&](gen::MirrorClient& c) { c.reportClock(req); });
 }
 
@@ -97,14 +101,17 @@ Status MirrorClient::Notice(const wan::WanNotice& notice) {
   req.seq = static_cast<int64_t>(notice.seq);
   req.chunk_keys = PackKeys(notice.keys);
   req.timeout_ms = notice.timeout_ms;
+  req.incarnation = static_cast<int64_t>(notice.incarnation);
+  req.dest_incarnation = static_cast<int64_t>(notice.dest_incarnation);
   return Invoke("notice", [&](gen::MirrorClient& c) { c.notice(req); });
 }
 
-Result<MirrorIdentity> MirrorClient::Heartbeat() {
+Result<MirrorIdentity> MirrorClient::Heartbeat(uint64_t incarnation) {
   gen::MirrorHeartbeat req;
   req.origin = self_.site;
   req.shard_id = self_.shard;
   req.model_fingerprint = static_cast<int64_t>(self_.model_fingerprint);
+  req.incarnation = static_cast<int64_t>(incarnation);
   gen::MirrorHeartbeatReply reply;
   GEOPS_RETURN_IF_ERROR(Invoke("heartbeat", [&](gen::MirrorClient& c) { c.heartbeat(reply, req); }));
   MirrorIdentity peer{reply.site, reply.shard_id, static_cast<uint64_t>(reply.model_fingerprint)};

@@ -53,7 +53,8 @@ class MirrorClient {
   Status Notice(const wan::WanNotice& notice);
   // The peer's identity; FailedPrecondition when it serves another shard or
   // model.
-  Result<MirrorIdentity> Heartbeat();
+  // `incarnation`: this shard's store incarnation (0: not known yet).
+  Result<MirrorIdentity> Heartbeat(uint64_t incarnation = 0);
 
   const HostPort& address() const { return address_; }
   // Exact socket bytes, all connections of this client together.

@@ -72,6 +72,8 @@ void MirrorHandler::pushBatch(gen::PushBatchReply& reply, const gen::PushBatchRe
     batch.seq = static_cast<uint64_t>(req.seq);
     batch.clock = req.clock;
     batch.payload.assign(req.payload.begin(), req.payload.end());
+    batch.incarnation = static_cast<uint64_t>(req.incarnation);
+    batch.dest_incarnation = static_cast<uint64_t>(req.dest_incarnation);
     GEOPS_RETURN_IF_ERROR(receiver_->OnBatch(batch));
     reply.seq = req.seq;
     return Status::Ok();
@@ -92,6 +94,8 @@ void MirrorHandler::notice(const gen::NoticeRequest& req) {
     n.seq = static_cast<uint64_t>(req.seq);
     n.keys = UnpackKeys(req.chunk_keys);
     n.timeout_ms = req.timeout_ms;
+    n.incarnation = static_cast<uint64_t>(req.incarnation);
+    n.dest_incarnation = static_cast<uint64_t>(req.dest_incarnation);
     return receiver_->OnNotice(n);
   });
 }
@@ -100,8 +104,9 @@ void MirrorHandler::reportClock(const gen::ClockReportRequest& req) {
   Serve("reportClock", [&]() -> Status {
     GEOPS_RETURN_IF_ERROR(CheckSender(req.origin, req.shard_id));
     if (req.clock < 0 || req.last_seq < 0) return InvalidArgumentError("reportClock: negative clock or seq");
-    return receiver_->OnClock(
-        wan::WanClockReport{req.origin, req.clock, static_cast<uint64_t>(req.last_seq), req.drained});
+    return receiver_->OnClock(wan::WanClockReport{req.origin, req.clock, static_cast<uint64_t>(req.last_seq),
+                                                  req.drained, static_cast<uint64_t>(req.incarnation),
+                                                  static_cast<uint64_t>(req.dest_incarnation)});
   });
 }
 
@@ -114,7 +119,7 @@ void MirrorHandler::heartbeat(gen::MirrorHeartbeatReply& reply, const gen::Mirro
                                      std::to_string(theirs) + ", here " + std::to_string(self_.model_fingerprint) +
                                      "); every site must load the same topology");
     }
-    GEOPS_RETURN_IF_ERROR(receiver_->OnHeartbeat(req.origin));
+    GEOPS_RETURN_IF_ERROR(receiver_->OnHeartbeat(req.origin, static_cast<uint64_t>(req.incarnation)));
     reply.site = self_.site;
     reply.shard_id = self_.shard;
     reply.model_fingerprint = static_cast<int64_t>(self_.model_fingerprint);

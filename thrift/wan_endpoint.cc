@@ -18,6 +18,7 @@ Result<std::unique_ptr<WanEndpoint>> WanEndpoint::Start(const ModelSpec* spec, d
   rc.peers = peers;
   rc.options = options.wan;
   GEOPS_ASSIGN_OR_RETURN(e->replicator_, wan::Replicator::Create(spec, rc, shard, e->transport_.get()));
+  e->book_.SetIncarnation(e->replicator_->incarnation());
   GEOPS_ASSIGN_OR_RETURN(e->server_, MirrorServer::Start(e->replicator_.get(), options.self, options.mirror_server));
   shard->AttachReplication(e->replicator_.get(), e->replicator_->gate());
   e->replicator_->Start();
@@ -37,6 +38,10 @@ Status WanEndpoint::WaitSettled(Deadline deadline) {
   }
   if (!replicator_->WaitFinal(deadline)) {
     return DeadlineExceededError("the final updates of some peers have not landed yet");
+  }
+  // A peer that lost its store and came back meanwhile got a second drain.
+  if (!replicator_->WaitDrainAcknowledged(deadline)) {
+    return DeadlineExceededError("this shard's final updates are not acknowledged by every peer yet");
   }
   if (!transport_->WaitQuiet(deadline)) return DeadlineExceededError("WAN messages are still queued");
   return Status::Ok();

@@ -206,6 +206,20 @@ void MirrorGate::AddNotice(SiteId peer, uint64_t seq, std::span<const ChunkKey> 
   for (const ChunkKey& k : keys) notices_.emplace(k, Notice{peer, seq, expiry});
 }
 
+void MirrorGate::ResetPeer(SiteId peer) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Peer& p = HeardLocked(peer, SteadyClock::now());
+    p.clock = 0;  // the new incarnation starts over
+    p.applied = 0;
+    p.drained = false;
+    p.reported = false;
+    p.rejoining = true;
+    std::erase_if(notices_, [peer](const auto& entry) { return entry.second.peer == peer; });
+  }
+  changed_.notify_all();
+}
+
 bool MirrorGate::AllPeersDrained() const {
   std::lock_guard<std::mutex> lock(mu_);
   return AllDrainedLocked();

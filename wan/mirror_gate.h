@@ -81,6 +81,11 @@ class MirrorGate : public ReadGate {
   // timeout_ms. Ignored when that batch is applied already.
   void AddNotice(SiteId peer, uint64_t seq, std::span<const ChunkKey> keys, int64_t timeout_ms);
 
+  // The peer came back as a new incarnation (it lost its store) and its
+  // stream starts over: its applied seq, notices and drained mark are
+  // forgotten, and its next clock report is taken as is (like a rejoin).
+  void ResetPeer(SiteId peer);
+
   // Every peer has drained and its final batch is applied.
   bool AllPeersDrained() const;
   // Blocks until AllPeersDrained() or the deadline; false on timeout.

@@ -13,6 +13,8 @@ constexpr char kAccumulator = 'a';
 constexpr char kBacklog = 'b';
 constexpr char kBatch = 'o';
 constexpr char kSeq = 's';
+constexpr char kIncarnation = 'i';
+constexpr char kPeerIncarnation = 'k';
 
 void PutBe32(std::string* s, uint32_t v) {
   for (int i = 3; i >= 0; --i) s->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
@@ -54,6 +56,21 @@ std::string SeqKey(SiteId peer) {
   std::string k(1, kSeq);
   PutBe32(&k, static_cast<uint32_t>(peer));
   return k;
+}
+std::string PeerIncarnationKey(SiteId peer) {
+  std::string k(1, kPeerIncarnation);
+  PutBe32(&k, static_cast<uint32_t>(peer));
+  return k;
+}
+std::string U64Value(uint64_t v) {
+  std::string value(sizeof(uint64_t), '\0');
+  std::memcpy(value.data(), &v, sizeof(v));  // little-endian hosts only (checked in CMake)
+  return value;
+}
+uint64_t GetU64(const std::string& value) {
+  uint64_t v;
+  std::memcpy(&v, value.data(), sizeof(v));
+  return v;
 }
 
 // A row as a record, or nothing (delete) when it holds no mass.
@@ -142,6 +159,18 @@ void OutboundJournal::LastSeqChanged(SiteId peer, uint64_t last_seq) {
   seqs_[peer] = last_seq;
 }
 
+void OutboundJournal::IncarnationChanged(uint64_t incarnation) {
+  if (!enabled_) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  incarnation_ = incarnation;
+}
+
+void OutboundJournal::PeerIncarnationChanged(SiteId peer, uint64_t incarnation) {
+  if (!enabled_) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  peer_incarnations_[peer] = incarnation;
+}
+
 void OutboundJournal::Collect(const SignificanceFilter& accumulator,
                               const std::function<const SignificanceFilter*(SiteId)>& backlog,
                               std::vector<OutboundRecord>* puts, std::vector<std::string>* deletes) {
@@ -161,12 +190,14 @@ void OutboundJournal::Collect(const SignificanceFilter& accumulator,
                                    std::string(reinterpret_cast<const char*>(payload.data()), payload.size())});
   }
   sent_.clear();
-  for (const auto& [peer, seq] : seqs_) {
-    std::string value(sizeof(uint64_t), '\0');
-    std::memcpy(value.data(), &seq, sizeof(seq));  // little-endian hosts only (checked in CMake)
-    puts->push_back(OutboundRecord{SeqKey(peer), std::move(value)});
-  }
+  for (const auto& [peer, seq] : seqs_) puts->push_back(OutboundRecord{SeqKey(peer), U64Value(seq)});
   seqs_.clear();
+  if (incarnation_ != 0) puts->push_back(OutboundRecord{std::string(1, kIncarnation), U64Value(incarnation_)});
+  incarnation_ = 0;
+  for (const auto& [peer, inc] : peer_incarnations_) {
+    puts->push_back(OutboundRecord{PeerIncarnationKey(peer), U64Value(inc)});
+  }
+  peer_incarnations_.clear();
 }
 
 OutboundSummary OutboundSummary::Of(std::span<const OutboundRecord> records) {
@@ -185,7 +216,11 @@ OutboundSummary OutboundSummary::Of(std::span<const OutboundRecord> records) {
       ++p.batches;
       p.batch_bytes += static_cast<int64_t>(r.value.size());
     } else if (kind == kSeq && k.size() == 5 && r.value.size() == sizeof(uint64_t)) {
-      std::memcpy(&out.peers[static_cast<SiteId>(GetBe32(&k[1]))].last_assigned, r.value.data(), sizeof(uint64_t));
+      out.peers[static_cast<SiteId>(GetBe32(&k[1]))].last_assigned = GetU64(r.value);
+    } else if (kind == kIncarnation && k.size() == 1 && r.value.size() == sizeof(uint64_t)) {
+      out.incarnation = GetU64(r.value);
+    } else if (kind == kPeerIncarnation && k.size() == 5 && r.value.size() == sizeof(uint64_t)) {
+      out.peers[static_cast<SiteId>(GetBe32(&k[1]))].incarnation = GetU64(r.value);
     } else {
       ++out.unknown;
     }
@@ -243,6 +278,18 @@ Result<RecoveredOutbound> OutboundJournal::Decode(std::span<const OutboundRecord
         out.last_seq[static_cast<SiteId>(GetBe32(&k[1]))] = seq;
         break;
       }
+      case kIncarnation:
+        if (k.size() != 1 || r.value.size() != sizeof(uint64_t) || GetU64(r.value) == 0) {
+          return DataLossError(where + ": malformed incarnation record");
+        }
+        out.incarnation = GetU64(r.value);
+        break;
+      case kPeerIncarnation:
+        if (k.size() != 5 || r.value.size() != sizeof(uint64_t)) {
+          return DataLossError(where + ": malformed peer incarnation record");
+        }
+        out.peer_incarnations[static_cast<SiteId>(GetBe32(&k[1]))] = GetU64(r.value);
+        break;
       default:
         return DataLossError(where + ": unknown record kind");
     }

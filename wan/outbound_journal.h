@@ -26,6 +26,8 @@
 //   'b' peer:u32be table:u32be chunk:u32be -> f32[num_elements] backlog row
 //   'o' peer:u32be seq:u64be               -> the batch as on the wire
 //   's' peer:u32be                         -> u64 last seq assigned
+//   'i'                                    -> u64 this store's incarnation
+//   'k' peer:u32be                         -> u64 the peer's incarnation last heard
 // A row that becomes all zeros is deleted; so is a batch once acknowledged.
 //
 // Thread-safety: the change marks take an internal mutex (a leaf lock), so
@@ -61,6 +63,9 @@ struct RecoveredOutbound {
   std::map<SiteId, std::vector<SparseChunkUpdate>> backlogs;    // per peer
   std::map<SiteId, std::vector<WanBatch>> batches;              // per peer, seq order
   std::map<SiteId, uint64_t> last_seq;                          // per peer
+  uint64_t incarnation = 0;                                     // 0: none recorded
+  std::map<SiteId, uint64_t> peer_incarnations;                 // per peer
+  // No outbound state (incarnations are not state to restore).
   bool empty() const { return accumulator.empty() && backlogs.empty() && batches.empty() && last_seq.empty(); }
 };
 
@@ -73,7 +78,9 @@ struct OutboundSummary {
     int64_t batch_bytes = 0;
     uint64_t first_seq = 0;       // of the unacknowledged batches; 0: none
     uint64_t last_assigned = 0;   // last seq assigned towards the peer
+    uint64_t incarnation = 0;     // of the peer, last heard; 0: none recorded
   };
+  uint64_t incarnation = 0;       // of the store; 0: none recorded
   int64_t accumulator_rows = 0;   // chunks with local mass not yet selected
   int64_t unknown = 0;            // records of no known kind
   std::map<SiteId, Peer> peers;
@@ -93,6 +100,8 @@ class OutboundJournal {
   void BatchSent(SiteId peer, const WanBatch& batch);
   void BatchAcked(SiteId peer, uint64_t seq);
   void LastSeqChanged(SiteId peer, uint64_t last_seq);
+  void IncarnationChanged(uint64_t incarnation);
+  void PeerIncarnationChanged(SiteId peer, uint64_t incarnation);
 
   // Appends the records changed since the last call: rows are read through
   // `accumulator` and `backlog(peer)` (nullptr: the row is gone).
@@ -115,6 +124,8 @@ class OutboundJournal {
   std::map<std::pair<SiteId, uint64_t>, std::vector<uint8_t>> sent_;  // GUARDED_BY(mu_)
   std::set<std::pair<SiteId, uint64_t>> acked_;        // GUARDED_BY(mu_)
   std::map<SiteId, uint64_t> seqs_;                    // GUARDED_BY(mu_)
+  uint64_t incarnation_ = 0;                           // GUARDED_BY(mu_): 0: unchanged
+  std::map<SiteId, uint64_t> peer_incarnations_;       // GUARDED_BY(mu_)
 };
 
 }  // namespace geops::wan

@@ -32,6 +32,12 @@ Result<PeerOutbox> PeerOutbox::Create(SiteId peer, SignificanceFilterOptions opt
   return PeerOutbox(peer, std::move(f));
 }
 
+void PeerOutbox::ResetStream(std::vector<SparseChunkUpdate>* old) {
+  backlog_.DrainAll(old);
+  inflight_.clear();
+  last_seq_ = 0;
+}
+
 void PeerOutbox::OnSent(uint64_t seq, int64_t bytes, int64_t elements) {
   inflight_.insert(seq);
   ++stats_.batches_sent;

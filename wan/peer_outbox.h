@@ -70,6 +70,11 @@ class PeerOutbox {
   bool CanSendDirect(int64_t window) const { return !backlogged() && (window <= 0 || inflight() < window); }
   bool WindowOpen(int64_t window) const { return window <= 0 || inflight() < window; }
 
+  // The peer lost its store: its stream starts over at seq 1. Forgets the
+  // batches in flight and the seq, and moves the backlog out into *old.
+  void ResetStream(std::vector<SparseChunkUpdate>* old);
+  std::vector<uint64_t> InflightSeqs() const { return {inflight_.begin(), inflight_.end()}; }
+
   void OnSent(uint64_t seq, int64_t bytes, int64_t elements);
   void OnAcked(uint64_t seq);
   void CountNotice() { ++stats_.notices_sent; }

@@ -18,8 +18,107 @@ Status RemoteInbox::CheckOrigin(SiteId origin) const {
   return Status::Ok();
 }
 
+void RemoteInbox::SetOwnIncarnation(uint64_t incarnation) {
+  std::lock_guard<std::mutex> lock(incarnation_mu_);
+  own_incarnation_ = incarnation;
+}
+
+void RemoteInbox::RestoreIncarnation(SiteId origin, uint64_t incarnation) {
+  std::lock_guard<std::mutex> lock(incarnation_mu_);
+  incarnations_[origin] = incarnation;
+}
+
+void RemoteInbox::SetIncarnationListener(IncarnationListener listener) { listener_ = std::move(listener); }
+
+uint64_t RemoteInbox::Incarnation(SiteId origin) const {
+  std::lock_guard<std::mutex> lock(incarnation_mu_);
+  auto it = incarnations_.find(origin);
+  return it == incarnations_.end() ? 0 : it->second;
+}
+
+void RemoteInbox::ConfirmIncarnation(SiteId origin, uint64_t incarnation) {
+  std::lock_guard<std::mutex> lock(incarnation_mu_);
+  auto it = unconfirmed_.find(origin);
+  if (it != unconfirmed_.end() && it->second == incarnation) unconfirmed_.erase(it);
+}
+
+Status RemoteInbox::AdmitIncarnation(SiteId origin, uint64_t incarnation, Kind kind) {
+  if (incarnation == 0) return Status::Ok();  // a sender that does not say
+  bool first = false;
+  bool newer = false;
+  {
+    std::lock_guard<std::mutex> lock(incarnation_mu_);
+    uint64_t& known = incarnations_[origin];
+    if (known == 0) {
+      known = incarnation;
+      unconfirmed_[origin] = incarnation;
+      first = true;
+    } else if (known == incarnation) {
+      if (kind != Kind::kBatch || unconfirmed_.count(origin) == 0) return Status::Ok();
+      return UnavailableError("site " + std::to_string(origin) + " (incarnation " + std::to_string(incarnation) +
+                              ") is being recorded; resend shortly");
+    } else if (incarnation < known) {
+      stale_refused_.fetch_add(1, std::memory_order_relaxed);
+      return FailedPreconditionError("message from incarnation " + std::to_string(incarnation) + " of site " +
+                                     std::to_string(origin) + ", which has since restarted as incarnation " +
+                                     std::to_string(known) + "; dropped");
+    } else {
+      uint64_t& pending = pending_resets_[origin];
+      newer = pending < incarnation;
+      pending = std::max(pending, incarnation);
+    }
+  }
+  if ((first || newer) && listener_) listener_(origin, incarnation, !first);
+  if (kind == Kind::kHeartbeat || (first && kind == Kind::kReport)) return Status::Ok();
+  if (first) {
+    return UnavailableError("site " + std::to_string(origin) + " (incarnation " + std::to_string(incarnation) +
+                            ") is being recorded; resend shortly");
+  }
+  return UnavailableError("site " + std::to_string(origin) + " came back with an empty store (incarnation " +
+                          std::to_string(incarnation) + "); its streams are being reset, resend shortly");
+}
+
+Status RemoteInbox::CheckDestination(SiteId origin, uint64_t dest_incarnation, const std::string& what) {
+  std::lock_guard<std::mutex> lock(incarnation_mu_);
+  if (dest_incarnation == 0 || own_incarnation_ == 0 || dest_incarnation == own_incarnation_) return Status::Ok();
+  stale_refused_.fetch_add(1, std::memory_order_relaxed);
+  return FailedPreconditionError(what + " from site " + std::to_string(origin) + " was made for incarnation " +
+                                 std::to_string(dest_incarnation) + " of this site, which is incarnation " +
+                                 std::to_string(own_incarnation_) + " (it lost its store since); dropped");
+}
+
+Status RemoteInbox::StillCurrent(SiteId origin, uint64_t incarnation) {
+  if (incarnation == 0) return Status::Ok();
+  std::lock_guard<std::mutex> lock(incarnation_mu_);
+  auto it = incarnations_.find(origin);
+  if (it == incarnations_.end() || it->second == incarnation) return Status::Ok();
+  stale_refused_.fetch_add(1, std::memory_order_relaxed);
+  return FailedPreconditionError("message from incarnation " + std::to_string(incarnation) + " of site " +
+                                 std::to_string(origin) + ", whose streams were reset for incarnation " +
+                                 std::to_string(it->second) + " meanwhile; dropped");
+}
+
+Status RemoteInbox::ResetOrigin(SiteId origin, uint64_t incarnation, const std::function<Status()>& reset) {
+  std::lock_guard<std::mutex> lock(mu_);
+  GEOPS_RETURN_IF_ERROR(reset());
+  origins_.erase(origin);
+  ++stats_.origin_resets;
+  {
+    std::lock_guard<std::mutex> inc_lock(incarnation_mu_);
+    incarnations_[origin] = incarnation;
+    unconfirmed_.erase(origin);  // the reset recorded it durably
+    auto it = pending_resets_.find(origin);
+    if (it != pending_resets_.end() && it->second <= incarnation) pending_resets_.erase(it);
+  }
+  gate_->ResetPeer(origin);
+  return Status::Ok();
+}
+
 Status RemoteInbox::OnBatch(const WanBatch& batch) {
   GEOPS_RETURN_IF_ERROR(CheckOrigin(batch.origin));
+  GEOPS_RETURN_IF_ERROR(AdmitIncarnation(batch.origin, batch.incarnation, Kind::kBatch));
+  GEOPS_RETURN_IF_ERROR(CheckDestination(batch.origin, batch.dest_incarnation,
+                                         "batch " + std::to_string(batch.seq)));
   if (batch.seq == 0) return InvalidArgumentError("batch from site " + std::to_string(batch.origin) + " has seq 0");
   if (batch.seq <= target_->LastAppliedSeq(batch.origin)) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -39,6 +138,8 @@ Status RemoteInbox::OnBatch(const WanBatch& batch) {
     ++stats_.batches_refused;
     return s.WithContext("batch " + std::to_string(batch.seq) + " from site " + std::to_string(batch.origin));
   }
+  // The origin may have been reset since the batch was admitted.
+  GEOPS_RETURN_IF_ERROR(StillCurrent(batch.origin, batch.incarnation));
   Origin& o = origins_[batch.origin];
   const uint64_t last = target_->LastAppliedSeq(batch.origin);
   if (batch.seq <= last) {
@@ -126,8 +227,11 @@ Status RemoteInbox::DrainLocked(SiteId origin, Origin& o) {
 
 Status RemoteInbox::OnClock(const WanClockReport& report) {
   GEOPS_RETURN_IF_ERROR(CheckOrigin(report.origin));
+  GEOPS_RETURN_IF_ERROR(AdmitIncarnation(report.origin, report.incarnation, Kind::kReport));
+  GEOPS_RETURN_IF_ERROR(CheckDestination(report.origin, report.dest_incarnation, "a clock report"));
   if (report.clock < 0) return InvalidArgumentError("clock report with negative clock");
   std::lock_guard<std::mutex> lock(mu_);
+  GEOPS_RETURN_IF_ERROR(StillCurrent(report.origin, report.incarnation));
   Origin& o = origins_[report.origin];
   if (report.last_seq <= target_->LastAppliedSeq(report.origin)) {
     gate_->OnPeerClock(report.origin, report.clock, report.drained);
@@ -144,19 +248,25 @@ Status RemoteInbox::OnClock(const WanClockReport& report) {
 
 Status RemoteInbox::OnNotice(const WanNotice& notice) {
   GEOPS_RETURN_IF_ERROR(CheckOrigin(notice.origin));
+  GEOPS_RETURN_IF_ERROR(AdmitIncarnation(notice.origin, notice.incarnation, Kind::kReport));
+  GEOPS_RETURN_IF_ERROR(CheckDestination(notice.origin, notice.dest_incarnation,
+                                         "a notice of batch " + std::to_string(notice.seq)));
   gate_->AddNotice(notice.origin, notice.seq, notice.keys, notice.timeout_ms);
   return Status::Ok();
 }
 
-Status RemoteInbox::OnHeartbeat(SiteId origin) {
+Status RemoteInbox::OnHeartbeat(SiteId origin, uint64_t incarnation) {
   GEOPS_RETURN_IF_ERROR(CheckOrigin(origin));
+  GEOPS_RETURN_IF_ERROR(AdmitIncarnation(origin, incarnation, Kind::kHeartbeat));
   gate_->OnPeerHeard(origin);
   return Status::Ok();
 }
 
 InboxStats RemoteInbox::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return stats_;
+  InboxStats out = stats_;
+  out.stale_refused = stale_refused_.load(std::memory_order_relaxed);
+  return out;
 }
 
 }  // namespace geops::wan

@@ -20,6 +20,14 @@ constexpr int64_t kDurableWaitMs = 30000;
 // runs as the process starts).
 const double kProcessStartUnix = UnixSeconds();
 
+// A new store's incarnation: nanoseconds since the epoch, so that a store
+// made later has a larger one.
+uint64_t NewIncarnation() {
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::system_clock::now().time_since_epoch()).count();
+  return std::max<uint64_t>(1, static_cast<uint64_t>(ns));
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Replicator>> Replicator::Create(const ModelSpec* spec, ReplicatorConfig config,
@@ -47,6 +55,27 @@ Result<std::unique_ptr<Replicator>> Replicator::Create(const ModelSpec* spec, Re
                                                std::move(schedule), std::move(outboxes)));
   const std::vector<OutboundRecord> records = target->TakeRecoveredOutbound();
   GEOPS_ASSIGN_OR_RETURN(RecoveredOutbound recovered, OutboundJournal::Decode(records, *spec, r->config_.site));
+  r->recovery_.fresh_store = records.empty();
+  r->incarnation_ = recovered.incarnation;
+  if (r->incarnation_ == 0) {
+    r->incarnation_ = NewIncarnation();
+    r->incarnation_new_ = true;
+  }
+  for (const auto& [peer, inc] : recovered.peer_incarnations) r->inbox_.RestoreIncarnation(peer, inc);
+  r->inbox_.SetOwnIncarnation(r->incarnation_);
+  Replicator* self = r.get();
+  r->inbox_.SetIncarnationListener([self](SiteId origin, uint64_t incarnation, bool reset) {
+    {
+      std::lock_guard<std::mutex> lock(self->mu_);
+      if (reset) {
+        auto& pending = self->resets_[origin];
+        if (pending.first < incarnation) pending = {incarnation, UnixSeconds()};
+      } else {
+        self->records_.emplace_back(origin, incarnation);
+      }
+    }
+    self->cv_.notify_all();
+  });
   GEOPS_RETURN_IF_ERROR(r->Restore(std::move(recovered)).WithContext("restoring the WAN outbound state"));
   r->recovery_.state_loaded_unix = UnixSeconds();
   r->recovery_.process_start_unix = kProcessStartUnix;
@@ -123,6 +152,13 @@ void Replicator::Start() {
     }
     cv_.notify_all();
   });
+  if (incarnation_new_ && journal_.enabled()) {
+    // The store's incarnation is durable before anything carrying it leaves.
+    Status s = target_->RunDurable([this] { journal_.IncarnationChanged(incarnation_); },
+                                   Deadline::InMs(kDurableWaitMs));
+    if (!s.ok()) spdlog::error("wan shard {}: recording the store's incarnation: {}", config_.shard, s.ToString());
+    incarnation_new_ = false;
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (thread_.joinable() || stop_) return;
   // Batches handed to the link before a crash and never acknowledged go
@@ -130,12 +166,21 @@ void Replicator::Start() {
   for (auto& [peer, batches] : resend_) {
     PeerOutbox* out = OutboxFor(peer);
     for (WanBatch& b : batches) {
+      b.incarnation = incarnation_;
+      b.dest_incarnation = inbox_.Incarnation(peer);
       out->OnSent(b.seq, static_cast<int64_t>(b.payload.size()), 0);
       ++recovery_.batches_resent;
       transport_->SendBatch(peer, std::move(b));
     }
   }
   resend_.clear();
+  // Announce this incarnation (and the clock it resumes at) to every peer:
+  // a peer sends batches only to an incarnation it has heard of.
+  const Clock clock = target_->ShardClock();
+  for (const PeerOutbox& out : outboxes_) {
+    transport_->SendClock(out.peer(), WanClockReport{config_.site, clock, 0, false, incarnation_,
+                                                     inbox_.Incarnation(out.peer())});
+  }
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -197,6 +242,8 @@ bool Replicator::LinkKeepsUp(const PeerOutbox& out, int64_t bytes, bool finishin
   return transport_->EstimateDeliverySeconds(out.peer(), bytes) <= options_.max_queue_seconds;
 }
 
+bool Replicator::Addressable(const PeerOutbox& out) const { return inbox_.Incarnation(out.peer()) != 0; }
+
 PeerOutbox* Replicator::OutboxFor(SiteId peer) {
   for (PeerOutbox& o : outboxes_) {
     if (o.peer() == peer) return &o;
@@ -243,6 +290,8 @@ void Replicator::MaybeNotice(PeerOutbox& out, uint64_t seq, const std::vector<Ch
   n.seq = seq;
   n.keys = keys;
   n.timeout_ms = options_.notice_timeout_ms;
+  n.incarnation = incarnation_;
+  n.dest_incarnation = inbox_.Incarnation(out.peer());
   out.CountNotice();
   outgoing_.push_back(Outgoing{out.peer(), std::move(n)});
 }
@@ -275,7 +324,8 @@ void Replicator::ShipSelected(Clock k, bool finishing) {
   bool decoded = false;
   const int64_t window = Window(finishing);
   for (PeerOutbox& out : outboxes_) {
-    if (out.CanSendDirect(window) && LinkKeepsUp(out, static_cast<int64_t>(payload_.size()), finishing)) {
+    if (Addressable(out) && out.CanSendDirect(window) &&
+        LinkKeepsUp(out, static_cast<int64_t>(payload_.size()), finishing)) {
       WanBatch batch;
       batch.origin = config_.site;
       batch.seq = out.AssignSeq();
@@ -312,7 +362,7 @@ void Replicator::ServeBacklogs(Clock k, bool finishing) {
   }
   std::vector<ChunkKey> keys;
   for (PeerOutbox& out : outboxes_) {
-    while (out.backlogged() && out.WindowOpen(window) && LinkKeepsUp(out, 0, finishing)) {
+    while (Addressable(out) && out.backlogged() && out.WindowOpen(window) && LinkKeepsUp(out, 0, finishing)) {
       BacklogCut cut;
       cut.origin = config_.site;
       cut.clock = k;
@@ -337,6 +387,8 @@ void Replicator::ServeBacklogs(Clock k, bool finishing) {
 }
 
 void Replicator::Emit(SiteId peer, WanBatch batch) {
+  batch.incarnation = incarnation_;
+  batch.dest_incarnation = inbox_.Incarnation(peer);
   journal_.BatchSent(peer, batch);
   journal_.LastSeqChanged(peer, batch.seq);
   outgoing_.push_back(Outgoing{peer, std::move(batch)});
@@ -379,7 +431,7 @@ void Replicator::TickChanges(const std::vector<std::pair<SiteId, uint64_t>>& ack
 void Replicator::CheckCaughtUp() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!recovery_.recovered || recovery_.caught_up_unix != 0) return;
+    if ((!recovery_.recovered && !recovery_.fresh_store) || recovery_.caught_up_unix != 0) return;
   }
   if (!gate_.CaughtUp()) return;
   const int64_t bytes = inbox_.stats().bytes_received;
@@ -387,7 +439,7 @@ void Replicator::CheckCaughtUp() {
   if (recovery_.caught_up_unix != 0) return;
   recovery_.caught_up_unix = UnixSeconds();
   recovery_.catch_up_bytes = bytes;
-  spdlog::info("wan shard {}: back within DS of every live peer {:.3f} s after the state was loaded ({} bytes received)",
+  spdlog::log(recovery_.recovered ? spdlog::level::info : spdlog::level::debug, "wan shard {}: back within DS of every live peer {:.3f} s after the state was loaded ({} bytes received)",
                config_.shard, recovery_.caught_up_unix - recovery_.state_loaded_unix, bytes);
 }
 
@@ -395,9 +447,17 @@ void Replicator::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     cv_.wait_for(lock, std::chrono::milliseconds(100), [this] {
-      return stop_ || target_clock_ > ticked_ || (finished_ && !drained_) || !acks_.empty();
+      return stop_ || target_clock_ > ticked_ || (finished_ && !drained_) || !acks_.empty() || !resets_.empty() ||
+             !records_.empty();
     });
     if (stop_) return;
+    if (!resets_.empty()) {
+      lock.unlock();
+      RunResets();
+      lock.lock();
+    }
+    std::vector<std::pair<SiteId, uint64_t>> records;
+    records.swap(records_);
     std::vector<std::pair<SiteId, uint64_t>> acks;
     acks.swap(acks_);
     const Clock k = target_clock_;
@@ -410,13 +470,18 @@ void Replicator::Loop() {
     // persistence round trip (the loop wakes every 100 ms).
     bool backlogged = false;
     for (const PeerOutbox& out : outboxes_) backlogged = backlogged || out.backlogged();
-    const bool work = tick || finishing || !acks.empty() || backlogged;
+    const bool work = tick || finishing || !acks.empty() || backlogged || !records.empty();
     // Everything this round changes commits together, and only then do its
     // batches leave: a crash can neither lose nor repeat what a peer saw.
-    Status durable = work ? target_->RunDurable([&] { TickChanges(acks, k, tick, finishing); },
-                                                Deadline::InMs(kDurableWaitMs))
+    Status durable = work ? target_->RunDurable(
+                                [&] {
+                                  for (const auto& [peer, inc] : records) journal_.PeerIncarnationChanged(peer, inc);
+                                  TickChanges(acks, k, tick, finishing);
+                                },
+                                Deadline::InMs(kDurableWaitMs))
                           : Status::Ok();
     if (durable.ok()) {
+      for (const auto& [peer, inc] : records) inbox_.ConfirmIncarnation(peer, inc);
       FlushOutgoing();
     } else {
       // What the store did not take must not reach a peer: after the
@@ -426,14 +491,24 @@ void Replicator::Loop() {
       spdlog::error("wan shard {}: outbound state of clock {} is not durable ({}); not sending it", config_.shard,
                     k, durable.ToString());
       outgoing_.clear();
+      lock.lock();
+      records_.insert(records_.end(), records.begin(), records.end());  // again next round
+      lock.unlock();
     }
+    // The drain is complete once every peer's backlog has left (a peer not
+    // heard from yet keeps its backlog until it is; the drain goes on).
+    bool drain_complete = finishing && durable.ok();
     if (tick || finishing) {
       for (PeerOutbox& out : outboxes_) {
         // bsp and avg tie the clock to the batches sent (a peer takes it
         // once they landed); asp and all-async report progress at once.
         // The drain always ties: "drained" means "you have everything".
+        const bool drained_to = finishing && !out.backlogged();
+        drain_complete = drain_complete && drained_to;
         const bool tied = finishing || options_.mode == WanMode::kBsp || options_.mode == WanMode::kAvg;
-        transport_->SendClock(out.peer(), WanClockReport{config_.site, k, tied ? out.last_seq() : 0, finishing});
+        transport_->SendClock(out.peer(),
+                              WanClockReport{config_.site, k, tied ? out.last_seq() : 0, drained_to, incarnation_,
+                                             inbox_.Incarnation(out.peer())});
       }
     }
     CheckCaughtUp();
@@ -445,7 +520,7 @@ void Replicator::Loop() {
       outbox_stats_[i] = outboxes_[i].stats();
       outbox_seq_[i] = outboxes_[i].last_seq();
     }
-    if (finishing) {
+    if (drain_complete) {
       drained_ = true;
       stats_.drained = true;
       spdlog::info("wan shard {}: drained at clock {}", config_.shard, k);
@@ -453,6 +528,95 @@ void Replicator::Loop() {
     if (drained_ && !in_flight && !drain_acked_) drain_acked_ = true;
     drained_cv_.notify_all();
   }
+}
+
+void Replicator::RunResets() {
+  std::map<SiteId, std::pair<uint64_t, double>> resets;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    resets = resets_;
+  }
+  for (const auto& [peer, pending] : resets) {
+    StreamResetEvent event;
+    event.peer = peer;
+    event.incarnation = pending.first;
+    event.heard_unix = pending.second;
+    bool changed = false;
+    Status s = inbox_.ResetOrigin(peer, pending.first, [&]() -> Status {
+      Status r = target_->ResetOrigin(
+          peer,
+          [&](std::span<const ChunkMass> own) {
+            changed = true;
+            ResetPeerStream(peer, own, &event);
+          },
+          Deadline::InMs(kDurableWaitMs));
+      // Once the change ran, memory is reset: the inbox must follow even
+      // if the commit is late (a failed store stops the shard anyway).
+      if (changed && !r.ok()) {
+        spdlog::error("wan shard {}: the reset of site {} is not durable: {}", config_.shard, peer, r.ToString());
+        return Status::Ok();
+      }
+      return r;
+    });
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!s.ok()) {
+      spdlog::warn("wan shard {}: cannot reset the streams of site {} yet: {}", config_.shard, peer, s.ToString());
+      continue;
+    }
+    event.reset_unix = UnixSeconds();
+    auto it = resets_.find(peer);
+    if (it != resets_.end() && it->second.first <= pending.first) resets_.erase(it);
+    // Acknowledgements of the old stream's seqs mean nothing for the new one.
+    std::erase_if(acks_, [peer](const auto& a) { return a.first == peer; });
+    reset_events_.push_back(event);
+    if (drained_) {
+      // This site had shipped its final updates; the new peer needs them
+      // (its snapshot, now in the backlog) and the drained marker again:
+      // drain once more (the other peers get an empty drain).
+      drained_ = false;
+      drain_acked_ = false;
+      stats_.drained = false;
+    }
+    spdlog::info("wan shard {}: site {} came back with an empty store (incarnation {}); took its old contributions "
+                 "back and restarted the stream to it with {} values of this site's mass",
+                 config_.shard, peer, event.incarnation, event.snapshot_elements);
+  }
+}
+
+void Replicator::ResetPeerStream(SiteId peer, std::span<const ChunkMass> own, StreamResetEvent* event) {
+  PeerOutbox* out = OutboxFor(peer);
+  if (out == nullptr) return;
+  for (uint64_t seq : out->InflightSeqs()) journal_.BatchAcked(peer, seq);
+  std::vector<SparseChunkUpdate> old;
+  out->ResetStream(&old);
+  for (const SparseChunkUpdate& u : old) journal_.BacklogChanged(peer, u.key);
+  journal_.LastSeqChanged(peer, 0);
+  // What this site selected so far: its own mass minus what the
+  // accumulator still holds (that reaches every peer when selected).
+  std::vector<SparseChunkUpdate> selected;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const ChunkMass& m : own) {
+      std::span<const float> acc = filter_.Accumulated(m.key);
+      SparseChunkUpdate u;
+      u.key = m.key;
+      u.num_elements = static_cast<uint32_t>(m.values.size());
+      for (size_t i = 0; i < m.values.size(); ++i) {
+        const float v = m.values[i] - (i < acc.size() ? acc[i] : 0.0f);
+        if (v == 0.0f) continue;
+        u.indices.push_back(static_cast<uint32_t>(i));
+        u.values.push_back(v);
+      }
+      if (!u.indices.empty()) selected.push_back(std::move(u));
+    }
+  }
+  Status s = out->AddToBacklog(selected);
+  if (!s.ok()) spdlog::error("wan shard {}: snapshot for site {}: {}", config_.shard, peer, s.ToString());
+  for (const SparseChunkUpdate& u : selected) {
+    journal_.BacklogChanged(peer, u.key);
+    event->snapshot_elements += static_cast<int64_t>(u.values.size());
+  }
+  journal_.PeerIncarnationChanged(peer, event->incarnation);
 }
 
 void Replicator::CollectOutbound(std::vector<OutboundRecord>* puts, std::vector<std::string>* deletes) {
@@ -484,7 +648,9 @@ ReplicatorStats Replicator::stats() const {
   {
     std::lock_guard<std::mutex> lock(mu_);
     out.recovery = recovery_;
+    out.stream_resets = reset_events_;
   }
+  out.incarnation = incarnation_;
   out.inbox = inbox_.stats();
   out.gate = gate_.stats();
   return out;

@@ -25,6 +25,17 @@
 // drained marker: the peers then know they hold this site's final updates.
 // A site's model is final once every peer has drained (WaitFinal).
 //
+// Disk loss (with stores): each store has an incarnation (wan_transport.h).
+// When a peer comes back as a new incarnation, its old contributions here
+// cannot be matched against what the other sites got from it (each held a
+// different prefix of its stream, and the rest died with its disk). So
+// every site takes them back out (ReplicaTarget::ResetOrigin retracts the
+// peer's ledger) and resets its own stream to it: seq 1 again, nothing in
+// flight, and a backlog of this site's whole selected mass (own mass minus
+// the accumulator), which bootstraps the new replica. The new incarnation's
+// workers start over at clock 0, so every update counts exactly once; the
+// other sites wait at DS until it is back in step.
+//
 // Crash safety (with a store under the shard): the accumulator, the
 // backlogs, the unacknowledged batches and the seqs are journalled
 // (OutboundJournal) into the shard's commits; each tick's changes run inside
@@ -48,6 +59,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -92,6 +104,16 @@ struct RecoveryStats {
   double caught_up_unix = 0;         // own clock back within DS of every live peer's; 0: not yet
   int64_t catch_up_bytes = 0;        // batch bytes received from peers until then
   int64_t batches_resent = 0;        // unacknowledged batches sent again at start
+  bool fresh_store = false;          // the store was new: this is a first start or a disk loss
+};
+
+// A peer that came back as a new incarnation, and when its stream was reset.
+struct StreamResetEvent {
+  SiteId peer = 0;
+  uint64_t incarnation = 0;
+  double heard_unix = 0;   // its new incarnation was first heard
+  double reset_unix = 0;   // the reset was durable (0: failed)
+  int64_t snapshot_elements = 0; // values put in its backlog (this site's selected mass)
 };
 
 struct ReplicatorStats {
@@ -107,6 +129,8 @@ struct ReplicatorStats {
   InboxStats inbox;
   GateStats gate;
   RecoveryStats recovery;
+  uint64_t incarnation = 0;
+  std::vector<StreamResetEvent> stream_resets;
 };
 
 class Replicator final : public ReplicationTap, public WanReceiver, public OutboundParticipant {
@@ -138,7 +162,12 @@ class Replicator final : public ReplicationTap, public WanReceiver, public Outbo
   Status OnBatch(const WanBatch& batch) override { return inbox_.OnBatch(batch); }
   Status OnClock(const WanClockReport& report) override { return inbox_.OnClock(report); }
   Status OnNotice(const WanNotice& notice) override { return inbox_.OnNotice(notice); }
-  Status OnHeartbeat(SiteId origin) override { return inbox_.OnHeartbeat(origin); }
+  Status OnHeartbeat(SiteId origin, uint64_t incarnation) override {
+    return inbox_.OnHeartbeat(origin, incarnation);
+  }
+
+  // This shard store's incarnation (a new one for a new store).
+  uint64_t incarnation() const { return incarnation_; }
 
   // The shard's read gate.
   MirrorGate* gate() { return &gate_; }
@@ -166,6 +195,11 @@ class Replicator final : public ReplicationTap, public WanReceiver, public Outbo
   // One round of the tick thread's changes (acks, selection, shipping,
   // backlogs), run inside a persistence scope; messages go to outgoing_.
   void TickChanges(const std::vector<std::pair<SiteId, uint64_t>>& acks, Clock k, bool tick, bool finishing);
+  // Resets the streams of peers heard as a new incarnation (tick thread).
+  void RunResets();
+  // Inside the shard's ResetOrigin scope: this site's stream to `peer`
+  // starts over, its backlog the selected part of `own`.
+  void ResetPeerStream(SiteId peer, std::span<const ChunkMass> own, StreamResetEvent* event);
   // Hands outgoing_ to the transport.
   void FlushOutgoing();
   // Records the time and bytes when the site is back within DS of its peers.
@@ -188,6 +222,11 @@ class Replicator final : public ReplicationTap, public WanReceiver, public Outbo
   bool LinkKeepsUp(const PeerOutbox& out, int64_t bytes, bool finishing);
   int64_t Window(bool finishing) const;
   PeerOutbox* OutboxFor(SiteId peer);
+  // Batches go to a peer only once its incarnation is known (heard from
+  // it): a batch must name the incarnation it is for, or a stale one could
+  // reach a later incarnation as the start of its stream. Until then its
+  // updates wait in its backlog.
+  bool Addressable(const PeerOutbox& out) const;
   const float* LookupValue(ChunkKey key);
 
   const ModelSpec* const spec_;
@@ -215,6 +254,11 @@ class Replicator final : public ReplicationTap, public WanReceiver, public Outbo
   std::vector<OutboxStats> outbox_stats_; // GUARDED_BY(mu_): copies published by the tick thread
   std::vector<uint64_t> outbox_seq_;      // GUARDED_BY(mu_)
   RecoveryStats recovery_;                // GUARDED_BY(mu_)
+  uint64_t incarnation_ = 0;              // set by Create
+  bool incarnation_new_ = false;          // set by Create: journalled at Start
+  std::map<SiteId, std::pair<uint64_t, double>> resets_;  // GUARDED_BY(mu_): peer -> (incarnation, heard)
+  std::vector<std::pair<SiteId, uint64_t>> records_;      // GUARDED_BY(mu_): first-heard incarnations
+  std::vector<StreamResetEvent> reset_events_;            // GUARDED_BY(mu_)
   OutboundJournal journal_;               // its own lock; enabled when the shard persists
   std::vector<std::pair<SiteId, std::vector<WanBatch>>> resend_;  // restored batches, sent by Start()
 

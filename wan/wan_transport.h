@@ -30,11 +30,23 @@ namespace geops::wan {
 
 // One encoded batch (docs/wan_batch_format.md); origin, seq and clock are
 // repeated from its header so that a transport need not parse it.
+//
+// Incarnations: a shard's store is born with an incarnation number (larger
+// for a store created later); a site restarted from its store keeps it, a
+// site that lost its store comes back with a new one. Every message carries
+// its sender's incarnation (0: unknown, not checked) and the incarnation of
+// the receiver it was made for (0: unknown): a receiver drops a batch,
+// clock report or notice made for an earlier incarnation of itself (it
+// speaks of a stream that no longer exists), and a receiver that
+// hears a new incarnation of a peer first resets that peer's streams
+// (Replicator, "disk loss").
 struct WanBatch {
   SiteId origin = 0;
   uint64_t seq = 0;   // 1, 2, 3, ... per (origin, destination)
   Clock clock = 0;    // origin shard clock when it was cut
   std::vector<uint8_t> payload;
+  uint64_t incarnation = 0;       // the sender's
+  uint64_t dest_incarnation = 0;  // the receiver's, as the sender knew it
 };
 
 // "My shard clock is `clock`; you have had every batch through `last_seq`."
@@ -46,6 +58,8 @@ struct WanClockReport {
   Clock clock = 0;
   uint64_t last_seq = 0;
   bool drained = false;
+  uint64_t incarnation = 0;       // the sender's
+  uint64_t dest_incarnation = 0;  // the receiver's, as the sender knew it
 };
 
 // Selective barrier: batch `seq` of `origin`, which touches `keys`, is on
@@ -56,6 +70,8 @@ struct WanNotice {
   uint64_t seq = 0;
   std::vector<ChunkKey> keys;
   int64_t timeout_ms = 10000;
+  uint64_t incarnation = 0;       // the sender's
+  uint64_t dest_incarnation = 0;  // the receiver's, as the sender knew it
 };
 
 class WanReceiver {
@@ -67,7 +83,7 @@ class WanReceiver {
   virtual Status OnBatch(const WanBatch& batch) = 0;
   virtual Status OnClock(const WanClockReport& report) = 0;
   virtual Status OnNotice(const WanNotice& notice) = 0;
-  virtual Status OnHeartbeat(SiteId origin) = 0;
+  virtual Status OnHeartbeat(SiteId origin, uint64_t incarnation) = 0;
 };
 
 class WanTransport {

@@ -272,5 +272,52 @@ restart_after_s = 0.3
   ExpectThreeSitesExact(r, s, /*site_killed=*/false);
 }
 
+TEST_F(FaultScenarioTest, ThreeSitesBootstrapASiteThatLostItsDiskAndEndExact) {
+  const std::string topo = WriteTopology(ThreeSiteTopology(2, R"(
+kind = "wipe-disk"
+site = "eu-west-1"
+at_clock = 30
+restart_after_s = 1.0
+)"));
+  RunResult r = Launch(topo, 180);
+  json s = Summary();
+  // The others took everything eu-west-1 had sent them back out, its
+  // workers trained again from clock 0 on a replica rebuilt from the
+  // others' streams, and every update counts exactly once at every site.
+  ExpectThreeSitesExact(r, s, /*site_killed=*/true);
+  ASSERT_EQ(s["faults"][0]["wiped_dirs"].size(), 2u) << s["faults"][0].dump(2);
+  for (const json& w : s["per_worker"]) {
+    const bool wiped = w["site"] == "eu-west-1";
+    EXPECT_EQ(w["start_clocks"], wiped ? json::array({0, 0}) : json::array({0})) << w.dump();
+  }
+  // Each shard of each other site reset its streams to the new eu-west-1
+  // exactly once; the new eu-west-1 shards started from fresh stores.
+  for (const char* site : {"us-east-1", "ap-northeast-1"}) {
+    for (int shard = 0; shard < 2; ++shard) {
+      const std::string process = std::string(site) + "-shard-" + std::to_string(shard);
+      std::ifstream in(dir_ / "out" / "metrics" / (process + ".json"));
+      json m = json::parse(in, nullptr, /*allow_exceptions=*/false);
+      ASSERT_TRUE(m.is_object()) << process;
+      const json& resets = m["wan"]["stream_resets"];
+      ASSERT_EQ(resets.size(), 1u) << process << ": " << m["wan"].dump(2);
+      EXPECT_EQ(resets[0]["peer"], "eu-west-1");
+      EXPECT_GT(resets[0]["reset_unix"].get<double>(), 0.0);
+    }
+  }
+  for (int shard = 0; shard < 2; ++shard) {
+    std::ifstream in(dir_ / "out" / "metrics" / ("eu-west-1-shard-" + std::to_string(shard) + ".json"));
+    json m = json::parse(in, nullptr, /*allow_exceptions=*/false);
+    ASSERT_TRUE(m.is_object());
+    EXPECT_EQ(m["recovery"]["fresh_store"], true) << m.dump(2);
+  }
+  // A survivor's store keeps a ledger per origin (the new eu-west-1's
+  // contributions since the reset among them) and its incarnation.
+  RunResult inspect = scenarios::RunCommand(std::string(GEOPS_BINARY) + " inspect " +
+                                            (dir_ / "out" / "data" / "us-east-1-shard-0").string());
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.output;
+  EXPECT_NE(inspect.output.find("ledgers         site 1: "), std::string::npos) << inspect.output;
+  EXPECT_NE(inspect.output.find("incarnation"), std::string::npos) << inspect.output;
+}
+
 }  // namespace
 }  // namespace geops

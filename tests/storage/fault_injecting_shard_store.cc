@@ -13,6 +13,11 @@ Result<ShardState> FaultInjectingShardStore::Load() {
   return visible_.ToState();
 }
 
+Result<std::vector<LedgerRow>> FaultInjectingShardStore::ReadLedger(SiteId origin) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return visible_.Ledger(origin);  // what Load() would read
+}
+
 Status FaultInjectingShardStore::Commit(const ShardCommit& commit) {
   std::unique_lock<std::mutex> lock(mu_);
   ++waiting_;
@@ -23,6 +28,8 @@ Status FaultInjectingShardStore::Commit(const ShardCommit& commit) {
     --fail_next_;
     return UnavailableError("injected: I/O error while writing the commit");
   }
+  GEOPS_RETURN_IF_ERROR(
+      visible_.Check(commit).WithContext(name() + ": commit " + std::to_string(visible_.commits + 1)));
   visible_.Apply(commit);
   ++commits_;
   if (durability_ == Durability::kSync) {

@@ -3,9 +3,9 @@
 //
 // It keeps two images. A commit under Durability::kSync reaches the durable
 // image, together with every earlier unsynced commit (as an fsync of a log
-// does); under kAsync or kOff it reaches only the visible image. Load() reads
-// the visible image: a process restart still sees unsynced commits (the OS
-// kept them). DropUnsyncedWrites() is a machine crash: the visible image goes
+// does); under kAsync or kOff it reaches only the visible image. Load() and
+// ReadLedger() read the visible image: a process restart still sees unsynced
+// commits (the OS kept them). DropUnsyncedWrites() is a machine crash: the visible image goes
 // back to the durable one. Further faults: Freeze() (the process died: later
 // commits fail and change nothing, until Thaw()), FailNextCommits(n) (I/O
 // errors), and a gate that holds commits until opened (a slow disk).
@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "common/shard_store.h"
 #include "tests/storage/memory_shard_store.h"
@@ -32,7 +33,9 @@ class FaultInjectingShardStore : public ShardStore {
   std::string name() const override { return "fault-injecting shard store"; }
   Result<ShardState> Load() override;
   // Unavailable when frozen or failing; blocks while the gate is closed.
+  // InvalidArgument (nothing applied) when MemoryImage::Check refuses it.
   Status Commit(const ShardCommit& commit) override;
+  Result<std::vector<LedgerRow>> ReadLedger(SiteId origin) override;
 
   void DropUnsyncedWrites();
   void Freeze();

@@ -1,6 +1,35 @@
 #include "tests/storage/memory_shard_store.h"
 
+#include <algorithm>
+
+#include "storage/store_format.h"
+
 namespace geops::storage::testing {
+
+Status MemoryImage::Check(const ShardCommit& commit) const {
+  for (SiteId origin : commit.ledger_clears) {
+    if (origin < 0) {
+      return InvalidArgumentError("it clears the ledger of the negative origin " + std::to_string(origin));
+    }
+  }
+  // The size of every row this commit adds to, as the commit goes.
+  std::map<std::pair<SiteId, ChunkKey>, size_t> sizes;
+  for (const LedgerAdd& add : commit.ledger_adds) {
+    GEOPS_RETURN_IF_ERROR(format::CheckLedgerAdd(add));
+    const std::pair<SiteId, ChunkKey> row(add.origin, add.key);
+    auto [size, first_add] = sizes.emplace(row, add.num_elements);
+    const auto stored = ledger.find(row);
+    const bool cleared = std::find(commit.ledger_clears.begin(), commit.ledger_clears.end(), add.origin) !=
+                         commit.ledger_clears.end();
+    if (first_add && stored != ledger.end() && !cleared) size->second = stored->second.size();
+    if (size->second != add.num_elements) {
+      return InvalidArgumentError(format::DescribeLedgerAdd(add) + " has num_elements " +
+                                  std::to_string(add.num_elements) + ", but its row has " +
+                                  std::to_string(size->second) + " sums");
+    }
+  }
+  return Status::Ok();
+}
 
 void MemoryImage::Apply(const ShardCommit& commit) {
   for (size_t i = 0; i < commit.chunks.size(); ++i) {
@@ -11,6 +40,17 @@ void MemoryImage::Apply(const ShardCommit& commit) {
   for (const OriginRecord& r : commit.origins) origins[r.origin] = r.seq;
   for (const std::string& k : commit.outbound_deletes) outbound.erase(k);
   for (const OutboundRecord& r : commit.outbound_puts) outbound[r.key] = r.value;
+  for (SiteId origin : commit.ledger_clears) {
+    auto first = ledger.lower_bound({origin, ChunkKey{}});
+    auto last = first;
+    while (last != ledger.end() && last->first.first == origin) ++last;
+    ledger.erase(first, last);
+  }
+  for (const LedgerAdd& add : commit.ledger_adds) {
+    std::vector<double>& row = ledger[{add.origin, add.key}];
+    if (row.empty()) row.assign(add.num_elements, 0.0);
+    for (size_t i = 0; i < add.indices.size(); ++i) row[add.indices[i]] += static_cast<double>(add.values[i]);
+  }
   shard_clock = commit.shard_clock;
   ++commits;
 }
@@ -18,7 +58,7 @@ void MemoryImage::Apply(const ShardCommit& commit) {
 ShardState MemoryImage::ToState() const {
   ShardState state;
   state.fingerprint = fingerprint;
-  state.format_version = 1;
+  state.format_version = format::kFormatVersion;
   state.commits = commits;
   state.shard_clock = shard_clock;
   for (const auto& [key, values] : chunks) state.chunks.Add(key, values);
@@ -26,6 +66,14 @@ ShardState MemoryImage::ToState() const {
   for (const auto& [origin, seq] : origins) state.origins.push_back({origin, seq});
   for (const auto& [key, value] : outbound) state.outbound.push_back({key, value});
   return state;
+}
+
+std::vector<LedgerRow> MemoryImage::Ledger(SiteId origin) const {
+  std::vector<LedgerRow> rows;
+  for (auto it = ledger.lower_bound({origin, ChunkKey{}}); it != ledger.end() && it->first.first == origin; ++it) {
+    rows.push_back(LedgerRow{it->first.second, it->second});
+  }
+  return rows;
 }
 
 MemoryShardStore::MemoryShardStore(StoreFingerprint fingerprint, Durability durability)
@@ -40,8 +88,14 @@ Result<ShardState> MemoryShardStore::Load() {
 
 Status MemoryShardStore::Commit(const ShardCommit& commit) {
   std::lock_guard<std::mutex> lock(mu_);
+  GEOPS_RETURN_IF_ERROR(image_.Check(commit).WithContext(name() + ": commit " + std::to_string(image_.commits + 1)));
   image_.Apply(commit);
   return Status::Ok();
+}
+
+Result<std::vector<LedgerRow>> MemoryShardStore::ReadLedger(SiteId origin) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return image_.Ledger(origin);
 }
 
 MemoryImage MemoryShardStore::image() const {

@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/shard_store.h"
@@ -28,10 +29,18 @@ struct MemoryImage {
   std::map<WorkerId, WorkerRecord> workers;
   std::map<SiteId, uint64_t> origins;
   std::map<std::string, std::string> outbound;
+  std::map<std::pair<SiteId, ChunkKey>, std::vector<double>> ledger;  // (origin, chunk) -> sums
 
-  // Applies every record of `commit` and counts it.
+  // InvalidArgument for what the RocksDB store refuses too: a ledger clear
+  // of a negative origin, or a ledger add that breaks LedgerAdd's contract
+  // or whose num_elements differs from its row's size.
+  Status Check(const ShardCommit& commit) const;
+  // Applies every record of `commit` (ledger clears before ledger adds) and
+  // counts it. REQUIRES: Check(commit).ok().
   void Apply(const ShardCommit& commit);
   ShardState ToState() const;
+  // The ledger rows of `origin`, in key order.
+  std::vector<LedgerRow> Ledger(SiteId origin) const;
 };
 
 class MemoryShardStore : public ShardStore {
@@ -41,7 +50,9 @@ class MemoryShardStore : public ShardStore {
   Durability durability() const override { return durability_; }
   std::string name() const override { return "memory shard store"; }
   Result<ShardState> Load() override;
+  // InvalidArgument (nothing applied) when MemoryImage::Check refuses it.
   Status Commit(const ShardCommit& commit) override;
+  Result<std::vector<LedgerRow>> ReadLedger(SiteId origin) override;
 
   MemoryImage image() const;
   void set_image(MemoryImage image);

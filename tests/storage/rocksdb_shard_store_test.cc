@@ -1,10 +1,14 @@
-// The RocksDB store on its own: creation, commits that survive a reopen, and
-// the directories it must refuse without changing a byte of them.
+// The RocksDB store on its own: creation, commits that survive a reopen, the
+// ledger through flushes and compactions, and the directories it must refuse
+// without changing a byte of them. (The ledger's behaviour shared with the
+// in-memory stores is in ledger_store_test.cc.)
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -53,6 +57,22 @@ void MakeCommittedStore(const std::string& dir, const ShardStoreSpec& spec) {
   c.workers = {{0, 4, 3, false}, {1, 2, -1, true}};
   c.origins = {{3, 99}};
   c.shard_clock = 2;
+  ASSERT_TRUE(store->Commit(c).ok());
+}
+
+LedgerAdd MakeAdd(SiteId origin, const ChunkExtent& chunk, std::vector<uint32_t> indices, std::vector<float> values) {
+  return LedgerAdd{origin, chunk.key, static_cast<uint32_t>(chunk.elements), std::move(indices), std::move(values)};
+}
+
+// MakeCommittedStore, then a commit with ledger rows: origin 1 in chunks 0
+// and 1, origin 3 in chunk 0 (element 1: 2.5).
+void MakeStoreWithLedger(const std::string& dir, const ShardStoreSpec& spec) {
+  MakeCommittedStore(dir, spec);
+  std::unique_ptr<ShardStore> store = OpenOk(dir, spec);
+  ASSERT_NE(store, nullptr);
+  ShardCommit c;
+  c.ledger_adds = {MakeAdd(1, spec.chunks[0], {0}, {1.0f}), MakeAdd(1, spec.chunks[1], {2}, {1.0f}),
+                   MakeAdd(3, spec.chunks[0], {1}, {2.5f})};
   ASSERT_TRUE(store->Commit(c).ok());
 }
 
@@ -121,7 +141,7 @@ TEST(RocksDbShardStoreTest, CommitsSurviveAReopen) {
   EXPECT_EQ(state->origins[0].seq, 99u);
 }
 
-TEST(RocksDbShardStoreTest, ChunksAreLz4Compressed) {
+TEST(RocksDbShardStoreTest, ChunksAndLedgerAreLz4Compressed) {
   TempDir tmp;
   const std::string dir = tmp.Sub("store");
   MakeCommittedStore(dir, Spec());
@@ -132,9 +152,16 @@ TEST(RocksDbShardStoreTest, ChunksAreLz4Compressed) {
     std::stringstream text;
     text << in.rdbuf();
     const std::string s = text.str();
-    const size_t chunks = s.find("[CFOptions \"chunks\"]");
-    ASSERT_NE(chunks, std::string::npos);
-    EXPECT_NE(s.find("compression=kLZ4Compression", chunks), std::string::npos);
+    for (const char* family : {"chunks", "ledger"}) {
+      const size_t at = s.find(std::string("[CFOptions \"") + family + "\"]");
+      ASSERT_NE(at, std::string::npos) << family;
+      const size_t end = s.find("[CFOptions", at + 1);
+      const std::string section = s.substr(at, end == std::string::npos ? std::string::npos : end - at);
+      EXPECT_THAT(section, HasSubstr("compression=kLZ4Compression")) << family;
+      if (std::string_view(family) == "ledger") {
+        EXPECT_THAT(section, HasSubstr("geops.LedgerSum"));
+      }
+    }
     found = true;
   }
   EXPECT_TRUE(found);
@@ -244,6 +271,8 @@ TEST(RocksDbShardStoreTest, RefusesDamagedStoresWithDataLossAndChangesNothing) {
        "GEOPS_STORE is damaged"},
       {"missing family", [](const std::string& d) { ASSERT_TRUE(testing::DropFamily(d, "chunks").ok()); },
        "column family 'chunks' is missing"},
+      {"missing ledger family", [](const std::string& d) { ASSERT_TRUE(testing::DropFamily(d, "ledger").ok()); },
+       "column family 'ledger' is missing"},
       {"missing meta record",
        [](const std::string& d) { ASSERT_TRUE(testing::DeleteRaw(d, "meta", "fingerprint/model").ok()); },
        "meta record 'fingerprint/model' is missing"},
@@ -302,6 +331,171 @@ TEST(RocksDbShardStoreTest, RefusesANewerFormat) {
   EXPECT_THAT(store.status().message(), HasSubstr("newer than this build reads"));
 }
 
+TEST(RocksDbShardStoreTest, RefusesAnOlderFormatAndChangesNothing) {
+  TempDir tmp;
+  const ShardStoreSpec spec = Spec();
+  const std::string old_version = format::EncodeI32(format::kFormatVersion - 1);
+  struct Case {
+    std::string name;
+    std::function<void(const std::string&)> make_old;
+  };
+  const std::vector<Case> cases = {
+      // As a format-1 store really is: no ledger family.
+      {"format 1 layout",
+       [&](const std::string& d) {
+         ASSERT_TRUE(testing::DropFamily(d, "ledger").ok());
+         ASSERT_TRUE(testing::PutRaw(d, "meta", "format_version", old_version).ok());
+       }},
+      {"old version number", [&](const std::string& d) {
+         ASSERT_TRUE(testing::PutRaw(d, "meta", "format_version", old_version).ok());
+       }},
+  };
+  for (const Case& c : cases) {
+    const std::string dir = tmp.Sub(c.name);
+    MakeCommittedStore(dir, spec);
+    c.make_old(dir);
+    const auto before = DirDigest(dir);
+    Result<std::unique_ptr<ShardStore>> store = OpenRocksDbShardStore(StoreOptions(dir), spec);
+    ASSERT_FALSE(store.ok()) << c.name;
+    EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition) << c.name << ": " << store.status().ToString();
+    EXPECT_THAT(store.status().message(), HasSubstr("has format version 1, older than this build reads (2)"));
+    EXPECT_THAT(store.status().message(), HasSubstr(dir));
+    Result<StoreInfo> info = InspectShardStore(dir);
+    EXPECT_EQ(info.status().code(), StatusCode::kFailedPrecondition) << c.name;
+    EXPECT_EQ(DirDigest(dir), before) << c.name;
+  }
+}
+
+TEST(RocksDbShardStoreTest, LedgerRowsSurviveReopensFlushesAndCompactions) {
+  TempDir tmp;
+  const std::string dir = tmp.Sub("store");
+  const ShardStoreSpec spec = Spec();
+  MakeCommittedStore(dir, spec);
+  // What the ledger must hold, summed here in the same precision.
+  std::map<std::pair<SiteId, ChunkKey>, std::vector<double>> want;
+  auto record = [&](const LedgerAdd& add) {
+    std::vector<double>& row = want[{add.origin, add.key}];
+    row.resize(add.num_elements);
+    for (size_t i = 0; i < add.indices.size(); ++i) row[add.indices[i]] += static_cast<double>(add.values[i]);
+  };
+  auto check = [&](ShardStore& store) {
+    for (SiteId origin : {1, 2}) {
+      Result<std::vector<LedgerRow>> rows = store.ReadLedger(origin);
+      ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+      size_t n = 0;
+      for (const auto& [row, sums] : want) {
+        if (row.first != origin) continue;
+        ASSERT_LT(n, rows->size());
+        EXPECT_EQ((*rows)[n].key, row.second);
+        EXPECT_EQ((*rows)[n].values, sums) << "origin " << origin << " chunk " << row.second.chunk;
+        ++n;
+      }
+      EXPECT_EQ(n, rows->size());
+    }
+  };
+  // Every reopen flushes the log into a table; after a few, RocksDB
+  // compacts them, merging what it finds of each row.
+  for (int round = 0; round < 8; ++round) {
+    std::unique_ptr<ShardStore> store = OpenOk(dir, spec, Durability::kOff);
+    ASSERT_NE(store, nullptr);
+    for (int i = 0; i < 60; ++i) {
+      ShardCommit c;
+      const ChunkExtent& chunk = spec.chunks[static_cast<size_t>(i) % 3];
+      const uint32_t at = static_cast<uint32_t>((round * 7 + i) % chunk.elements);
+      c.ledger_adds = {MakeAdd(1 + i % 2, chunk, {at}, {0.1f * static_cast<float>(i % 5 + 1)})};
+      if (round == 5 && i == 30) c.ledger_clears = {2};  // a range deletion among the rows
+      if (round == 5 && i == 30) std::erase_if(want, [](const auto& e) { return e.first.first == 2; });
+      for (const LedgerAdd& add : c.ledger_adds) record(add);
+      ASSERT_TRUE(store->Commit(c).ok());
+    }
+    check(*store);
+  }
+  std::unique_ptr<ShardStore> store = OpenOk(dir, spec);
+  check(*store);
+}
+
+TEST(RocksDbShardStoreTest, ADamagedLedgerIsDataLossNamingTheRow) {
+  TempDir tmp;
+  const ShardStoreSpec spec = Spec();
+  const ChunkExtent& first = spec.chunks[0];
+  const std::string row = "ledger of origin 3, chunk (table " + std::to_string(first.key.table) + ", chunk " +
+                          std::to_string(first.key.chunk) + ")";
+  const std::string key = format::LedgerKey(3, first.key);
+  auto raw_add = [](uint32_t num_elements, uint32_t index) {
+    std::string out(1, static_cast<char>(format::kLedgerAddTag));
+    const uint32_t fields[3] = {num_elements, 1, index};
+    const float value = 1.0f;
+    out.append(reinterpret_cast<const char*>(fields), sizeof(fields));
+    out.append(reinterpret_cast<const char*>(&value), sizeof(value));
+    return out;
+  };
+  struct Case {
+    std::string name;
+    std::function<void(const std::string&)> damage;
+    std::string needle;
+    bool inspect_sees_it;  // InspectShardStore knows no model: it cannot tell a row's right size
+  };
+  const std::vector<Case> cases = {
+      {"garbage row", [&](const std::string& d) { ASSERT_TRUE(testing::PutRaw(d, "ledger", key, "abc").ok()); },
+       row + ": a ledger entry has 3 bytes, shorter than its header", true},
+      {"garbage add on a row",
+       [&](const std::string& d) {
+         ASSERT_TRUE(testing::MergeRaw(d, "ledger", key, raw_add(first.elements, first.elements + 5)).ok());
+       },
+       row + ": a sparse ledger add has index " + std::to_string(first.elements + 5) + " at pair 0, beyond", true},
+      {"good add on a garbage row",
+       [&](const std::string& d) {
+         ASSERT_TRUE(testing::PutRaw(d, "ledger", key, std::string("\x02\x01\0\0\0", 5)).ok());
+         std::unique_ptr<ShardStore> store = OpenOk(d, spec);
+         ShardCommit c;
+         c.ledger_adds = {MakeAdd(3, first, {1}, {1.0f})};
+         ASSERT_TRUE(store->Commit(c).ok());
+       },
+       row + ": a dense ledger row has 0 payload bytes for 1 sums", true},
+      {"add of another size", [&](const std::string& d) {
+         ASSERT_TRUE(testing::MergeRaw(d, "ledger", key, raw_add(first.elements + 1, 0)).ok());
+       },
+       row + ": a ledger entry is for " + std::to_string(first.elements + 1) + " elements", true},
+      {"row of the wrong size",
+       [&](const std::string& d) {
+         ASSERT_TRUE(testing::PutRaw(d, "ledger", key, format::EncodeLedgerRow(std::vector<double>{1, 2, 3})).ok());
+       },
+       row + " has 3 sums, but the chunk has " + std::to_string(first.elements) + " floats", false},
+      {"row of another shard's chunk",
+       [&](const std::string& d) {
+         const ChunkExtent other = Spec(2, 2, 1).chunks[0];
+         const std::vector<double> sums(static_cast<size_t>(other.elements), 1.0);
+         ASSERT_TRUE(testing::PutRaw(d, "ledger", format::LedgerKey(3, other.key), format::EncodeLedgerRow(sums)).ok());
+       },
+       "is for a chunk this shard does not own", false},
+      {"bad key",
+       [&](const std::string& d) { ASSERT_TRUE(testing::PutRaw(d, "ledger", key.substr(0, 4) + "x", "v").ok()); },
+       "a ledger key has 5 bytes, expected 12", true},
+  };
+  for (const Case& c : cases) {
+    const std::string dir = tmp.Sub(c.name);
+    MakeStoreWithLedger(dir, spec);
+    c.damage(dir);
+    Result<StoreInfo> info = InspectShardStore(dir);
+    if (c.inspect_sees_it) {
+      EXPECT_EQ(info.status().code(), StatusCode::kDataLoss) << c.name << ": " << info.status().ToString();
+      EXPECT_THAT(info.status().message(), HasSubstr(c.needle)) << c.name;
+    } else {
+      EXPECT_TRUE(info.ok()) << c.name << ": " << info.status().ToString();
+    }
+    std::unique_ptr<ShardStore> store = OpenOk(dir, spec);  // the ledger is read when asked for, not at open
+    ASSERT_NE(store, nullptr) << c.name;
+    Result<std::vector<LedgerRow>> rows = store->ReadLedger(3);
+    ASSERT_FALSE(rows.ok()) << c.name;
+    EXPECT_EQ(rows.status().code(), StatusCode::kDataLoss) << c.name << ": " << rows.status().ToString();
+    EXPECT_THAT(rows.status().message(), HasSubstr("shard store " + dir + " is damaged")) << c.name;
+    EXPECT_THAT(rows.status().message(), HasSubstr(c.needle)) << c.name;
+    Result<std::vector<LedgerRow>> other = store->ReadLedger(1);  // another origin reads as before
+    ASSERT_TRUE(other.ok()) << c.name << ": " << other.status().ToString();
+    EXPECT_EQ(other->size(), 2u) << c.name;
+  }
+}
+
 TEST(RocksDbShardStoreTest, ASecondOpenOfAnOpenStoreIsUnavailable) {
   TempDir tmp;
   const std::string dir = tmp.Sub("store");
@@ -329,6 +523,11 @@ TEST(RocksDbShardStoreTest, InspectReadsAStoreWithoutChangingIt) {
   EXPECT_EQ(chunks, static_cast<int64_t>(spec.chunks.size()));
   EXPECT_GT(info->disk_bytes, 0);
   EXPECT_EQ(info->outbox_records, 0);
+  EXPECT_TRUE(info->ledger_rows.empty());
+  MakeStoreWithLedger(tmp.Sub("with-ledger"), spec);
+  Result<StoreInfo> with_ledger = InspectShardStore(tmp.Sub("with-ledger"));
+  ASSERT_TRUE(with_ledger.ok()) << with_ledger.status().ToString();
+  EXPECT_EQ(with_ledger->ledger_rows, (std::map<SiteId, int64_t>{{1, 2}, {3, 1}}));
 
   Result<StoreInfo> none = InspectShardStore(tmp.Sub("nothing-here"));
   EXPECT_EQ(none.status().code(), StatusCode::kFailedPrecondition);

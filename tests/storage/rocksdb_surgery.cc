@@ -6,6 +6,9 @@
 #include <functional>
 #include <vector>
 
+#include "storage/ledger_merge_operator.h"
+#include "storage/store_format.h"
+
 namespace geops::storage::testing {
 namespace {
 
@@ -22,7 +25,11 @@ Status Edit(const std::string& dir,
   std::vector<std::string> names;
   GEOPS_RETURN_IF_ERROR(Check(rocksdb::DB::ListColumnFamilies(options, dir, &names), "listing " + dir));
   std::vector<rocksdb::ColumnFamilyDescriptor> families;
-  for (const std::string& n : names) families.emplace_back(n, rocksdb::ColumnFamilyOptions());
+  for (const std::string& n : names) {
+    rocksdb::ColumnFamilyOptions family;
+    if (n == format::kLedgerFamily) family.merge_operator = NewLedgerMergeOperator();
+    families.emplace_back(n, family);
+  }
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* db = nullptr;
   GEOPS_RETURN_IF_ERROR(Check(rocksdb::DB::Open(options, dir, families, &handles, &db), "opening " + dir));
@@ -58,6 +65,15 @@ Status DeleteRaw(const std::string& dir, const std::string& family, std::string_
     rocksdb::ColumnFamilyHandle* h = Find(names, handles, family);
     if (h == nullptr) return rocksdb::Status::NotFound("no family " + family);
     return db->Delete(rocksdb::WriteOptions(), h, rocksdb::Slice(key.data(), key.size()));
+  });
+}
+
+Status MergeRaw(const std::string& dir, const std::string& family, std::string_view key, std::string_view operand) {
+  return Edit(dir, [&](rocksdb::DB* db, const auto& names, const auto& handles) {
+    rocksdb::ColumnFamilyHandle* h = Find(names, handles, family);
+    if (h == nullptr) return rocksdb::Status::NotFound("no family " + family);
+    return db->Merge(rocksdb::WriteOptions(), h, rocksdb::Slice(key.data(), key.size()),
+                     rocksdb::Slice(operand.data(), operand.size()));
   });
 }
 

@@ -8,6 +8,12 @@
 // persists to a FaultInjectingShardStore under sync; its "crash" freezes the
 // store (nothing written after that point survives) and destroys its shard
 // and replicator; the restart builds both again from the store.
+//
+// Disk loss: site 0 restarts with an empty store instead. Site 1 (which
+// persists too, so that it keeps a ledger of what it applied from site 0)
+// takes back everything the first site 0 sent it, streams its own mass to
+// the new one, and site 0's worker trains again from clock 0: each
+// update of the surviving incarnations counts exactly once at both sites.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -71,6 +77,7 @@ class WanRestartTest : public ::testing::Test {
       for (const ChunkKey& k : spec_.ChunksOfTable(t)) keys_.push_back(k);
     }
     for (const ChunkKey& k : keys_) elements_ += spec_.ChunkElements(k);
+    for (std::vector<double>& v : by_site_) v.assign(static_cast<size_t>(elements_), 0.0);
     LinkFaults f;
     f.min_delay_us = 2000;
     f.max_delay_us = 8000;
@@ -82,7 +89,11 @@ class WanRestartTest : public ::testing::Test {
     options_.codec = wan::ValueCodec::kFp32;
     options_.staleness_ds = 3;
     options_.peer_lease_ms = 300;
-    store_ = std::make_unique<FaultInjectingShardStore>(StoreFingerprint::Of(spec_, ShardOpts()), Durability::kSync);
+    store_ = NewStore();
+  }
+
+  std::unique_ptr<FaultInjectingShardStore> NewStore() const {
+    return std::make_unique<FaultInjectingShardStore>(StoreFingerprint::Of(spec_, ShardOpts()), Durability::kSync);
   }
 
   ShardOptions ShardOpts() const {
@@ -96,7 +107,7 @@ class WanRestartTest : public ::testing::Test {
 
   void Build(SiteId s) {
     Result<std::unique_ptr<datacenter::Shard>> shard =
-        datacenter::Shard::Create(spec_, ShardOpts(), s == 0 ? store_.get() : nullptr);
+        datacenter::Shard::Create(spec_, ShardOpts(), s == 0 ? store_.get() : peer_store_.get());
     ASSERT_TRUE(shard.ok()) << shard.status().ToString();
     sites_[s].shard = std::move(shard).value();
     ReplicatorConfig rc;
@@ -137,7 +148,10 @@ class WanRestartTest : public ::testing::Test {
     Result<UpdateReply> u = sites_[s].shard->Update(0, c, keys_, values);
     ASSERT_TRUE(u.ok()) << "site " << s << " clock " << c << ": " << u.status().ToString();
     if (u->applied) {
-      for (int64_t i = 0; i < elements_; ++i) expected_[static_cast<size_t>(i)] += values[static_cast<size_t>(i)];
+      for (int64_t i = 0; i < elements_; ++i) {
+        expected_[static_cast<size_t>(i)] += values[static_cast<size_t>(i)];
+        by_site_[s][static_cast<size_t>(i)] += values[static_cast<size_t>(i)];
+      }
     }
     Result<Clock> a = sites_[s].shard->AdvanceClock(0, c + 1, last);
     ASSERT_TRUE(a.ok()) << a.status().ToString();
@@ -159,8 +173,10 @@ class WanRestartTest : public ::testing::Test {
   FakeWanNetwork net_;
   WanOptions options_;
   std::unique_ptr<FaultInjectingShardStore> store_;
+  std::unique_ptr<FaultInjectingShardStore> peer_store_;  // site 1's; null: in memory
   Site sites_[kSites];
   std::vector<double> expected_;
+  std::vector<double> by_site_[kSites];  // what each site's current incarnation acknowledged
 };
 
 TEST_F(WanRestartTest, ASiteThatCrashesAndRestartsLosesAndRepeatsNothing) {
@@ -218,6 +234,71 @@ TEST_F(WanRestartTest, ASiteThatCrashesAndRestartsLosesAndRepeatsNothing) {
   for (SiteId s = 0; s < kSites; ++s) {
     sites_[s].repl->Stop();
   }
+  net_.Attach(0, nullptr);
+  net_.Attach(1, nullptr);
+  for (SiteId s = 0; s < kSites; ++s) sites_[s].shard->AttachReplication(nullptr, nullptr);
+}
+
+TEST_F(WanRestartTest, ASiteThatLostItsDiskIsRebuiltAndEveryUpdateCountsOnce) {
+  peer_store_ = NewStore();
+  expected_.assign(static_cast<size_t>(elements_), 0.0);
+  Build(0);
+  Build(1);
+  const uint64_t first_incarnation = sites_[0].repl->incarnation();
+  for (Clock c = 0; c < kCrashAt; ++c) {
+    Step(0, c, false);
+    Step(1, c, false);
+  }
+  // Both have applied some of each other's batches (so the loss is
+  // visible to site 1, and some of site 0's old work reached it).
+  const auto give_up = SteadyClock::now() + std::chrono::seconds(10);
+  while ((sites_[0].repl->stats().inbox.batches_applied == 0 || sites_[1].repl->stats().inbox.batches_applied == 0) &&
+         SteadyClock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_GT(sites_[1].repl->stats().inbox.batches_applied, 0);
+  // Site 0 dies and its disk with it: it comes back with an empty store.
+  Crash();
+  store_ = NewStore();
+  for (Clock c = kCrashAt; c < kCrashAt + kAloneClocks; ++c) Step(1, c, false);
+  Restart();
+  EXPECT_GT(sites_[0].repl->incarnation(), first_incarnation);
+  EXPECT_TRUE(sites_[0].repl->stats().recovery.fresh_store);
+  EXPECT_FALSE(sites_[0].repl->stats().recovery.recovered);
+  const Clock resume = sites_[0].shard->GetStatus().workers[0].clock;
+  ASSERT_EQ(resume, 0) << "a site without its store starts over";
+  // What the first site 0 contributed is taken back everywhere; its
+  // worker's updates count again as the new one makes them.
+  by_site_[0].assign(by_site_[0].size(), 0.0);
+  for (Clock c = 0; c < kClocks; ++c) Step(0, c, c + 1 == kClocks);
+  for (Clock c = kCrashAt + kAloneClocks; c < kClocks; ++c) Step(1, c, c + 1 == kClocks);
+  for (SiteId s = 0; s < kSites; ++s) {
+    EXPECT_TRUE(sites_[s].repl->WaitFinal(Deadline::InMs(30000))) << "site " << s << " never got its peer's drain";
+  }
+  ASSERT_TRUE(sites_[0].repl->WaitDrainAcknowledged(Deadline::InMs(30000)));
+  ASSERT_TRUE(sites_[1].repl->WaitDrainAcknowledged(Deadline::InMs(30000)));
+  for (SiteId s = 0; s < kSites; ++s) {
+    const std::vector<float> v = Replica(s);
+    int64_t wrong = 0;
+    double worst = 0;
+    for (size_t i = 0; i < v.size(); ++i) {
+      const double err = std::abs(double{v[i]} - (by_site_[0][i] + by_site_[1][i]));
+      wrong += err != 0;
+      worst = std::max(worst, err);
+    }
+    EXPECT_EQ(wrong, 0) << "site " << s << ": " << wrong << " elements differ from the surviving updates' sum, "
+                        << "worst by " << worst;
+  }
+  const wan::ReplicatorStats survivor = sites_[1].repl->stats();
+  ASSERT_EQ(survivor.stream_resets.size(), 1u) << "site 1 should have reset its streams to site 0 once";
+  EXPECT_EQ(survivor.stream_resets[0].peer, 0);
+  EXPECT_EQ(survivor.stream_resets[0].incarnation, sites_[0].repl->incarnation());
+  EXPECT_GT(survivor.stream_resets[0].snapshot_elements, 0);
+  EXPECT_EQ(survivor.inbox.origin_resets, 1);
+  // Batches cut for the first site 0 that reached the new one were refused;
+  // nothing else was.
+  EXPECT_EQ(net_.errors(), sites_[0].repl->stats().inbox.stale_refused + survivor.inbox.stale_refused);
+  for (SiteId s = 0; s < kSites; ++s) sites_[s].repl->Stop();
   net_.Attach(0, nullptr);
   net_.Attach(1, nullptr);
   for (SiteId s = 0; s < kSites; ++s) sites_[s].shard->AttachReplication(nullptr, nullptr);

@@ -35,7 +35,7 @@ class RecordingReceiver : public wan::WanReceiver {
     notices.push_back(n);
     return Status::Ok();
   }
-  Status OnHeartbeat(SiteId origin) override {
+  Status OnHeartbeat(SiteId origin, uint64_t /*incarnation*/) override {
     std::lock_guard<std::mutex> lock(mu);
     heartbeats.push_back(origin);
     return Status::Ok();

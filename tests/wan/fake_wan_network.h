@@ -62,8 +62,11 @@ class FakeWanNetwork {
     if (!e) e = std::make_unique<Endpoint>(this, site);
     return e.get();
   }
+  // Returns once no delivery is in progress, so a receiver detached here
+  // (nullptr) is never called again and may be destroyed.
   void Attach(SiteId site, WanReceiver* receiver) {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    delivered_cv_.wait(lock, [this] { return !delivering_; });
     receivers_[site] = receiver;
   }
   // While down, `site` receives nothing (messages to it wait and retry).
@@ -136,8 +139,10 @@ class FakeWanNetwork {
   class Endpoint : public WanTransport {
    public:
     Endpoint(FakeWanNetwork* net, SiteId site) : net_(net), site_(site) {}
+    // Like Attach: once it returns, the old callback is not running.
     void SetDeliveryCallback(DeliveryCallback cb) override {
-      std::lock_guard<std::mutex> lock(net_->mu_);
+      std::unique_lock<std::mutex> lock(net_->mu_);
+      net_->delivered_cv_.wait(lock, [this] { return !net_->delivering_; });
       callback_ = std::move(cb);
     }
     void SendBatch(SiteId peer, WanBatch batch) override { net_->Send(site_, peer, std::move(batch)); }
@@ -261,6 +266,7 @@ class FakeWanNetwork {
       if (s.ok() && acked != 0 && cb) cb(m.to, acked);
       lock.lock();
       delivering_ = false;
+      delivered_cv_.notify_all();
       if (s.code() == StatusCode::kResourceExhausted || s.code() == StatusCode::kUnavailable) {
         m.due = SteadyClock::now() + std::chrono::milliseconds(2);
         Push(std::move(m));
@@ -280,6 +286,7 @@ class FakeWanNetwork {
   std::priority_queue<Message, std::vector<Message>, Later> queue_;
   uint64_t next_order_ = 0;
   bool delivering_ = false;
+  std::condition_variable delivered_cv_;  // delivering_ became false
   bool stop_ = false;
   std::mt19937_64 rng_;
   std::atomic<int64_t> errors_{0};
