@@ -165,7 +165,8 @@ json DownEventsJson(const wan::GateStats& gate, SiteId peer) {
     if (e.peer != peer) continue;
     out.push_back({{"last_heard_unix", e.last_heard_unix},
                    {"detected_unix", e.detected_unix},
-                   {"back_unix", e.back_unix > 0 ? json(e.back_unix) : json(nullptr)}});
+                   {"back_unix", e.back_unix > 0 ? json(e.back_unix) : json(nullptr)},
+                   {"in_step_unix", e.in_step_unix > 0 ? json(e.in_step_unix) : json(nullptr)}});
   }
   return out;
 }

@@ -143,9 +143,9 @@ class ReplicaTarget {
   // stream starts again at seq 1. Takes everything ever applied from it
   // (its ledger, see ShardStore) back out of the replica, forgets its seq,
   // clears its ledger, and runs `change` with this site's own cumulative
-  // mass per chunk: the replica minus everything applied from any site
-  // (every chunk the shard holds; the same before and after the
-  // retraction). All of it, and the outbound records `change` makes,
+  // mass per chunk: the replica minus the model's initial values minus
+  // everything applied from any site (every chunk the shard holds; the
+  // same before and after the retraction). All of it, and the outbound records `change` makes,
   // commits together, with no local update or remote apply in between; the
   // call returns once that commit is durable (as RunDurable).
   // FailedPrecondition without a store (there is no ledger); Unavailable

@@ -349,16 +349,21 @@ class ShardImpl final : public Shard {
     {
       ShardPersister::Mutation mutation = persister_->Begin();
       std::vector<float> values;
+      std::vector<float> initial;
       std::vector<ChunkMass> own;
       own.reserve(static_cast<size_t>(store_->num_chunks()));
       for (int64_t local = 0; local < store_->num_chunks(); ++local) {
         values.resize(static_cast<size_t>(store_->elements(local)));
+        initial.resize(values.size());
         store_->Read(local, values.data());
         ChunkMass m{store_->key(local), std::vector<float>(values.size())};
+        // Every site starts from the same initial values: they are nobody's
+        // contribution.
+        spec_.InitChunk(m.key, initial.data());
         auto sum = remote_sum.find(m.key);
         for (size_t i = 0; i < values.size(); ++i) {
           const double remote = sum == remote_sum.end() ? 0.0 : sum->second[i];
-          m.values[i] = static_cast<float>(double{values[i]} - remote);
+          m.values[i] = static_cast<float>(double{values[i]} - double{initial[i]} - remote);
         }
         own.push_back(std::move(m));
       }

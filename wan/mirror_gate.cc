@@ -57,7 +57,7 @@ Clock MirrorGate::MinMirrorLocked(SteadyClock::time_point now) const {
   bool any = false;
   Clock min = own_clock_;
   for (const auto& [id, p] : peers_) {
-    if (p.drained || now - p.heard > lease_) continue;
+    if (p.drained || p.catching_up || now - p.heard > lease_) continue;
     min = any ? std::min(min, p.clock) : p.clock;
     any = true;
   }
@@ -104,7 +104,7 @@ std::string MirrorGate::DescribeLocked(Hold hold, std::span<const ChunkKey> keys
       std::string behind;
       const Clock min = MinMirrorLocked(now);
       for (const auto& [id, p] : peers_) {
-        if (!p.drained && now - p.heard <= lease_ && p.clock == min) {
+        if (!p.drained && !p.catching_up && now - p.heard <= lease_ && p.clock == min) {
           behind += (behind.empty() ? "" : ", ") + std::to_string(id);
         }
       }
@@ -172,6 +172,15 @@ void MirrorGate::OnPeerClock(SiteId peer, Clock clock, bool drained) {
     p.rejoining = false;
     p.reported = true;
     p.drained = p.drained || drained;
+    if (p.catching_up && own_clock_ - p.clock <= ds_) {
+      p.catching_up = false;
+      for (auto it = stats_.down_events.rbegin(); it != stats_.down_events.rend(); ++it) {
+        if (it->peer == peer) {
+          if (it->in_step_unix == 0) it->in_step_unix = UnixSeconds();
+          break;
+        }
+      }
+    }
   }
   changed_.notify_all();
 }
@@ -211,6 +220,7 @@ void MirrorGate::ResetPeer(SiteId peer) {
     std::lock_guard<std::mutex> lock(mu_);
     Peer& p = HeardLocked(peer, SteadyClock::now());
     p.clock = 0;  // the new incarnation starts over
+    p.catching_up = ds_ >= 0;
     p.applied = 0;
     p.drained = false;
     p.reported = false;

@@ -6,11 +6,16 @@
 //            evaluator's, and it must see the final model;
 //   drift    own shard clock - min(mirror clocks) > DS (mirror clock; DS < 0
 //            disables it). Mirror clocks count only live peers (heard within
-//            the lease) that have not drained; a drained peer never holds
-//            anyone back. A peer silent past the lease is recorded as down
-//            (PeerDownEvent); when it is heard again it rejoins with the
-//            clock it then reports, even if lower than before (a site that
-//            restarted from its store resumes at its last durable clock);
+//            the lease) that have not drained and are in step; a drained
+//            peer never holds anyone back. A peer silent past the lease is
+//            recorded as down (PeerDownEvent); when it is heard again it
+//            rejoins with the clock it then reports, even if lower than
+//            before (a site that restarted from its store resumes at its
+//            last durable clock, a few clocks back: the others wait at DS
+//            while it catches up). A peer that lost its store and starts
+//            over at clock 0 (ResetPeer) is catching up instead: it stays
+//            out of the mirror clock until it reports a clock within DS of
+//            this site's, so its replay never stalls the others;
 //   notice   a requested chunk is under a selective-barrier notice whose
 //            batch has not landed and whose timeout has not passed.
 // It wakes on every change and at least every kPollMs (leases and notice
@@ -46,6 +51,7 @@ struct PeerDownEvent {
   double last_heard_unix = 0;  // last message before the silence
   double detected_unix = 0;    // when the gate dropped it from the mirror clock
   double back_unix = 0;        // heard again; 0 while still down
+  double in_step_unix = 0;     // after a reset: back within DS, in the mirror clock again; 0: not yet
 };
 
 struct GateStats {
@@ -83,7 +89,8 @@ class MirrorGate : public ReadGate {
 
   // The peer came back as a new incarnation (it lost its store) and its
   // stream starts over: its applied seq, notices and drained mark are
-  // forgotten, and its next clock report is taken as is (like a rejoin).
+  // forgotten, its clock is 0 and its next report is taken as is, and it
+  // is catching up (out of the mirror clock until within DS).
   void ResetPeer(SiteId peer);
 
   // Every peer has drained and its final batch is applied.
@@ -109,6 +116,7 @@ class MirrorGate : public ReadGate {
     bool reported = false;   // a clock report arrived
     bool down = false;       // silent past the lease (recorded in down_events)
     bool rejoining = false;  // heard again after being down: take its next clock as is
+    bool catching_up = false;  // reset (lost its store): out of the mirror clock until within DS
     uint64_t applied = 0;
     SteadyClock::time_point heard;
   };

@@ -217,7 +217,7 @@ OutboundSummary OutboundSummary::Of(std::span<const OutboundRecord> records) {
       p.batch_bytes += static_cast<int64_t>(r.value.size());
     } else if (kind == kSeq && k.size() == 5 && r.value.size() == sizeof(uint64_t)) {
       out.peers[static_cast<SiteId>(GetBe32(&k[1]))].last_assigned = GetU64(r.value);
-    } else if (kind == kIncarnation && k.size() == 1 && r.value.size() == sizeof(uint64_t)) {
+    } else if (kind == kIncarnation && k.size() == 1 && r.value.size() == sizeof(uint64_t) && GetU64(r.value) != 0) {
       out.incarnation = GetU64(r.value);
     } else if (kind == kPeerIncarnation && k.size() == 5 && r.value.size() == sizeof(uint64_t)) {
       out.peers[static_cast<SiteId>(GetBe32(&k[1]))].incarnation = GetU64(r.value);

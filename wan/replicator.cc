@@ -475,7 +475,12 @@ void Replicator::Loop() {
     // batches leave: a crash can neither lose nor repeat what a peer saw.
     Status durable = work ? target_->RunDurable(
                                 [&] {
-                                  for (const auto& [peer, inc] : records) journal_.PeerIncarnationChanged(peer, inc);
+                                  // A record a reset has overtaken (the peer came
+                                  // back again since) must not lower the
+                                  // incarnation that reset stored.
+                                  for (const auto& [peer, inc] : records) {
+                                    if (inbox_.Incarnation(peer) == inc) journal_.PeerIncarnationChanged(peer, inc);
+                                  }
                                   TickChanges(acks, k, tick, finishing);
                                 },
                                 Deadline::InMs(kDurableWaitMs))

@@ -34,7 +34,7 @@
 // flight, and a backlog of this site's whole selected mass (own mass minus
 // the accumulator), which bootstraps the new replica. The new incarnation's
 // workers start over at clock 0, so every update counts exactly once; the
-// other sites wait at DS until it is back in step.
+// other sites do not wait for it until it is back within DS (MirrorGate).
 //
 // Crash safety (with a store under the shard): the accumulator, the
 // backlogs, the unacknowledged batches and the seqs are journalled

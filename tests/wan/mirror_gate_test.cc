@@ -98,5 +98,87 @@ TEST(MirrorGateTest, DrainedAndSilentPeersLeaveTheMirrorClock) {
   EXPECT_TRUE(Wait(g, {kA}, 7, false, 2000).ok());
 }
 
+
+TEST(MirrorGateTest, AResetPeerStartsOverAtClockZero) {
+  MirrorGate g({1, 2}, -1, milliseconds(60000));
+  g.SetOwnClock(10, false);
+  g.OnPeerClock(1, 9, false);
+  g.OnPeerClock(2, 7, false);
+  g.OnPeerApplied(1, 5);
+  g.AddNotice(1, 8, std::vector<ChunkKey>{kA}, 10000);
+  g.AddNotice(2, 3, std::vector<ChunkKey>{kB}, 10000);
+  EXPECT_EQ(g.NoticedChunks(), (std::vector<ChunkKey>{kA, kB}));
+  g.OnPeerClock(1, 9, true);
+  g.OnPeerClock(2, 7, true);
+  ASSERT_TRUE(g.AllPeersDrained());
+  EXPECT_EQ(g.MinMirrorClock(), 10);  // every peer drained: own clock
+
+  g.ResetPeer(1);
+  // Undrained again, back at clock 0 at once, its notices gone.
+  EXPECT_FALSE(g.AllPeersDrained());
+  EXPECT_FALSE(g.WaitAllPeersDrained(Deadline::InMs(20)));
+  EXPECT_EQ(g.MinMirrorClock(), 0);
+  EXPECT_FALSE(g.CaughtUp());  // it has not reported since
+  EXPECT_EQ(g.NoticedChunks(), (std::vector<ChunkKey>{kB}));
+  EXPECT_TRUE(Wait(g, {kA}, 10, false, 10).ok());
+  // Its applied seq is forgotten: a notice for seq 2 (applied before the
+  // reset, not yet by the new incarnation) holds again.
+  g.AddNotice(1, 2, std::vector<ChunkKey>{kC}, 10000);
+  EXPECT_EQ(g.NoticedChunks(), (std::vector<ChunkKey>{kB, kC}));
+  EXPECT_EQ(Wait(g, {kC}, 10, false, 20).code(), StatusCode::kDeadlineExceeded);
+
+  // Its next report is taken as it is, below the 9 it had before; later
+  // ones only raise it again.
+  g.OnPeerClock(1, 3, false);
+  EXPECT_EQ(g.MinMirrorClock(), 3);
+  EXPECT_TRUE(g.CaughtUp());
+  g.OnPeerClock(1, 2, false);
+  EXPECT_EQ(g.MinMirrorClock(), 3);
+  g.OnPeerApplied(1, 2);
+  EXPECT_EQ(g.NoticedChunks(), (std::vector<ChunkKey>{kB}));
+  g.OnPeerClock(1, 4, true);
+  EXPECT_TRUE(g.AllPeersDrained());
+  EXPECT_EQ(g.MinMirrorClock(), 10);
+}
+
+// With a drift bound: a peer that restarted from its store (back after a
+// down event) rejoins at its lower clock and the others wait for it; a peer
+// that lost its store (reset, starting over at 0) stays out of the mirror
+// clock until it is within DS again, so its replay does not stall anyone.
+TEST(MirrorGateTest, ARestartedPeerIsWaitedForAResetOneOnlyOnceWithinDs) {
+  MirrorGate g({1, 2}, 2, milliseconds(100));
+  g.SetOwnClock(20, false);
+  g.OnPeerClock(1, 20, false);
+  g.OnPeerClock(2, 20, false);
+  EXPECT_EQ(g.MinMirrorClock(), 20);
+
+  // Peer 1 falls silent past the lease, then comes back at clock 12.
+  std::this_thread::sleep_for(milliseconds(150));
+  g.OnPeerClock(2, 20, false);
+  EXPECT_EQ(g.MinMirrorClock(), 20) << "a silent peer leaves the mirror clock";
+  g.OnPeerClock(1, 12, false);
+  EXPECT_EQ(g.MinMirrorClock(), 12) << "a restarted peer rejoins at its lower clock";
+  EXPECT_EQ(Wait(g, {kA}, 20, false, 20).code(), StatusCode::kDeadlineExceeded);
+  g.OnPeerClock(1, 18, false);
+  EXPECT_TRUE(Wait(g, {kA}, 20, false, 20).ok());
+
+  // Peer 2 lost its store: it starts over and does not hold anyone back
+  // until it reports a clock within DS (2) of ours.
+  g.ResetPeer(2);
+  EXPECT_EQ(g.MinMirrorClock(), 18);
+  g.OnPeerClock(2, 5, false);
+  EXPECT_EQ(g.MinMirrorClock(), 18);
+  EXPECT_TRUE(Wait(g, {kA}, 20, false, 20).ok());
+  g.OnPeerClock(2, 17, false);
+  EXPECT_EQ(g.MinMirrorClock(), 18) << "17 is still more than DS behind 20";
+  g.OnPeerClock(2, 18, false);
+  EXPECT_EQ(g.MinMirrorClock(), 18) << "in step again: counted";
+  g.OnPeerClock(1, 20, false);
+  EXPECT_EQ(g.MinMirrorClock(), 18);
+  g.SetOwnClock(21, false);
+  EXPECT_EQ(Wait(g, {kA}, 21, false, 20).code(), StatusCode::kDeadlineExceeded)
+      << "once in step, peer 2 holds this site back like any other";
+}
+
 }  // namespace
 }  // namespace geops::wan

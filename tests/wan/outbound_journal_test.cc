@@ -148,5 +148,101 @@ TEST(OutboundJournalTest, DamagedRecordsAreDataLossNamingTheRecord) {
   EXPECT_THAT(s.message(), HasSubstr("expected origin 0 seq 4"));
 }
 
+
+std::string U64(uint64_t v) {
+  std::string out(sizeof(v), '\0');
+  std::memcpy(out.data(), &v, sizeof(v));
+  return out;
+}
+
+TEST(OutboundJournalTest, IncarnationsRoundTripAndShowInTheSummary) {
+  const ModelSpec spec = Model();
+  SignificanceFilter acc = SignificanceFilter::Create().value();
+  auto no_backlog = [](SiteId) -> const SignificanceFilter* { return nullptr; };
+  OutboundJournal j;
+  j.set_enabled(true);
+  j.IncarnationChanged(42);
+  j.PeerIncarnationChanged(1, 7);
+  j.PeerIncarnationChanged(2, 9);
+  j.PeerIncarnationChanged(2, 11);  // the last one counts
+  std::map<std::string, std::string> store;
+  std::vector<OutboundRecord> puts;
+  std::vector<std::string> deletes;
+  j.Collect(acc, no_backlog, &puts, &deletes);
+  EXPECT_EQ(puts.size(), 3u);
+  EXPECT_TRUE(deletes.empty());
+  Apply(&store, puts, deletes);
+  EXPECT_EQ(store.at("i"), U64(42));
+  EXPECT_EQ(store.at(std::string("k\0\0\0\2", 5)), U64(11));
+
+  Result<RecoveredOutbound> r = OutboundJournal::Decode(Records(store), spec, 0);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->incarnation, 42u);
+  EXPECT_EQ(r->peer_incarnations, (std::map<SiteId, uint64_t>{{1, 7}, {2, 11}}));
+  EXPECT_TRUE(r->empty()) << "incarnations are not outbound state";
+  OutboundSummary sum = OutboundSummary::Of(Records(store));
+  EXPECT_EQ(sum.incarnation, 42u);
+  ASSERT_EQ(sum.peers.size(), 2u);
+  EXPECT_EQ(sum.peers.at(1).incarnation, 7u);
+  EXPECT_EQ(sum.peers.at(2).incarnation, 11u);
+  EXPECT_EQ(sum.peers.at(2).batches, 0);
+  EXPECT_EQ(sum.unknown, 0);
+
+  // Collected once: nothing changed, nothing written again.
+  puts.clear();
+  j.Collect(acc, no_backlog, &puts, &deletes);
+  EXPECT_TRUE(puts.empty());
+  // One peer restarts: only its record is rewritten.
+  j.PeerIncarnationChanged(1, 8);
+  j.Collect(acc, no_backlog, &puts, &deletes);
+  ASSERT_EQ(puts.size(), 1u);
+  EXPECT_EQ(puts[0].key, std::string("k\0\0\0\1", 5));
+  Apply(&store, puts, deletes);
+  r = OutboundJournal::Decode(Records(store), spec, 0);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->incarnation, 42u);
+  EXPECT_EQ(r->peer_incarnations, (std::map<SiteId, uint64_t>{{1, 8}, {2, 11}}));
+
+  // A disabled journal (no store) records none of it.
+  OutboundJournal off;
+  off.IncarnationChanged(5);
+  off.PeerIncarnationChanged(1, 5);
+  puts.clear();
+  off.Collect(acc, no_backlog, &puts, &deletes);
+  EXPECT_TRUE(puts.empty());
+}
+
+TEST(OutboundJournalTest, MalformedIncarnationRecordsAreDataLossNamingTheRecord) {
+  const ModelSpec spec = Model();
+  auto decode = [&](OutboundRecord r) { return OutboundJournal::Decode({&r, 1}, spec, 0).status(); };
+  struct Case {
+    OutboundRecord record;
+    std::string needle;
+  };
+  const std::vector<Case> cases = {
+      {{std::string("i\0", 2), U64(3)}, "outbox record 'i\\x00': malformed incarnation record"},
+      {{"i", std::string(4, '\1')}, "outbox record 'i': malformed incarnation record"},
+      {{"i", U64(0)}, "outbox record 'i': malformed incarnation record"},
+      {{std::string("k\0\0\1", 4), U64(3)}, "outbox record 'k\\x00\\x00\\x01': malformed peer incarnation record"},
+      {{std::string("k\0\0\0\1\0", 6), U64(3)},
+       "outbox record 'k\\x00\\x00\\x00\\x01\\x00': malformed peer incarnation record"},
+      {{std::string("k\0\0\0\1", 5), std::string(7, '\1')},
+       "outbox record 'k\\x00\\x00\\x00\\x01': malformed peer incarnation record"},
+  };
+  for (const Case& c : cases) {
+    const Status s = decode(c.record);
+    EXPECT_EQ(s.code(), StatusCode::kDataLoss) << c.needle;
+    EXPECT_THAT(s.message(), HasSubstr(c.needle));
+    // The summary does not trust them either.
+    const OutboundSummary sum = OutboundSummary::Of({&c.record, 1});
+    if (c.record.value != U64(0)) EXPECT_EQ(sum.unknown, 1) << c.needle;
+    EXPECT_EQ(sum.incarnation, 0u) << c.needle;
+    EXPECT_TRUE(sum.peers.empty()) << c.needle;
+  }
+  // A good record next to a bad one does not save it.
+  const std::vector<OutboundRecord> mixed = {{"i", U64(4)}, {std::string("k\0\0\1", 4), U64(3)}};
+  EXPECT_EQ(OutboundJournal::Decode(mixed, spec, 0).status().code(), StatusCode::kDataLoss);
+}
+
 }  // namespace
 }  // namespace geops::wan
