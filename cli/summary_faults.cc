@@ -7,6 +7,8 @@
 #include <fstream>
 #include <limits>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "cli/child_event.h"
 
@@ -56,6 +58,19 @@ void AddNote(std::string* notes, const std::string& note) {
   *notes += note;
 }
 
+// The shard processes of every site but `site` (the survivors of a fault
+// there), in site and shard order.
+std::vector<std::string> SurvivingShards(const Topology& t, int site) {
+  std::vector<std::string> out;
+  for (int s = 0; s < static_cast<int>(t.sites.size()); ++s) {
+    if (s == site) continue;
+    for (int i = 0; i < t.sites[static_cast<size_t>(s)].shards; ++i) {
+      out.push_back(t.sites[static_cast<size_t>(s)].name + "-shard-" + std::to_string(i));
+    }
+  }
+  return out;
+}
+
 // The earliest detection, by a shard of another site, of `site` going
 // silent within [from_unix, until_unix); nullopt with a note when none.
 std::optional<double> FirstDetection(const Topology& t, int site, double from_unix, double until_unix,
@@ -68,32 +83,28 @@ std::optional<double> FirstDetection(const Topology& t, int site, double from_un
   std::optional<double> first;
   int files = 0, with_events = 0;
   std::string missing;
-  for (int s = 0; s < static_cast<int>(t.sites.size()); ++s) {
-    if (s == site) continue;
-    for (int i = 0; i < t.sites[static_cast<size_t>(s)].shards; ++i) {
-      const std::string process = t.sites[static_cast<size_t>(s)].name + "-shard-" + std::to_string(i);
-      std::string why;
-      std::optional<json> m = ReadShardMetrics(out_dir, process, launch_start_unix, &why);
-      if (!m) {
-        missing += (missing.empty() ? "" : ", ") + why;
-        continue;
-      }
-      ++files;
-      const json* peers = nullptr;
-      if (m->contains("wan") && (*m)["wan"].is_object() && (*m)["wan"].contains("peers") &&
-          (*m)["wan"]["peers"].is_array()) {
-        peers = &(*m)["wan"]["peers"];
-      }
-      if (peers == nullptr) continue;
-      for (const json& p : *peers) {
-        if (!p.is_object() || !p.contains("peer") || PeerSiteName(t, p["peer"]) != name) continue;
-        if (!p.contains("down_events") || !p["down_events"].is_array()) continue;
-        ++with_events;
-        for (const json& e : p["down_events"]) {
-          std::optional<double> detected = NumberField(e, "detected_unix");
-          if (!detected || *detected < from_unix || *detected >= until_unix) continue;
-          first = std::min(first.value_or(*detected), *detected);
-        }
+  for (const std::string& process : SurvivingShards(t, site)) {
+    std::string why;
+    std::optional<json> m = ReadShardMetrics(out_dir, process, launch_start_unix, &why);
+    if (!m) {
+      missing += (missing.empty() ? "" : ", ") + why;
+      continue;
+    }
+    ++files;
+    const json* peers = nullptr;
+    if (m->contains("wan") && (*m)["wan"].is_object() && (*m)["wan"].contains("peers") &&
+        (*m)["wan"]["peers"].is_array()) {
+      peers = &(*m)["wan"]["peers"];
+    }
+    if (peers == nullptr) continue;
+    for (const json& p : *peers) {
+      if (!p.is_object() || !p.contains("peer") || PeerSiteName(t, p["peer"]) != name) continue;
+      if (!p.contains("down_events") || !p["down_events"].is_array()) continue;
+      ++with_events;
+      for (const json& e : p["down_events"]) {
+        std::optional<double> detected = NumberField(e, "detected_unix");
+        if (!detected || *detected < from_unix || *detected >= until_unix) continue;
+        first = std::min(first.value_or(*detected), *detected);
       }
     }
   }
@@ -109,6 +120,34 @@ std::optional<double> FirstDetection(const Topology& t, int site, double from_un
     AddNote(notes, why);
   }
   return first;
+}
+
+// Disk loss: the last time a surviving shard had reset its streams to the
+// new incarnation of `site` (wan.stream_resets in its metrics), at or after
+// `from_unix` (the restart); nullopt with a note when some shard did not.
+std::optional<double> LastStreamReset(const Topology& t, int site, double from_unix, const std::string& out_dir,
+                                      double launch_start_unix, std::string* notes) {
+  const std::string& name = t.sites[static_cast<size_t>(site)].name;
+  std::optional<double> last;
+  for (const std::string& process : SurvivingShards(t, site)) {
+    std::string why;
+    std::optional<json> m = ReadShardMetrics(out_dir, process, launch_start_unix, &why);
+    std::optional<double> reset;
+    if (m && m->contains("wan") && (*m)["wan"].is_object() && (*m)["wan"].contains("stream_resets") &&
+        (*m)["wan"]["stream_resets"].is_array()) {
+      for (const json& e : (*m)["wan"]["stream_resets"]) {
+        if (!e.is_object() || !e.contains("peer") || PeerSiteName(t, e["peer"]) != name) continue;
+        std::optional<double> at = NumberField(e, "reset_unix");
+        if (at && *at >= from_unix) reset = std::min(reset.value_or(*at), *at);
+      }
+    }
+    if (!reset) {
+      AddNote(notes, "reset_seconds: " + (m ? process + " reports no stream reset for " + name : why));
+      return std::nullopt;
+    }
+    last = std::max(last.value_or(*reset), *reset);
+  }
+  return last;
 }
 
 json Recovery(const Topology& t, const FaultPlan& plan, const FaultRecord& r, const std::string& out_dir,
@@ -167,6 +206,16 @@ json Recovery(const Topology& t, const FaultPlan& plan, const FaultRecord& r, co
     catch_up_complete = bytes_complete = false;
   }
 
+  // A wiped site of a multi-site run is bootstrapped by its peers: when had
+  // every one of them reset its streams to it (taken the old contributions
+  // back and queued its snapshot)?
+  json reset_seconds = nullptr;
+  if (r.spec.kind == "wipe-disk" && t.multi_site() && r.restarted_unix) {
+    std::optional<double> last =
+        LastStreamReset(t, r.spec.site_index, *r.restarted_unix, out_dir, launch_start_unix, &notes);
+    if (last) reset_seconds = *last - *r.restarted_unix;
+  }
+
   json out = {{"fault", r.index},
               {"site", r.spec.site},
               {"kind", r.spec.kind},
@@ -175,6 +224,7 @@ json Recovery(const Topology& t, const FaultPlan& plan, const FaultRecord& r, co
               {"restarted_unix", r.restarted_unix ? json(*r.restarted_unix) : json(nullptr)},
               {"detect_seconds", detected ? json(*detected - r.killed_unix) : json(nullptr)},
               {"catch_up_seconds", catch_up_complete ? json(catch_up) : json(nullptr)},
+              {"reset_seconds", reset_seconds},
               {"bytes_transferred", bytes_complete ? json(bytes) : json(nullptr)},
               {"counter_max_abs_error_by_site", counter_errors},
               {"note", notes.empty() ? json(nullptr) : json(notes)}};

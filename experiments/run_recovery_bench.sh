@@ -14,16 +14,20 @@
 # of 10 Gbit/s and 5 ms (this measures recovery, not the WAN), a peer lease
 # of 1 s. The fault plan kills every process of eu-west-1 at clock K and
 # restarts it 2 s later (past the lease, so the others declare it down and
-# train on meanwhile). summary.json's recoveries entry gives
+# train on meanwhile); in 1m-disk it also deletes the site's stores, so the
+# site comes back empty and is bootstrapped by its peers. summary.json's
+# recoveries entry gives
 #   detect_seconds    kill -> the first surviving site drops it (lease expiry)
 #   catch_up_seconds  restart -> the restarted shards are back within DS
 #                     clocks of every live peer (includes process start,
 #                     loading the store and resending unacknowledged batches)
 #   bytes_transferred batch bytes the restarted shards received meanwhile
+#   reset_seconds     (disk loss) restart -> every survivor has taken the old
+#                     contributions back and queued its snapshot
 # Writes experiments/results/recovery/results.md (and one folder per run).
 #
 # Usage: bash experiments/run_recovery_bench.sh [SIZE ...]
-#   SIZE: 1m 100m (default: both). GEOPS: the geops binary (default
+#   SIZE: 1m 1m-disk 100m (default: all). GEOPS: the geops binary (default
 #   build/cli/geops).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,10 +35,11 @@ geops=${GEOPS:-build/cli/geops}
 results=experiments/results/recovery
 mkdir -p "$results/topologies"
 sizes=("$@")
-[ ${#sizes[@]} -eq 0 ] && sizes=(1m 100m)
+[ ${#sizes[@]} -eq 0 ] && sizes=(1m 1m-disk 100m)
 
 # The topology of run $1: a `layers = [$2, $3]` counter model, $4 clocks,
-# eu-west-1 killed at clock $5, and $6 sites (2 or 3).
+# eu-west-1 hit at clock $5 by fault kind $7 (default kill-site), and $6
+# sites (2 or 3).
 topology() {
   cat <<TOML
 name = "recovery-$1"
@@ -59,7 +64,7 @@ codec = "int4"
 peer_lease_ms = 1000
 links = "static"
 [[faults]]
-kind = "kill-site"
+kind = "${7:-kill-site}"
 site = "eu-west-1"
 at_clock = $5
 restart_after_s = 2
@@ -79,14 +84,17 @@ rows=()
 for size in "${sizes[@]}"; do
   case $size in
     1m) topology "$size" 1000 1000 60 20 3 > "$results/topologies/$size.toml" ;;     # 1,001,000 parameters
+    1m-disk) topology "$size" 1000 1000 60 20 3 wipe-disk > "$results/topologies/$size.toml" ;;  # its stores deleted too
     100m) topology "$size" 100000 1000 10 4 2 > "$results/topologies/$size.toml" ;;  # 100,001,000 parameters
-    *) echo "unknown size $size (1m or 100m)" >&2; exit 2 ;;
+    *) echo "unknown size $size (1m, 1m-disk or 100m)" >&2; exit 2 ;;
   esac
   echo "=== $size ($(date -u +%H:%M:%S))"
   rm -rf "$results/$size"
   "$geops" launch "$results/topologies/$size.toml" --out "$results/$size" --plain --timeout 3000 \
     > "$results/$size.log" 2>&1 || echo "run $size exited with $?" >&2
   rm -rf "$results/$size/data"  # the stores: gigabytes, not results
+  # Paths relative to the repository, not to the machine that ran it.
+  grep -rlF "$PWD/" "$results/$size" "$results/$size.log" | xargs -r sed -i "s#$PWD/##g"
   tail -n 3 "$results/$size.log"
 done
 
@@ -100,34 +108,40 @@ lines = ["# Site recovery", "", "```",
              "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2", shell=True, capture_output=True,
              text=True).stdout.strip()),
          "```", "",
-         "| model | parameters | sites | clocks | killed at clock | detect s | catch up s | bytes to catch up | counter error (max over sites) | exit |",
-         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
-params = {"1m": 1001000, "100m": 100001000}
+         "| run | parameters | sites | clocks | fault | at clock | detect s | reset s | catch up s | bytes to catch up | counter error (max over sites) | exit |",
+         "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|"]
+params = {"1m": 1001000, "1m-disk": 1001000, "100m": 100001000}
 for size in sizes:
     path = os.path.join(results, size, "summary.json")
     if not os.path.exists(path):
-        lines.append(f"| {size} | {params[size]:,} | - | - | - | - | - | - | - | no summary |")
+        lines.append(f"| {size} | {params[size]:,} | - | - | - | - | - | - | - | - | - | no summary |")
         continue
     s = json.load(open(path))
     rec = (s.get("recoveries") or [{}])[0]
     f = (s.get("faults") or [{}])[0]
     errs = s.get("counter_max_abs_error_by_site") or {}
     fmt = lambda v, p=2: "-" if v is None else f"{v:.{p}f}"
-    lines.append("| {} | {:,} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
-        size, params[size], s.get("sites"), s.get("clocks"), f.get("clock_observed", "-"), fmt(rec.get("detect_seconds")),
+    lines.append("| {} | {:,} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+        size, params[size], s.get("sites"), s.get("clocks"), rec.get("kind", "-"), f.get("clock_observed", "-"),
+        fmt(rec.get("detect_seconds")), fmt(rec.get("reset_seconds")),
         fmt(rec.get("catch_up_seconds")), rec.get("bytes_transferred", "-"),
         fmt(max(errs.values()) if errs else None, 1), s.get("exit")))
     if rec.get("note"):
-        lines.append(f"|  | note: {rec['note']} | | | | | | | | |")
+        lines.append(f"|  | note: {rec['note']} | | | | | | | | | | |")
     if s.get("failure"):
-        lines.append(f"|  | failure: {s['failure']} | | | | | | | | |")
+        lines.append(f"|  | failure: {s['failure']} | | | | | | | | | | |")
 lines += ["", "detect: from the SIGKILL to the first surviving shard dropping the site from its mirror clock "
           "(the peer lease is 1 s, heartbeats every 250 ms). catch up: from the restart to the restarted "
           "shards being within DS = 4 clocks of every live peer; it includes starting the processes, "
           "loading the RocksDB store (chunk values and the WAN outbound state), resending unacknowledged "
           "batches, and the restarted workers training the clocks they are behind (the other sites wait "
-          "at the drift bound once the site reports in). The counter error is 0 when every replica ends "
-          "exactly equal to the sum of every acknowledged update.", ""]
+          "at the drift bound once the site reports in). Disk loss (1m-disk): reset is from the restart "
+          "until every surviving shard has taken the lost site's old contributions back out of its "
+          "replica (its ledger) and queued its own mass for the new one; the new site's workers then train "
+          "again from clock 0 while the others go on (it rejoins their mirror clock once within DS), so its "
+          "catch up is the time to redo its clocks. The counter error is 0 when every replica ends "
+          "exactly equal to the sum of every acknowledged update (for disk loss: of the surviving "
+          "incarnations).", ""]
 open(os.path.join(results, "results.md"), "w").write("\n".join(lines))
 print("\n".join(lines))
 PY

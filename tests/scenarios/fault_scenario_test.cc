@@ -111,6 +111,12 @@ class FaultScenarioTest : public LaunchFixture {
     EXPECT_EQ(s["recoveries"][0]["counter_max_abs_error_by_site"]["local"], 0.0);
   }
 
+  // The metrics file a shard process wrote at its end (null when missing).
+  json ShardMetrics(const std::string& process) {
+    std::ifstream in(dir_ / "out" / "metrics" / (process + ".json"));
+    return json::parse(in, nullptr, /*allow_exceptions=*/false);
+  }
+
   // How many times shard `i` of site local reported listening.
   int ListeningCount(int shard) {
     int n = 0;
@@ -286,6 +292,10 @@ restart_after_s = 1.0
   // others' streams, and every update counts exactly once at every site.
   ExpectThreeSitesExact(r, s, /*site_killed=*/true);
   ASSERT_EQ(s["faults"][0]["wiped_dirs"].size(), 2u) << s["faults"][0].dump(2);
+  const json& rec = s["recoveries"][0];
+  ASSERT_TRUE(rec["reset_seconds"].is_number()) << rec.dump(2);
+  EXPECT_GT(rec["reset_seconds"].get<double>(), 0.0);
+  EXPECT_LT(rec["reset_seconds"].get<double>(), 30.0);
   for (const json& w : s["per_worker"]) {
     const bool wiped = w["site"] == "eu-west-1";
     EXPECT_EQ(w["start_clocks"], wiped ? json::array({0, 0}) : json::array({0})) << w.dump();
@@ -295,8 +305,7 @@ restart_after_s = 1.0
   for (const char* site : {"us-east-1", "ap-northeast-1"}) {
     for (int shard = 0; shard < 2; ++shard) {
       const std::string process = std::string(site) + "-shard-" + std::to_string(shard);
-      std::ifstream in(dir_ / "out" / "metrics" / (process + ".json"));
-      json m = json::parse(in, nullptr, /*allow_exceptions=*/false);
+      const json m = ShardMetrics(process);
       ASSERT_TRUE(m.is_object()) << process;
       const json& resets = m["wan"]["stream_resets"];
       ASSERT_EQ(resets.size(), 1u) << process << ": " << m["wan"].dump(2);
@@ -305,8 +314,7 @@ restart_after_s = 1.0
     }
   }
   for (int shard = 0; shard < 2; ++shard) {
-    std::ifstream in(dir_ / "out" / "metrics" / ("eu-west-1-shard-" + std::to_string(shard) + ".json"));
-    json m = json::parse(in, nullptr, /*allow_exceptions=*/false);
+    const json m = ShardMetrics("eu-west-1-shard-" + std::to_string(shard));
     ASSERT_TRUE(m.is_object());
     EXPECT_EQ(m["recovery"]["fresh_store"], true) << m.dump(2);
   }
