@@ -335,7 +335,7 @@ std::string EncodeLedgerRow(std::span<const double> sums) {
   std::string out(kLedgerRowHeaderSize + sums.size_bytes(), '\0');
   out[0] = static_cast<char>(kLedgerRowTag);
   std::memcpy(out.data() + 1, &n, 4);
-  std::memcpy(out.data() + kLedgerRowHeaderSize, sums.data(), sums.size_bytes());
+  if (!sums.empty()) std::memcpy(out.data() + kLedgerRowHeaderSize, sums.data(), sums.size_bytes());
   return out;
 }
 

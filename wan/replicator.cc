@@ -565,7 +565,13 @@ void Replicator::RunResets() {
     });
     std::lock_guard<std::mutex> lock(mu_);
     if (!s.ok()) {
-      spdlog::warn("wan shard {}: cannot reset the streams of site {} yet: {}", config_.shard, peer, s.ToString());
+      // Tried again every round; said once per incarnation (a shard
+      // without a store, for one, can never do it).
+      const bool first = reset_failures_.insert({peer, pending.first}).second;
+      spdlog::log(first ? spdlog::level::err : spdlog::level::debug,
+                  "wan shard {}: site {} came back with an empty store but its streams cannot be reset: {}; its "
+                  "messages are refused until they can",
+                  config_.shard, peer, s.ToString());
       continue;
     }
     event.reset_unix = UnixSeconds();

@@ -60,6 +60,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -259,6 +260,7 @@ class Replicator final : public ReplicationTap, public WanReceiver, public Outbo
   std::map<SiteId, std::pair<uint64_t, double>> resets_;  // GUARDED_BY(mu_): peer -> (incarnation, heard)
   std::vector<std::pair<SiteId, uint64_t>> records_;      // GUARDED_BY(mu_): first-heard incarnations
   std::vector<StreamResetEvent> reset_events_;            // GUARDED_BY(mu_)
+  std::set<std::pair<SiteId, uint64_t>> reset_failures_;  // GUARDED_BY(mu_): (peer, incarnation) logged
   OutboundJournal journal_;               // its own lock; enabled when the shard persists
   std::vector<std::pair<SiteId, std::vector<WanBatch>>> resend_;  // restored batches, sent by Start()
 
