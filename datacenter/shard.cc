@@ -17,8 +17,12 @@
 //                  worker_mu_[w] stays held while the call waits for its
 //                  commit: a concurrent retry of the same worker is not
 //                  answered before the original's commit is written.
-//   Order: worker_mu_[w] -> persister barrier -> (ClockTracker::mu_ | one
-//   chunk lock). last_ticket_[w] is guarded by worker_mu_[w].
+//   apply_mu_      serialises ApplyRemote and ResetOrigin. ResetOrigin also
+//                  takes every worker_mu_, in id order (no other path holds
+//                  two), so no update or clock advance runs during a reset.
+//   Order: apply_mu_ -> worker_mu_[w] -> persister barrier ->
+//   (ClockTracker::mu_ | one chunk lock). last_ticket_[w] is guarded by
+//   worker_mu_[w].
 // Readers take only the tracker's mutex (to wait) and then, one at a time,
 // shared chunk locks while copying; they never hold worker_mu_ and never
 // wait for commits.
@@ -329,44 +333,13 @@ class ShardImpl final : public Shard {
 
     std::map<ChunkKey, std::vector<double>> remote_sum;  // all origins
     std::vector<LedgerRow> retract;
-    for (SiteId o : remote_->Origins()) {
-      GEOPS_ASSIGN_OR_RETURN(std::vector<LedgerRow> rows, persistent_->ReadLedger(o));
-      for (LedgerRow& row : rows) {
-        const int64_t local = store_->LocalIndex(row.key);
-        if (!spec_.HasChunk(row.key) || local < 0 || static_cast<int64_t>(row.values.size()) != store_->elements(local)) {
-          return DataLossError(persistent_->name() + ": the ledger of site " + std::to_string(o) +
-                               " holds a chunk (" + std::to_string(row.key.table) + ", " +
-                               std::to_string(row.key.chunk) + ") this shard does not hold at that size");
-        }
-        std::vector<double>& sum = remote_sum[row.key];
-        sum.resize(row.values.size(), 0.0);
-        for (size_t i = 0; i < row.values.size(); ++i) sum[i] += row.values[i];
-      }
-      if (o == origin) retract = std::move(rows);
-    }
+    GEOPS_RETURN_IF_ERROR(ReadLedgers(origin, &remote_sum, &retract));
 
     uint64_t ticket;
     {
       ShardPersister::Mutation mutation = persister_->Begin();
+      const std::vector<ChunkMass> own = OwnMass(remote_sum);
       std::vector<float> values;
-      std::vector<float> initial;
-      std::vector<ChunkMass> own;
-      own.reserve(static_cast<size_t>(store_->num_chunks()));
-      for (int64_t local = 0; local < store_->num_chunks(); ++local) {
-        values.resize(static_cast<size_t>(store_->elements(local)));
-        initial.resize(values.size());
-        store_->Read(local, values.data());
-        ChunkMass m{store_->key(local), std::vector<float>(values.size())};
-        // Every site starts from the same initial values: they are nobody's
-        // contribution.
-        spec_.InitChunk(m.key, initial.data());
-        auto sum = remote_sum.find(m.key);
-        for (size_t i = 0; i < values.size(); ++i) {
-          const double remote = sum == remote_sum.end() ? 0.0 : sum->second[i];
-          m.values[i] = static_cast<float>(double{values[i]} - double{initial[i]} - remote);
-        }
-        own.push_back(std::move(m));
-      }
       for (const LedgerRow& row : retract) {
         const int64_t local = store_->LocalIndex(row.key);
         values.resize(row.values.size());
@@ -485,6 +458,55 @@ class ShardImpl final : public Shard {
     persister_->MarkEverything();
     return persister_->Flush(Deadline::InMs(std::max<int64_t>(options_.max_commit_wait_ms, kFirstCommitWaitMs)))
         .WithContext("writing the first commit of " + persistent->name());
+  }
+
+  // Reads every origin's ledger from the store: their sum per chunk into
+  // *remote_sum, and the rows of `origin` into *retract. DataLoss for a row
+  // of a chunk this shard does not hold at that size.
+  Status ReadLedgers(SiteId origin, std::map<ChunkKey, std::vector<double>>* remote_sum,
+                     std::vector<LedgerRow>* retract) {
+    for (SiteId o : remote_->Origins()) {
+      GEOPS_ASSIGN_OR_RETURN(std::vector<LedgerRow> rows, persistent_->ReadLedger(o));
+      for (const LedgerRow& row : rows) {
+        const int64_t local = store_->LocalIndex(row.key);
+        if (!spec_.HasChunk(row.key) || local < 0 ||
+            static_cast<int64_t>(row.values.size()) != store_->elements(local)) {
+          return DataLossError(persistent_->name() + ": the ledger of site " + std::to_string(o) +
+                               " holds a chunk (" + std::to_string(row.key.table) + ", " +
+                               std::to_string(row.key.chunk) + ") this shard does not hold at that size");
+        }
+        std::vector<double>& sum = (*remote_sum)[row.key];
+        sum.resize(row.values.size(), 0.0);
+        for (size_t i = 0; i < row.values.size(); ++i) sum[i] += row.values[i];
+      }
+      if (o == origin) *retract = std::move(rows);
+    }
+    return Status::Ok();
+  }
+
+  // This site's own cumulative mass, per chunk: the replica minus the
+  // initial values (every site starts from them: they are nobody's
+  // contribution) minus what every origin contributed (`remote_sum`).
+  // REQUIRES: no update or remote apply in progress.
+  std::vector<ChunkMass> OwnMass(const std::map<ChunkKey, std::vector<double>>& remote_sum) const {
+    std::vector<ChunkMass> own;
+    own.reserve(static_cast<size_t>(store_->num_chunks()));
+    std::vector<float> values;
+    std::vector<float> initial;
+    for (int64_t local = 0; local < store_->num_chunks(); ++local) {
+      values.resize(static_cast<size_t>(store_->elements(local)));
+      initial.resize(values.size());
+      store_->Read(local, values.data());
+      ChunkMass m{store_->key(local), std::vector<float>(values.size())};
+      spec_.InitChunk(m.key, initial.data());
+      auto sum = remote_sum.find(m.key);
+      for (size_t i = 0; i < values.size(); ++i) {
+        const double remote = sum == remote_sum.end() ? 0.0 : sum->second[i];
+        m.values[i] = static_cast<float>(double{values[i]} - double{initial[i]} - remote);
+      }
+      own.push_back(std::move(m));
+    }
+    return own;
   }
 
   // With durability sync or async: waits until the worker's last change is

@@ -42,6 +42,16 @@ void RemoteInbox::ConfirmIncarnation(SiteId origin, uint64_t incarnation) {
   if (it != unconfirmed_.end() && it->second == incarnation) unconfirmed_.erase(it);
 }
 
+namespace {
+
+// The answer to a batch of an incarnation not yet durably recorded here.
+Status BeingRecorded(SiteId origin, uint64_t incarnation) {
+  return UnavailableError("site " + std::to_string(origin) + " (incarnation " + std::to_string(incarnation) +
+                          ") is being recorded; resend shortly");
+}
+
+}  // namespace
+
 Status RemoteInbox::AdmitIncarnation(SiteId origin, uint64_t incarnation, Kind kind) {
   if (incarnation == 0) return Status::Ok();  // a sender that does not say
   bool first = false;
@@ -55,8 +65,7 @@ Status RemoteInbox::AdmitIncarnation(SiteId origin, uint64_t incarnation, Kind k
       first = true;
     } else if (known == incarnation) {
       if (kind != Kind::kBatch || unconfirmed_.count(origin) == 0) return Status::Ok();
-      return UnavailableError("site " + std::to_string(origin) + " (incarnation " + std::to_string(incarnation) +
-                              ") is being recorded; resend shortly");
+      return BeingRecorded(origin, incarnation);
     } else if (incarnation < known) {
       stale_refused_.fetch_add(1, std::memory_order_relaxed);
       return FailedPreconditionError("message from incarnation " + std::to_string(incarnation) + " of site " +
@@ -71,8 +80,7 @@ Status RemoteInbox::AdmitIncarnation(SiteId origin, uint64_t incarnation, Kind k
   if ((first || newer) && listener_) listener_(origin, incarnation, !first);
   if (kind == Kind::kHeartbeat || (first && kind == Kind::kReport)) return Status::Ok();
   if (first) {
-    return UnavailableError("site " + std::to_string(origin) + " (incarnation " + std::to_string(incarnation) +
-                            ") is being recorded; resend shortly");
+    return BeingRecorded(origin, incarnation);
   }
   return UnavailableError("site " + std::to_string(origin) + " came back with an empty store (incarnation " +
                           std::to_string(incarnation) + "); its streams are being reset, resend shortly");

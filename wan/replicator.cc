@@ -439,8 +439,12 @@ void Replicator::CheckCaughtUp() {
   if (recovery_.caught_up_unix != 0) return;
   recovery_.caught_up_unix = UnixSeconds();
   recovery_.catch_up_bytes = bytes;
-  spdlog::log(recovery_.recovered ? spdlog::level::info : spdlog::level::debug, "wan shard {}: back within DS of every live peer {:.3f} s after the state was loaded ({} bytes received)",
-               config_.shard, recovery_.caught_up_unix - recovery_.state_loaded_unix, bytes);
+  // Said for a restart from the store; a fresh store (a first start, or a
+  // site rebuilt after a disk loss, which its peers' stream_resets record)
+  // only at debug level.
+  spdlog::log(recovery_.recovered ? spdlog::level::info : spdlog::level::debug,
+              "wan shard {}: back within DS of every live peer {:.3f} s after the state was loaded ({} bytes received)",
+              config_.shard, recovery_.caught_up_unix - recovery_.state_loaded_unix, bytes);
 }
 
 void Replicator::Loop() {
