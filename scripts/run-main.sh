@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-bash scripts/build.sh
+bash scripts/build.sh geops   # only what the main job runs; scripts/test.sh builds the rest
 out=${1:-out/main}
 ./build/cli/geops launch experiments/topologies/default.toml --out "$out"
 echo "summary: $out/summary.json"

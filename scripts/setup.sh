@@ -10,7 +10,7 @@ packages=(
   librocksdb-dev libuv1-dev liblz4-dev zlib1g-dev libssl-dev
   libopenblas-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
-  libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev prometheus-cpp-dev
+  libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev nlohmann-json3-dev prometheus-cpp-dev
   dataset-fashion-mnist
   python3 python3-matplotlib
 )

@@ -2,9 +2,20 @@
 # Sets up a fresh Debian 12 machine, builds geops and runs every test.
 # GPU tests (CTest label `gpu`) skip with a message when no GPU is present.
 # Prints the CTest totals; exits non-zero if any test fails. Safe to re-run.
+#
+# Before the tests it checks that scripts/setup.sh installs every system
+# package the build used (../shared/tools/check-setup-deps, when the shared
+# folder sits next to this repository), so a missing install step fails here
+# even on a machine where the package happens to be installed already.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/build.sh
+checker=../shared/tools/check-setup-deps
+if [ -x "$checker" ]; then
+  "$checker" build scripts/setup.sh
+else
+  echo "test: $checker not found; skipping the setup-dependency check"
+fi
 cd build
 ctest --output-on-failure --timeout 900 -j "${GEOPS_TEST_JOBS:-2}" "$@"
