@@ -5,6 +5,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <optional>
 #include <fstream>
 #include <filesystem>
 
@@ -17,6 +18,8 @@
 #include "cli/site_wan.h"
 #include "common/shard_store.h"
 #include "datacenter/shard.h"
+#include "datacenter/shard_host.h"
+#include "storage/client_model_file.h"
 #include "storage/rocksdb_shard_store.h"
 #include "thrift/ps_server.h"
 
@@ -52,6 +55,16 @@ int StoreExitCode(const Status& s) {
   return s.code() == StatusCode::kFailedPrecondition || s.code() == StatusCode::kInvalidArgument ? 2 : 1;
 }
 
+// The parts of one shard process that exist once its model is known, in
+// the order they are made: the store, the shard over it, the WAN side over
+// the shard. A client-defined model makes them when the first worker's
+// schema and values are in (from a handler thread), any other at start.
+struct ShardParts {
+  std::unique_ptr<ShardStore> store;  // outlives the shard
+  std::unique_ptr<datacenter::Shard> shard;
+  std::unique_ptr<SiteWan> wan;
+};
+
 }  // namespace
 
 int RunSite(const SiteArgs& args) {
@@ -71,38 +84,33 @@ int RunSite(const SiteArgs& args) {
                  spec_site.shards - 1, spec_site.name.c_str());
     return 2;
   }
-  auto model = BuildModelSpec(*topology);
-  if (!model.ok()) {
-    std::fprintf(stderr, "geops site: %s\n", model.status().ToString().c_str());
+  if (topology->client_model() && topology->multi_site()) {
+    std::fprintf(stderr, "geops site: workload \"client\" runs in one site so far; %s has %zu sites\n",
+                 topology->path.c_str(), topology->sites.size());
     return 2;
   }
   const ShardOptions shard_options = BuildShardOptions(*topology, *site, args.shard);
   const std::string data_dir =
       args.data_dir_given ? args.data_dir : topology->ShardDataDir(*site, args.shard, args.out_dir);
-  const auto load_start = std::chrono::steady_clock::now();
-  std::unique_ptr<ShardStore> store;  // outlives the shard
-  if (!data_dir.empty()) {
-    const StorageOptions storage_options = BuildStorageOptions(*topology, data_dir);
-    auto opened = storage::OpenRocksDbShardStore(storage_options, ShardStoreSpec::Of(*model, shard_options));
-    if (!opened.ok()) {
-      std::fprintf(stderr, "geops site: %s\n", opened.status().ToString().c_str());
-      return StoreExitCode(opened.status());
+
+  // The model: the topology's built-in one, a client-defined one kept from
+  // an earlier run in the store's directory, or (nullopt) the one the first
+  // worker will bring.
+  std::optional<ModelSpec> model;
+  if (!topology->client_model()) {
+    auto built_in = BuildModelSpec(*topology);
+    if (!built_in.ok()) {
+      std::fprintf(stderr, "geops site: %s\n", built_in.status().ToString().c_str());
+      return 2;
     }
-    store = std::move(opened).value();
-  }
-  auto shard = datacenter::Shard::Create(*model, shard_options, store.get());
-  if (!shard.ok()) {
-    std::fprintf(stderr, "geops site: %s\n", shard.status().ToString().c_str());
-    return store ? StoreExitCode(shard.status()) : 2;
-  }
-  if (store) {
-    const ShardStatus loaded = (*shard)->GetStatus();
-    std::string clocks;
-    for (const WorkerState& w : loaded.workers) clocks += (clocks.empty() ? "" : ",") + std::to_string(w.clock);
-    spdlog::info("site {} shard {}: store {} ({}) loaded in {:.0f} ms; shard clock {}, worker clocks [{}]",
-                 spec_site.name, args.shard, data_dir, DurabilityName(store->durability()),
-                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count(),
-                 loaded.shard_clock, clocks);
+    model = std::move(built_in).value();
+  } else if (!data_dir.empty()) {
+    auto kept = storage::ReadClientModel(data_dir);
+    if (!kept.ok()) {
+      std::fprintf(stderr, "geops site: %s\n", kept.status().ToString().c_str());
+      return StoreExitCode(kept.status());
+    }
+    model = std::move(kept).value();
   }
 
   // Block the stop signals in every thread; the main thread waits for them.
@@ -113,52 +121,114 @@ int RunSite(const SiteArgs& args) {
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   if (args.exit_with_parent) ExitWithParent();
 
-  // The WAN side taps the shard before any worker can reach it.
-  std::unique_ptr<SiteWan> wan;
-  if (topology->multi_site()) {
-    SiteWanArgs wan_args;
-    wan_args.mirror_port = args.mirror_port;
-    wan_args.mirror_peers = args.mirror_peers;
-    wan_args.peers_file = args.peers_file;
-    auto started = SiteWan::Start(*topology, *site, args.shard, &*model, shard->get(), wan_args);
-    if (!started.ok()) {
-      std::fprintf(stderr, "geops site: %s\n", started.status().ToString().c_str());
-      return started.status().code() == StatusCode::kUnavailable ? 1 : 2;
+  ShardParts parts;
+  int build_exit = 2;  // exit code for the step of build() that failed
+  // Makes store -> shard -> WAN side for `spec`; on failure nothing is kept.
+  auto build = [&](const ModelSpec& spec) -> Result<datacenter::Shard*> {
+    const auto load_start = std::chrono::steady_clock::now();
+    std::unique_ptr<ShardStore> store;
+    if (!data_dir.empty()) {
+      const StorageOptions storage_options = BuildStorageOptions(*topology, data_dir);
+      auto opened = storage::OpenRocksDbShardStore(storage_options, ShardStoreSpec::Of(spec, shard_options));
+      if (!opened.ok()) build_exit = StoreExitCode(opened.status());
+      GEOPS_ASSIGN_OR_RETURN(store, std::move(opened));
+      // Into the store's directory (which exists now), before the shard's
+      // first commit: a store that has values always has its model file.
+      build_exit = 1;
+      if (spec.client_defined()) GEOPS_RETURN_IF_ERROR(storage::WriteClientModel(data_dir, spec));
+      build_exit = 2;
     }
-    wan = std::move(started).value();
+    auto created = datacenter::Shard::Create(spec, shard_options, store.get());
+    if (!created.ok()) build_exit = store ? StoreExitCode(created.status()) : 2;
+    GEOPS_ASSIGN_OR_RETURN(std::unique_ptr<datacenter::Shard> shard, std::move(created));
+    if (store) {
+      const ShardStatus loaded = shard->GetStatus();
+      std::string clocks;
+      for (const WorkerState& w : loaded.workers) clocks += (clocks.empty() ? "" : ",") + std::to_string(w.clock);
+      spdlog::info("site {} shard {}: store {} ({}) loaded in {:.0f} ms; shard clock {}, worker clocks [{}]",
+                   spec_site.name, args.shard, data_dir, DurabilityName(store->durability()),
+                   std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count(),
+                   loaded.shard_clock, clocks);
+    }
+    // The WAN side taps the shard before any worker can reach it.
+    if (topology->multi_site()) {
+      SiteWanArgs wan_args;
+      wan_args.mirror_port = args.mirror_port;
+      wan_args.mirror_peers = args.mirror_peers;
+      wan_args.peers_file = args.peers_file;
+      auto started = SiteWan::Start(*topology, *site, args.shard, &shard->spec(), shard.get(), wan_args);
+      if (!started.ok()) build_exit = started.status().code() == StatusCode::kUnavailable ? 1 : 2;
+      GEOPS_ASSIGN_OR_RETURN(parts.wan, std::move(started));
+    }
+    if (spec.client_defined()) {
+      EmitEvent({{"event", "model_fixed"}, {"site", spec_site.name}, {"shard", args.shard},
+                 {"tables", spec.num_tables()}, {"elements", spec.total_elements()},
+                 {"fingerprint", std::to_string(spec.Fingerprint())}});
+    }
+    parts.store = std::move(store);
+    parts.shard = std::move(shard);
+    return parts.shard.get();
+  };
+
+  std::unique_ptr<datacenter::ShardHost> host;
+  if (model) {
+    Result<datacenter::Shard*> built = build(*model);
+    if (!built.ok()) {
+      std::fprintf(stderr, "geops site: %s\n", built.status().ToString().c_str());
+      return build_exit;
+    }
+    host = datacenter::ShardHost::Serving(*built);
+  } else {
+    auto awaiting = datacenter::ShardHost::AwaitingModel(shard_options, build);
+    if (!awaiting.ok()) {
+      std::fprintf(stderr, "geops site: %s\n", awaiting.status().ToString().c_str());
+      return 2;
+    }
+    host = std::move(awaiting).value();
+    spdlog::info("site {} shard {}: waiting for a worker to register the model", spec_site.name, args.shard);
   }
 
   rpc::PsServerOptions server_options;
   server_options.host = spec_site.host;
   server_options.port = args.port >= 0 ? args.port
                                        : (spec_site.base_port > 0 ? spec_site.base_port + args.shard : 0);
-  auto server = rpc::PsServer::Start(shard->get(), server_options);
+  auto server = rpc::PsServer::Start(host.get(), server_options);
   if (!server.ok()) {
     std::fprintf(stderr, "geops site: %s\n", server.status().ToString().c_str());
     return 1;
   }
   const std::string address = spec_site.host + ":" + std::to_string((*server)->port());
-  spdlog::info("site {} shard {}/{} serving {} chunks on {}", spec_site.name, args.shard,
-               spec_site.shards, (*shard)->GetStatus().num_chunks, address);
+  if (parts.shard) {
+    spdlog::info("site {} shard {}/{} serving {} chunks on {}", spec_site.name, args.shard, spec_site.shards,
+                 parts.shard->GetStatus().num_chunks, address);
+  } else {
+    spdlog::info("site {} shard {}/{} listening on {}", spec_site.name, args.shard, spec_site.shards, address);
+  }
   nlohmann::json listening = {{"event", "listening"}, {"site", spec_site.name}, {"shard", args.shard},
                               {"address", address}};
-  if (wan) listening["mirror"] = wan->mirror_address();
+  if (parts.wan) listening["mirror"] = parts.wan->mirror_address();
   EmitEvent(listening);
 
   int sig = 0;
   sigwait(&stop, &sig);
   spdlog::info("site {} shard {}: signal {}, stopping", spec_site.name, args.shard, sig);
-  if (wan) wan->Settle(5000);
-  Status stopped = (*server)->Stop(Deadline::InMs(5000));
-  Status flushed = (*shard)->Flush(Deadline::InMs(30000));
-  if (!flushed.ok()) std::fprintf(stderr, "geops site: %s\n", flushed.ToString().c_str());
-  nlohmann::json stats = StatusJson((*shard)->GetStatus());
+  Status stopped = Status::Ok();
+  Status flushed = Status::Ok();
+  // The server's handler threads may still build the parts until it stops.
+  if (parts.wan) parts.wan->Settle(5000);
+  stopped = (*server)->Stop(Deadline::InMs(5000));
+  nlohmann::json stats = {{"shard_clock", 0}, {"model", "none registered"}};
+  if (parts.shard) {
+    flushed = parts.shard->Flush(Deadline::InMs(30000));
+    if (!flushed.ok()) std::fprintf(stderr, "geops site: %s\n", flushed.ToString().c_str());
+    stats = StatusJson(parts.shard->GetStatus());
+  }
   stats["event"] = "shard_stats";
   stats["site"] = spec_site.name;
   stats["shard"] = args.shard;
-  if (wan) {
-    stats["wan"] = wan->StatsJson();
-    if (nlohmann::json recovery = wan->RecoveryJson(); !recovery.is_null()) stats["recovery"] = recovery;
+  if (parts.wan) {
+    stats["wan"] = parts.wan->StatsJson();
+    if (nlohmann::json recovery = parts.wan->RecoveryJson(); !recovery.is_null()) stats["recovery"] = recovery;
   }
   EmitEvent(stats);
   if (!args.out_dir.empty()) {
@@ -167,10 +237,12 @@ int RunSite(const SiteArgs& args) {
     std::ofstream(args.out_dir + "/metrics/" + spec_site.name + "-shard-" + std::to_string(args.shard) +
                   ".json") << stats.dump(2) << "\n";
   }
-  server->reset();  // then the WAN side, the shard it serves, the store the shard writes to
-  wan.reset();
-  shard->reset();
-  store.reset();
+  // The server, then the host it served, the WAN side, the shard, the store.
+  server->reset();
+  host.reset();
+  parts.wan.reset();
+  parts.shard.reset();
+  parts.store.reset();
   if (!stopped.ok()) {
     std::fprintf(stderr, "geops site: %s\n", stopped.ToString().c_str());
     return 1;

@@ -312,8 +312,10 @@ Result<Topology> ParseTopology(const std::string& text, const std::string& origi
   model.Get("layers", &t.layers);
   model.Get("chunk_kib", &t.chunk_kib);
   model.Get("seed", &t.seed);
-  model.Require(t.workload == "mlp" || t.workload == "counter", "workload",
-                "must be \"mlp\" or \"counter\", got \"" + t.workload + "\"");
+  model.Require(t.workload == "mlp" || t.workload == "counter" || t.workload == "client", "workload",
+                "must be \"mlp\", \"counter\" or \"client\", got \"" + t.workload + "\"");
+  model.Require(t.workload != "client" || !root["model"]["layers"], "layers",
+                "is not used with workload \"client\": the workers' model defines the tables");
   model.Require(t.layers.size() >= 2, "layers", "needs at least an input and an output size");
   bool layers_ok = true;
   for (int l : t.layers) layers_ok = layers_ok && l > 0 && l <= (1 << 20);

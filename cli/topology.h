@@ -82,7 +82,9 @@ struct Topology {
   std::string path;             // the file it was read from
 
   // [model]
-  std::string workload = "mlp";  // "mlp" (Fashion-MNIST) or "counter"
+  // "mlp" (Fashion-MNIST), "counter" (the exactness oracle) or "client" (the
+  // workers define the model: its tables, from the first worker to register)
+  std::string workload = "mlp";
   std::vector<int> layers = {784, 512, 256, 10};
   int64_t chunk_kib = 16;        // chunk size in KiB
   uint64_t seed = 1;             // initial values and data order
@@ -116,6 +118,7 @@ struct Topology {
   std::vector<FaultSpec> faults;  // [[faults]], in file order
 
   bool multi_site() const { return sites.size() > 1; }
+  bool client_model() const { return workload == "client"; }
   bool persistent() const { return !storage_dir.empty(); }
   // The at_clock of every fault on site `site`, ascending, without repeats.
   std::vector<int64_t> FaultClocks(int site) const;

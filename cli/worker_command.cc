@@ -111,6 +111,13 @@ int RunWorker(const WorkerArgs& args) {
     std::fprintf(stderr, "geops worker: %s\n", site.status().message().c_str());
     return 2;
   }
+  if (topology->client_model()) {
+    std::fprintf(stderr,
+                 "geops worker: %s has workload \"client\": its workers are your own training script "
+                 "(the geops Python package); geops worker trains the built-in models only\n",
+                 topology->path.c_str());
+    return 2;
+  }
   const SiteSpec& s = topology->sites[*site];
   if (args.worker < 0 || args.worker >= s.workers) {
     std::fprintf(stderr, "geops worker: --worker %d outside 0..%d of site %s\n", args.worker,

@@ -11,6 +11,9 @@
 #define GEOPS_COMMON_MODEL_SPEC_H_
 
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,7 +29,17 @@ enum class InitKind : int32_t {
   kZeros = 0,
   kUniform = 1,  // uniform in [-scale, scale]
   kNormal = 2,   // normal(0, scale)
+  // Given by the client that defined the model (workload "client"): the
+  // values are whatever its framework initialised, fixed by `init_checksum`;
+  // a shard fills its chunks from the values attached with
+  // ModelSpec::WithInitialValues.
+  kProvided = 3,
 };
+
+// A 64-bit digest of float32 values, bit for bit (so -0.0 and 0.0 differ, and
+// so do two NaNs with different payloads). Two processes that built the same
+// tensor from the same seed get the same digest. Pure; any thread.
+uint64_t ValuesChecksum(std::span<const float> values);
 
 struct TableSpec {
   std::string name;  // e.g. "fc1.weight"; unique within a model
@@ -34,7 +47,11 @@ struct TableSpec {
   int64_t cols = 0;  // > 0
   InitKind init = InitKind::kZeros;
   float init_scale = 0.0f;  // >= 0; see InitKind
+  uint64_t init_checksum = 0;  // kProvided only: ValuesChecksum of the whole table
 };
+
+// The initial values of some chunks of a client-defined model, by chunk.
+using ChunkValuesMap = std::map<ChunkKey, std::vector<float>>;
 
 // Default chunk size, bytes of float32 payload.
 inline constexpr int64_t kDefaultChunkBytes = 16 * 1024;
@@ -56,6 +73,18 @@ class ModelSpec {
   const std::vector<TableSpec>& tables() const { return tables_; }
   int64_t chunk_bytes() const { return chunk_bytes_; }
   uint64_t seed() const { return seed_; }
+
+  // A copy that fills the chunks of its kProvided tables from `values`
+  // (shared, not copied). InvalidArgument naming the chunk when a value
+  // list is not ChunkElements long or names a chunk of a table that is not
+  // kProvided or does not exist.
+  Result<ModelSpec> WithInitialValues(std::shared_ptr<const ChunkValuesMap> values) const;
+  // True when every table is kProvided (a client-defined model).
+  bool client_defined() const;
+  // True when InitChunk(key) is defined: the table is not kProvided, or its
+  // values for `key` were attached.
+  bool HasInitialValues(ChunkKey key) const;
+  const std::shared_ptr<const ChunkValuesMap>& initial_values() const { return initial_; }
 
   // NotFound naming the table when absent.
   Result<TableId> FindTable(std::string_view name) const;
@@ -85,12 +114,21 @@ class ModelSpec {
   std::vector<ChunkKey> ChunksOfTable(TableId id) const;
 
   // Writes the initial values of `key` (ChunkElements floats) to `out`. The
-  // same on every machine for the same spec. REQUIRES: HasChunk(key).
+  // same on every machine for the same spec. REQUIRES: HasChunk(key) and
+  // HasInitialValues(key).
   void InitChunk(ChunkKey key, float* out) const;
 
-  // A stable 64-bit digest of names, shapes and chunk size; two processes
-  // agree on the model iff their fingerprints match.
+  // A stable 64-bit digest of names, shapes, initialisation (with the
+  // checksum of provided values), chunk size and seed; two processes agree on
+  // the model iff their fingerprints match.
   uint64_t Fingerprint() const;
+
+  // OK when `other` has the same tables (names, order, shapes, init and
+  // checksums) and chunk size as this spec. Otherwise FailedPrecondition
+  // naming the first table that differs and how ("table 'fc1.weight': shape
+  // 128x784 in the fixed model, 256x784 proposed"), or the chunk size.
+  // `fixed_by` says where this spec came from, for the message.
+  Status CheckSameSchema(const ModelSpec& other, std::string_view fixed_by) const;
 
  private:
   struct Layout {
@@ -104,6 +142,7 @@ class ModelSpec {
   uint64_t seed_ = 1;
   int64_t total_elements_ = 0;
   int64_t total_chunks_ = 0;
+  std::shared_ptr<const ChunkValuesMap> initial_;  // kProvided tables' values; may be null
 };
 
 }  // namespace geops

@@ -20,6 +20,12 @@ struct RegisterReply {
   uint64_t model_fingerprint = 0;
 };
 
+// The answer to a worker that registered a client-defined model's schema.
+struct SchemaReply {
+  uint64_t model_fingerprint = 0;    // of the model the shard holds
+  std::vector<ChunkKey> missing;     // the shard's chunks still without initial values
+};
+
 struct ReadReply {
   // Minimum clock of the live workers when the read was served: the values
   // include every update of every live worker for clocks < shard_clock.

@@ -92,7 +92,46 @@ struct ShardStatus {
   13: list<WorkerState> workers,
 }
 
+// A client-defined model (topology workload "client"): its tables as the
+// worker's framework made them. The first schema a shard receives fixes its
+// model; a later one must match it (names, order, shapes, checksums, chunk
+// size) or is refused with FailedPrecondition naming what differs.
+struct TableSchema {
+  1: string name,
+  2: i64 rows,
+  3: i64 cols,
+  4: i64 init_checksum,       // geops::ValuesChecksum of the table's initial values
+}
+
+struct SchemaRequest {
+  1: i32 worker_id,
+  2: list<TableSchema> tables,
+  3: i64 chunk_bytes,
+  4: string auth_token,
+}
+
+struct SchemaReply {
+  1: i64 model_fingerprint,   // of the fixed model
+  2: list<i64> missing_chunk_keys,  // this shard's chunks still without initial values
+}
+
+// Initial values of some of the shard's chunks, for the model with this
+// fingerprint; chunks that already have theirs are left as they are.
+struct InitValuesRequest {
+  1: i32 worker_id,
+  2: i64 model_fingerprint,
+  3: list<i64> chunk_keys,
+  4: binary values,           // the chunks' floats back to back, as in UpdateRequest
+  5: string auth_token,
+}
+
+struct InitValuesReply {
+  1: i64 missing_chunks,      // chunks still without values; 0: the shard is serving
+}
+
 service ParameterServer {
+  SchemaReply registerSchema(1: SchemaRequest req) throws (1: GeopsError err),
+  InitValuesReply initValues(1: InitValuesRequest req) throws (1: GeopsError err),
   RegisterReply registerWorker(1: RegisterRequest req) throws (1: GeopsError err),
   ReadReply read(1: ReadRequest req) throws (1: GeopsError err),
   UpdateReply update(1: UpdateRequest req) throws (1: GeopsError err),

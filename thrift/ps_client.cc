@@ -139,6 +139,47 @@ Result<RegisterReply> ThriftShardConnection::Register(WorkerId worker, uint64_t 
   return FromThrift(reply);
 }
 
+Result<SchemaReply> ThriftShardConnection::RegisterSchema(WorkerId worker, const ModelSpec& spec,
+                                                          const std::string& auth_token) {
+  gen::SchemaRequest req;
+  req.worker_id = worker;
+  req.tables = SchemaToThrift(spec);
+  req.chunk_bytes = spec.chunk_bytes();
+  req.auth_token = auth_token;
+  gen::SchemaReply reply;
+  GEOPS_RETURN_IF_ERROR(Invoke("registerSchema", 0, [&](gen::ParameterServerClient& c) {
+    c.registerSchema(reply, req);
+  }));
+  SchemaReply r;
+  r.model_fingerprint = static_cast<uint64_t>(reply.model_fingerprint);
+  r.missing = UnpackKeys(reply.missing_chunk_keys);
+  return r;
+}
+
+Result<int64_t> ThriftShardConnection::InitValues(WorkerId worker, uint64_t model_fingerprint,
+                                                  std::span<const ChunkKey> keys,
+                                                  std::span<const float> values,
+                                                  const std::string& auth_token) {
+  const int64_t frame = static_cast<int64_t>(values.size_bytes()) +
+                        kBytesPerKey * static_cast<int64_t>(keys.size()) + kEnvelopeBytes;
+  if (frame > options_.transport.max_frame_bytes) {
+    return ResourceExhaustedError("initial values of " + std::to_string(values.size_bytes()) +
+                                  " bytes exceed max_frame_bytes " +
+                                  std::to_string(options_.transport.max_frame_bytes));
+  }
+  gen::InitValuesRequest req;
+  req.worker_id = worker;
+  req.model_fingerprint = static_cast<int64_t>(model_fingerprint);
+  req.chunk_keys = PackKeys(keys);
+  req.values.assign(reinterpret_cast<const char*>(values.data()), values.size_bytes());
+  req.auth_token = auth_token;
+  gen::InitValuesReply reply;
+  GEOPS_RETURN_IF_ERROR(Invoke("initValues", 0, [&](gen::ParameterServerClient& c) {
+    c.initValues(reply, req);
+  }));
+  return int64_t{reply.missing_chunks};
+}
+
 Result<ReadReply> ThriftShardConnection::Read(WorkerId worker, Clock clock, int64_t staleness,
                                               std::span<const ChunkKey> keys, float* out,
                                               int64_t deadline_ms) {

@@ -64,6 +64,11 @@ class ThriftShardConnection : public worker::ShardConnection {
 
   Result<RegisterReply> Register(WorkerId worker, uint64_t model_fingerprint,
                                  const std::string& auth_token) override;
+  Result<SchemaReply> RegisterSchema(WorkerId worker, const ModelSpec& spec,
+                                     const std::string& auth_token) override;
+  // ResourceExhausted when the request would exceed max_frame_bytes (nothing sent).
+  Result<int64_t> InitValues(WorkerId worker, uint64_t model_fingerprint, std::span<const ChunkKey> keys,
+                             std::span<const float> values, const std::string& auth_token) override;
   // Besides the shard's errors: InvalidArgument for deadline_ms < 0;
   // ResourceExhausted when the reply would exceed max_frame_bytes (nothing
   // sent); Internal when, with a spec, the reply's length does not match

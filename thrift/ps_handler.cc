@@ -77,8 +77,14 @@ spdlog::level::level_enum LogLevel(StatusCode code) {
 
 }  // namespace
 
-PsHandler::PsHandler(datacenter::Shard* shard, std::string peer)
-    : shard_(shard), peer_(std::move(peer)) {}
+PsHandler::PsHandler(datacenter::ShardHost* host, std::string peer)
+    : host_(host), peer_(std::move(peer)) {}
+
+Result<datacenter::Shard*> PsHandler::ServingShard() const {
+  datacenter::Shard* shard = host_->shard();
+  if (shard == nullptr) return host_->NotReady();
+  return shard;
+}
 
 template <typename Body>
 void PsHandler::Serve(std::string_view call, Body&& body) {
@@ -94,15 +100,16 @@ void PsHandler::Serve(std::string_view call, Body&& body) {
   }
   if (status.ok()) return;
   spdlog::log(LogLevel(status.code()), "shard {}: {} from {} refused: {}",
-              shard_->options().shard_id, call, peer_, status.ToString());
+              host_->options().shard_id, call, peer_, status.ToString());
   throw ToGeopsError(status);
 }
 
 void PsHandler::registerWorker(gen::RegisterReply& reply, const gen::RegisterRequest& req) {
   Serve("registerWorker", [&]() -> Status {
+    GEOPS_ASSIGN_OR_RETURN(datacenter::Shard * shard, ServingShard());
     GEOPS_ASSIGN_OR_RETURN(
         RegisterReply r,
-        shard_->RegisterWorker(req.worker_id, static_cast<uint64_t>(req.model_fingerprint),
+        shard->RegisterWorker(req.worker_id, static_cast<uint64_t>(req.model_fingerprint),
                                req.auth_token));
     reply = ToThrift(r);
     return Status::Ok();
@@ -110,22 +117,25 @@ void PsHandler::registerWorker(gen::RegisterReply& reply, const gen::RegisterReq
 }
 
 void PsHandler::read(gen::ReadReply& reply, const gen::ReadRequest& req) {
-  Serve("read", [&] { return DoRead(reply, req); });
+  Serve("read", [&]() -> Status {
+    GEOPS_ASSIGN_OR_RETURN(datacenter::Shard * shard, ServingShard());
+    return DoRead(shard, reply, req);
+  });
 }
 
-Status PsHandler::DoRead(gen::ReadReply& reply, const gen::ReadRequest& req) {
+Status PsHandler::DoRead(datacenter::Shard* shard, gen::ReadReply& reply, const gen::ReadRequest& req) {
   if (req.deadline_ms < 0) {
     return InvalidArgumentError("read deadline_ms must be >= 0, got " + std::to_string(req.deadline_ms));
   }
   std::vector<ChunkKey> keys = UnpackKeys(req.chunk_keys);
-  GEOPS_ASSIGN_OR_RETURN(int64_t elements, PayloadElements(shard_->spec(), keys,
-                                                            shard_->options().max_batch_bytes, "read"));
+  GEOPS_ASSIGN_OR_RETURN(int64_t elements, PayloadElements(shard->spec(), keys,
+                                                            shard->options().max_batch_bytes, "read"));
   const int64_t bytes = elements * int64_t{sizeof(float)};
   // The shard writes straight into the reply's buffer. std::string storage
   // comes from operator new (16-byte aligned) once past the small-string
   // buffer; a misaligned one would go through a copy.
   reply.values.resize(static_cast<size_t>(bytes));
-  const int64_t wait_ms = std::min(req.deadline_ms, shard_->options().max_read_wait_ms);
+  const int64_t wait_ms = std::min(req.deadline_ms, shard->options().max_read_wait_ms);
   const Deadline deadline = Deadline::InMs(wait_ms);
   float* out = reinterpret_cast<float*>(reply.values.data());
   std::vector<float> bounce;
@@ -133,7 +143,7 @@ Status PsHandler::DoRead(gen::ReadReply& reply, const gen::ReadRequest& req) {
     bounce.resize(static_cast<size_t>(elements));
     out = bounce.data();
   }
-  Result<ReadReply> r = shard_->Read(req.worker_id, req.clock, req.staleness, keys, out, deadline);
+  Result<ReadReply> r = shard->Read(req.worker_id, req.clock, req.staleness, keys, out, deadline);
   if (r.ok() && !bounce.empty()) {
     std::memcpy(reply.values.data(), bounce.data(), static_cast<size_t>(bytes));
   }
@@ -146,20 +156,24 @@ Status PsHandler::DoRead(gen::ReadReply& reply, const gen::ReadRequest& req) {
 }
 
 void PsHandler::update(gen::UpdateReply& reply, const gen::UpdateRequest& req) {
-  Serve("update", [&] { return DoUpdate(reply, req); });
+  Serve("update", [&]() -> Status {
+    GEOPS_ASSIGN_OR_RETURN(datacenter::Shard * shard, ServingShard());
+    return DoUpdate(shard, reply, req);
+  });
 }
 
-Status PsHandler::DoUpdate(gen::UpdateReply& reply, const gen::UpdateRequest& req) {
+Status PsHandler::DoUpdate(datacenter::Shard* shard, gen::UpdateReply& reply,
+                           const gen::UpdateRequest& req) {
   const std::string& raw = req.values;
   GEOPS_RETURN_IF_ERROR(CheckBatchBytes(static_cast<int64_t>(raw.size()),
-                                        shard_->options().max_batch_bytes, "update batch"));
+                                        shard->options().max_batch_bytes, "update batch"));
   if (raw.size() % sizeof(float) != 0) {
     return InvalidArgumentError("update batch: payload is " + std::to_string(raw.size()) +
                                 " bytes, not a whole number of float32");
   }
   std::vector<ChunkKey> keys = UnpackKeys(req.chunk_keys);
   GEOPS_ASSIGN_OR_RETURN(int64_t elements,
-                         PayloadElements(shard_->spec(), keys, shard_->options().max_batch_bytes,
+                         PayloadElements(shard->spec(), keys, shard->options().max_batch_bytes,
                                          "update batch"));
   const int64_t got = static_cast<int64_t>(raw.size() / sizeof(float));
   if (got != elements) {
@@ -176,7 +190,7 @@ Status PsHandler::DoUpdate(gen::UpdateReply& reply, const gen::UpdateRequest& re
     std::memcpy(copy.data(), raw.data(), raw.size());
     values = copy;
   }
-  GEOPS_ASSIGN_OR_RETURN(UpdateReply r, shard_->Update(req.worker_id, req.clock, keys, values));
+  GEOPS_ASSIGN_OR_RETURN(UpdateReply r, shard->Update(req.worker_id, req.clock, keys, values));
   reply.applied = r.applied;
   reply.shard_clock = r.shard_clock;
   return Status::Ok();
@@ -184,28 +198,62 @@ Status PsHandler::DoUpdate(gen::UpdateReply& reply, const gen::UpdateRequest& re
 
 void PsHandler::clock(gen::ClockReply& reply, const gen::ClockRequest& req) {
   Serve("clock", [&]() -> Status {
-    GEOPS_ASSIGN_OR_RETURN(Clock c, shard_->AdvanceClock(req.worker_id, req.clock, req.finished));
+    GEOPS_ASSIGN_OR_RETURN(datacenter::Shard * shard, ServingShard());
+    GEOPS_ASSIGN_OR_RETURN(Clock c, shard->AdvanceClock(req.worker_id, req.clock, req.finished));
     reply.shard_clock = c;
     return Status::Ok();
   });
 }
 
 void PsHandler::heartbeat(int32_t worker_id) {
-  Serve("heartbeat", [&] { return shard_->Heartbeat(worker_id); });
+  Serve("heartbeat", [&]() -> Status {
+    GEOPS_ASSIGN_OR_RETURN(datacenter::Shard * shard, ServingShard());
+    return shard->Heartbeat(worker_id);
+  });
 }
 
 void PsHandler::status(gen::ShardStatus& reply) {
-  Serve("status", [&] {
-    reply = ToThrift(shard_->GetStatus());
+  Serve("status", [&]() -> Status {
+    GEOPS_ASSIGN_OR_RETURN(datacenter::Shard * shard, ServingShard());
+    reply = ToThrift(shard->GetStatus());
     return Status::Ok();
   });
+}
+
+void PsHandler::registerSchema(gen::SchemaReply& reply, const gen::SchemaRequest& req) {
+  Serve("registerSchema", [&]() -> Status {
+    GEOPS_ASSIGN_OR_RETURN(ModelSpec proposal, SchemaFromThrift(req.tables, req.chunk_bytes));
+    GEOPS_ASSIGN_OR_RETURN(SchemaReply r, host_->RegisterSchema(req.worker_id, proposal, req.auth_token));
+    reply.model_fingerprint = static_cast<int64_t>(r.model_fingerprint);
+    reply.missing_chunk_keys = PackKeys(r.missing);
+    return Status::Ok();
+  });
+}
+
+void PsHandler::initValues(gen::InitValuesReply& reply, const gen::InitValuesRequest& req) {
+  Serve("initValues", [&] { return DoInitValues(reply, req); });
+}
+
+Status PsHandler::DoInitValues(gen::InitValuesReply& reply, const gen::InitValuesRequest& req) {
+  const std::string& raw = req.values;
+  if (raw.size() % sizeof(float) != 0) {
+    return InvalidArgumentError("initial values: payload is " + std::to_string(raw.size()) +
+                                " bytes, not a whole number of float32");
+  }
+  std::vector<float> values(raw.size() / sizeof(float));
+  if (!raw.empty()) std::memcpy(values.data(), raw.data(), raw.size());
+  GEOPS_ASSIGN_OR_RETURN(int64_t missing,
+                         host_->InitValues(req.worker_id, static_cast<uint64_t>(req.model_fingerprint),
+                                           UnpackKeys(req.chunk_keys), values, req.auth_token));
+  reply.missing_chunks = missing;
+  return Status::Ok();
 }
 
 gen::ParameterServerIf* PsHandlerFactory::getHandler(const apache::thrift::TConnectionInfo& info) {
   // The accepted socket is a CountingSocket (ListenSocket makes them); its
   // numeric peer name costs no DNS lookup.
   auto* socket = dynamic_cast<CountingSocket*>(info.transport.get());
-  return new PsHandler(shard_, socket != nullptr ? socket->PeerName() : std::string("unknown peer"));
+  return new PsHandler(host_, socket != nullptr ? socket->PeerName() : std::string("unknown peer"));
 }
 
 void PsHandlerFactory::releaseHandler(gen::ParameterServerIf* handler) { delete handler; }

@@ -1,6 +1,7 @@
 // PsHandler: the server side of the LAN IDL for one connection. It turns each
-// Thrift request into a call on a datacenter::Shard and the result back into
-// a reply, and PsHandlerFactory makes one handler per accepted connection
+// Thrift request into a call on a datacenter::ShardHost (schema calls) or on
+// the shard it serves (everything else; Unavailable while a client-defined
+// model is not in yet) and the result back into a reply, and PsHandlerFactory makes one handler per accepted connection
 // (the place for per-connection state such as the peer and, later, whether
 // it authenticated).
 //
@@ -23,16 +24,18 @@
 #include <string_view>
 
 #include "common/status.h"
-#include "datacenter/shard.h"
+#include "datacenter/shard_host.h"
 #include "gen-cpp/ParameterServer.h"
 
 namespace geops::rpc {
 
 class PsHandler : public gen::ParameterServerIf {
  public:
-  // REQUIRES: `shard` outlives the handler. `peer` names the client in logs.
-  PsHandler(datacenter::Shard* shard, std::string peer);
+  // REQUIRES: `host` outlives the handler. `peer` names the client in logs.
+  PsHandler(datacenter::ShardHost* host, std::string peer);
 
+  void registerSchema(gen::SchemaReply& reply, const gen::SchemaRequest& req) override;
+  void initValues(gen::InitValuesReply& reply, const gen::InitValuesRequest& req) override;
   void registerWorker(gen::RegisterReply& reply, const gen::RegisterRequest& req) override;
   void read(gen::ReadReply& reply, const gen::ReadRequest& req) override;
   void update(gen::UpdateReply& reply, const gen::UpdateRequest& req) override;
@@ -46,23 +49,26 @@ class PsHandler : public gen::ParameterServerIf {
   template <typename Body>
   void Serve(std::string_view call, Body&& body);
 
-  Status DoRead(gen::ReadReply& reply, const gen::ReadRequest& req);
-  Status DoUpdate(gen::UpdateReply& reply, const gen::UpdateRequest& req);
+  // The shard, or the host's NotReady() error while the model is not in.
+  Result<datacenter::Shard*> ServingShard() const;
+  Status DoRead(datacenter::Shard* shard, gen::ReadReply& reply, const gen::ReadRequest& req);
+  Status DoUpdate(datacenter::Shard* shard, gen::UpdateReply& reply, const gen::UpdateRequest& req);
+  Status DoInitValues(gen::InitValuesReply& reply, const gen::InitValuesRequest& req);
 
-  datacenter::Shard* const shard_;
+  datacenter::ShardHost* const host_;
   const std::string peer_;
 };
 
 class PsHandlerFactory : public gen::ParameterServerIfFactory {
  public:
-  // REQUIRES: `shard` outlives every handler made.
-  explicit PsHandlerFactory(datacenter::Shard* shard) : shard_(shard) {}
+  // REQUIRES: `host` outlives every handler made.
+  explicit PsHandlerFactory(datacenter::ShardHost* host) : host_(host) {}
 
   gen::ParameterServerIf* getHandler(const apache::thrift::TConnectionInfo& info) override;
   void releaseHandler(gen::ParameterServerIf* handler) override;
 
  private:
-  datacenter::Shard* const shard_;
+  datacenter::ShardHost* const host_;
 };
 
 }  // namespace geops::rpc

@@ -18,6 +18,20 @@ using apache::thrift::server::TThreadedServer;
 Result<std::unique_ptr<PsServer>> PsServer::Start(datacenter::Shard* shard,
                                                   const PsServerOptions& options) {
   if (shard == nullptr) return InvalidArgumentError("PsServer needs a shard");
+  std::unique_ptr<datacenter::ShardHost> host = datacenter::ShardHost::Serving(shard);
+  datacenter::ShardHost* raw = host.get();
+  return Start(raw, options, std::move(host));
+}
+
+Result<std::unique_ptr<PsServer>> PsServer::Start(datacenter::ShardHost* host,
+                                                  const PsServerOptions& options) {
+  if (host == nullptr) return InvalidArgumentError("PsServer needs a shard host");
+  return Start(host, options, nullptr);
+}
+
+Result<std::unique_ptr<PsServer>> PsServer::Start(datacenter::ShardHost* host,
+                                                  const PsServerOptions& options,
+                                                  std::unique_ptr<datacenter::ShardHost> owned) {
   GEOPS_RETURN_IF_ERROR(options.Validate());
   const std::string where = HostPort{options.host, options.port}.ToString();
   auto counters = std::make_shared<ByteCounters>();
@@ -36,18 +50,18 @@ Result<std::unique_ptr<PsServer>> PsServer::Start(datacenter::Shard* shard,
   }
   const int port = listener->getPort();
   auto processor_factory = std::make_shared<gen::ParameterServerProcessorFactory>(
-      std::make_shared<PsHandlerFactory>(shard));
+      std::make_shared<PsHandlerFactory>(host));
   auto server = std::make_shared<TThreadedServer>(processor_factory, listener, transport_factory,
                                                   MakeProtocolFactory(options.transport));
   server->setConcurrentClientLimit(options.max_connections);
-  std::unique_ptr<PsServer> ps(new PsServer(shard, options, port, counters, server));
+  std::unique_ptr<PsServer> ps(new PsServer(host, std::move(owned), options, port, counters, server));
   try {
     ps->serve_thread_ = std::thread([self = ps.get()] { self->ServeLoop(); });
   } catch (const std::system_error& e) {
     ps->serve_done_ = true;  // nothing to wait for
     return ResourceExhaustedError(std::string("cannot start the server thread: ") + e.what());
   }
-  spdlog::info("shard {}: serving on {}", shard->options().shard_id, ps->address().ToString());
+  spdlog::info("shard {}: serving on {}", host->options().shard_id, ps->address().ToString());
   return ps;
 }
 
@@ -55,7 +69,7 @@ void PsServer::ServeLoop() {
   try {
     server_->serve();
   } catch (const std::exception& e) {
-    spdlog::error("shard {}: server loop ended: {}", shard_->options().shard_id, e.what());
+    spdlog::error("shard {}: server loop ended: {}", host_->options().shard_id, e.what());
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -64,9 +78,11 @@ void PsServer::ServeLoop() {
   serve_done_cv_.notify_all();
 }
 
-PsServer::PsServer(datacenter::Shard* shard, const PsServerOptions& options, int port,
-                   std::shared_ptr<ByteCounters> counters, std::shared_ptr<TThreadedServer> server)
-    : shard_(shard),
+PsServer::PsServer(datacenter::ShardHost* host, std::unique_ptr<datacenter::ShardHost> owned_host,
+                   const PsServerOptions& options, int port, std::shared_ptr<ByteCounters> counters,
+                   std::shared_ptr<TThreadedServer> server)
+    : host_(host),
+      owned_host_(std::move(owned_host)),
       options_(options),
       port_(port),
       counters_(std::move(counters)),
@@ -75,11 +91,11 @@ PsServer::PsServer(datacenter::Shard* shard, const PsServerOptions& options, int
 PsServer::~PsServer() {
   // Calls still in the shard end by their own deadline, which the shard
   // bounds by max_read_wait_ms.
-  const int64_t grace_ms = shard_->options().max_read_wait_ms + 10000;
+  const int64_t grace_ms = host_->options().max_read_wait_ms + 10000;
   Status s = Stop(Deadline::InMs(grace_ms));
   while (!s.ok()) {
     spdlog::error("shard {}: server on port {} still busy at destruction: {}",
-                  shard_->options().shard_id, port_, s.ToString());
+                  host_->options().shard_id, port_, s.ToString());
     s = Stop(Deadline::InMs(grace_ms));
   }
 }

@@ -28,6 +28,7 @@
 #include "common/deadline.h"
 #include "common/status.h"
 #include "datacenter/shard.h"
+#include "datacenter/shard_host.h"
 #include "thrift/counting_socket.h"
 #include "thrift/host_port.h"
 #include "thrift/thrift_options.h"
@@ -45,6 +46,10 @@ class PsServer {
   // `shard` is null; Unavailable naming the address when it cannot be bound
   // (in use, no such interface). REQUIRES: `shard` outlives the server.
   static Result<std::unique_ptr<PsServer>> Start(datacenter::Shard* shard,
+                                                 const PsServerOptions& options);
+  // The same for a host (datacenter/shard_host.h), whose shard may come
+  // later (a client-defined model). REQUIRES: `host` outlives the server.
+  static Result<std::unique_ptr<PsServer>> Start(datacenter::ShardHost* host,
                                                  const PsServerOptions& options);
   ~PsServer();
 
@@ -68,12 +73,16 @@ class PsServer {
   int64_t connections() const;
 
  private:
-  PsServer(datacenter::Shard* shard, const PsServerOptions& options, int port,
-           std::shared_ptr<ByteCounters> counters,
+  static Result<std::unique_ptr<PsServer>> Start(datacenter::ShardHost* host,
+                                                 const PsServerOptions& options,
+                                                 std::unique_ptr<datacenter::ShardHost> owned);
+  PsServer(datacenter::ShardHost* host, std::unique_ptr<datacenter::ShardHost> owned_host,
+           const PsServerOptions& options, int port, std::shared_ptr<ByteCounters> counters,
            std::shared_ptr<apache::thrift::server::TThreadedServer> server);
   void ServeLoop();
 
-  datacenter::Shard* const shard_;
+  datacenter::ShardHost* const host_;
+  const std::unique_ptr<datacenter::ShardHost> owned_host_;  // when started over a bare shard
   const PsServerOptions options_;
   const int port_;
   const std::shared_ptr<ByteCounters> counters_;

@@ -86,4 +86,37 @@ ShardStatus FromThrift(const gen::ShardStatus& in) {
   return out;
 }
 
+std::vector<gen::TableSchema> SchemaToThrift(const ModelSpec& spec) {
+  std::vector<gen::TableSchema> out;
+  out.reserve(static_cast<size_t>(spec.num_tables()));
+  for (const TableSpec& t : spec.tables()) {
+    gen::TableSchema g;
+    g.name = t.name;
+    g.rows = t.rows;
+    g.cols = t.cols;
+    g.init_checksum = static_cast<int64_t>(t.init_checksum);
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+Result<ModelSpec> SchemaFromThrift(const std::vector<gen::TableSchema>& tables, int64_t chunk_bytes) {
+  if (static_cast<int64_t>(tables.size()) > kMaxTables) {
+    return InvalidArgumentError("a schema of " + std::to_string(tables.size()) + " tables (max " +
+                                std::to_string(kMaxTables) + ")");
+  }
+  std::vector<TableSpec> specs;
+  specs.reserve(tables.size());
+  for (const gen::TableSchema& g : tables) {
+    TableSpec t;
+    t.name = g.name;
+    t.rows = g.rows;
+    t.cols = g.cols;
+    t.init = InitKind::kProvided;
+    t.init_checksum = static_cast<uint64_t>(g.init_checksum);
+    specs.push_back(std::move(t));
+  }
+  return ModelSpec::Create(std::move(specs), chunk_bytes, 0);
+}
+
 }  // namespace geops::rpc

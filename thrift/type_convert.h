@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "common/ids.h"
+#include "common/model_spec.h"
 #include "common/ps_types.h"
+#include "common/status.h"
 #include "gen-cpp/parameter_server_types.h"
 
 namespace geops::rpc {
@@ -21,6 +23,13 @@ std::vector<ChunkKey> UnpackKeys(const std::vector<int64_t>& packed);
 
 gen::RegisterReply ToThrift(const RegisterReply& in);
 RegisterReply FromThrift(const gen::RegisterReply& in);
+
+// A client-defined model's schema: its tables (every one kProvided).
+std::vector<gen::TableSchema> SchemaToThrift(const ModelSpec& spec);
+// The model a schema request describes (seed 0: its values are provided).
+// InvalidArgument naming the problem (as ModelSpec::Create, or a checksum
+// that is missing) for a schema that is not a valid model.
+Result<ModelSpec> SchemaFromThrift(const std::vector<gen::TableSchema>& tables, int64_t chunk_bytes);
 
 gen::ShardStatus ToThrift(const ShardStatus& in);
 ShardStatus FromThrift(const gen::ShardStatus& in);

@@ -123,7 +123,71 @@ Status PsClient::Register(ShardId s, RegisterReply* reply) {
   });
 }
 
-Status PsClient::Start() {
+Status PsClient::SendSchema(ShardId s, std::span<const float* const> initial_values) {
+  SchemaReply reply;
+  GEOPS_RETURN_IF_ERROR(CallShard(s, [&](ShardConnection& c) -> Status {
+    auto r = c.RegisterSchema(options_.worker_id, spec_, options_.auth_token);
+    if (!r.ok()) return r.status();
+    reply = std::move(r).value();
+    return Status::Ok();
+  }));
+  if (reply.model_fingerprint != spec_.Fingerprint()) {
+    return FailedPreconditionError("shard " + std::to_string(s) + " fixed a model with another fingerprint");
+  }
+  // Send what the shard lacks, a bounded batch at a time; a shard keeps
+  // values it already has, so another worker sending the same is harmless.
+  size_t next = 0;
+  std::vector<ChunkKey> keys;
+  std::vector<float> values;
+  while (next < reply.missing.size()) {
+    keys.clear();
+    values.clear();
+    while (next < reply.missing.size()) {
+      const ChunkKey k = reply.missing[next];
+      if (!spec_.HasChunk(k) || spec_.ShardOf(k, num_shards_) != s) {
+        return InternalError("shard " + std::to_string(s) + " asks for the values of a chunk it does not hold");
+      }
+      const int64_t n = spec_.ChunkElements(k);
+      if (!keys.empty() && static_cast<int64_t>(values.size() + n) * 4 > kInitBatchBytes) break;
+      const float* src = initial_values[k.table] + spec_.ChunkOffset(k);
+      values.insert(values.end(), src, src + n);
+      keys.push_back(k);
+      ++next;
+    }
+    GEOPS_RETURN_IF_ERROR(CallShard(s, [&](ShardConnection& c) -> Status {
+      return c.InitValues(options_.worker_id, reply.model_fingerprint, keys, values, options_.auth_token)
+          .status();
+    }));
+  }
+  return Status::Ok();
+}
+
+Status PsClient::Start(std::span<const float* const> initial_values) {
+  if (spec_.client_defined()) {
+    if (static_cast<int>(initial_values.size()) != spec_.num_tables()) {
+      return InvalidArgumentError("a client-defined model needs the initial values of its " +
+                                  std::to_string(spec_.num_tables()) + " tables, got " +
+                                  std::to_string(initial_values.size()));
+    }
+    for (TableId t = 0; t < static_cast<TableId>(spec_.num_tables()); ++t) {
+      const TableSpec& table = spec_.table(t);
+      if (initial_values[t] == nullptr) {
+        return InvalidArgumentError("no initial values for table '" + table.name + "'");
+      }
+      const std::span<const float> v(initial_values[t], static_cast<size_t>(table.rows * table.cols));
+      if (ValuesChecksum(v) != table.init_checksum) {
+        return InvalidArgumentError("the initial values of table '" + table.name +
+                                    "' do not match the checksum in the model's schema");
+      }
+    }
+    GEOPS_RETURN_IF_ERROR(ForEachShard([&](ShardId s) { return SendSchema(s, initial_values); }));
+    // Start from the values the model was built with; a read replaces them.
+    for (TableId t = 0; t < static_cast<TableId>(spec_.num_tables()); ++t) {
+      std::memcpy(cache_[t].data(), initial_values[t], cache_[t].size() * sizeof(float));
+    }
+  } else if (!initial_values.empty()) {
+    return InvalidArgumentError("initial values are given only for a client-defined model");
+  }
   std::vector<RegisterReply> replies(num_shards_);
   GEOPS_RETURN_IF_ERROR(ForEachShard([&](ShardId s) { return Register(s, &replies[s]); }));
   geops::Clock held = replies[0].worker_clock;

@@ -65,7 +65,15 @@ class PsClient {
   // Connects to and registers with every shard, then starts heartbeats. The
   // worker resumes at the clock the shards hold for it. FailedPrecondition if
   // the shards disagree on that clock or on the model.
-  Status Start();
+  //
+  // A client-defined model (every table kProvided; datacenter/shard_host.h)
+  // first registers its schema with every shard and sends the initial values
+  // each still lacks: `initial_values[t]` points at table t's dense
+  // row-major values, whose ValuesChecksum must be the table's
+  // init_checksum (InvalidArgument otherwise, or for a missing table).
+  // FailedPrecondition naming the table when the site already trains another
+  // model. The cache starts as those values. Other models take no values.
+  Status Start(std::span<const float* const> initial_values = {});
 
   const ModelSpec& spec() const { return spec_; }
   geops::Clock clock() const { return clock_; }
@@ -116,6 +124,10 @@ class PsClient {
   template <typename Fn>
   Status CallShard(ShardId s, Fn&& call);
   Status Register(ShardId s, RegisterReply* reply);
+  // Registers the schema with shard `s` and sends the initial values it lacks.
+  Status SendSchema(ShardId s, std::span<const float* const> initial_values);
+  // Bytes of initial values per InitValues call.
+  static constexpr int64_t kInitBatchBytes = int64_t{16} << 20;
   // Runs fn(shard) for every shard in parallel and returns the first error.
   template <typename Fn>
   Status ForEachShard(Fn&& fn);

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "common/ids.h"
+#include "common/model_spec.h"
 #include "common/ps_types.h"
 #include "common/status.h"
 
@@ -36,6 +37,19 @@ class ShardConnection {
 
   virtual Result<RegisterReply> Register(WorkerId worker, uint64_t model_fingerprint,
                                          const std::string& auth_token) = 0;
+  // A client-defined model (datacenter/shard_host.h): proposes the schema of
+  // `spec` (every table kProvided), then sends initial values of chunks the
+  // shard lacks. A connection that cannot carry them answers Unimplemented.
+  virtual Result<SchemaReply> RegisterSchema(WorkerId worker, const ModelSpec& spec,
+                                             const std::string& auth_token) {
+    return UnimplementedError("this connection does not carry client-defined models");
+  }
+  // Returns the number of chunks the shard still lacks.
+  virtual Result<int64_t> InitValues(WorkerId worker, uint64_t model_fingerprint,
+                                     std::span<const ChunkKey> keys, std::span<const float> values,
+                                     const std::string& auth_token) {
+    return UnimplementedError("this connection does not carry client-defined models");
+  }
   // `deadline_ms`: how long the shard may wait for the clock before answering
   // DeadlineExceeded. REQUIRES: out has room for every chunk of `keys`.
   virtual Result<ReadReply> Read(WorkerId worker, Clock clock, int64_t staleness,

@@ -93,3 +93,50 @@ TEST(ModelSpecTest, InitIsDeterministicPerChunkAndScaled) {
 
 }  // namespace
 }  // namespace geops
+
+namespace geops {
+namespace {
+
+TEST(ModelSpecClientTest, ValuesChecksumSeesEveryBit) {
+  std::vector<float> v(1001);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * 0.25f;
+  const uint64_t base = ValuesChecksum(v);
+  EXPECT_EQ(ValuesChecksum(v), base);
+  for (size_t i : {size_t{0}, size_t{3}, size_t{500}, size_t{1000}}) {
+    std::vector<float> w = v;
+    w[i] = std::nextafter(w[i], 1e9f);
+    EXPECT_NE(ValuesChecksum(w), base) << i;
+  }
+  std::vector<float> zero = {0.0f}, negative_zero = {-0.0f};
+  EXPECT_NE(ValuesChecksum(zero), ValuesChecksum(negative_zero));
+  std::vector<float> shorter(v.begin(), v.end() - 1);
+  EXPECT_NE(ValuesChecksum(shorter), base);
+}
+
+TEST(ModelSpecClientTest, FingerprintCoversTheChecksumButNotTheSeed) {
+  auto make = [](uint64_t checksum, uint64_t seed) {
+    return *ModelSpec::Create({{"w", 4, 4, InitKind::kProvided, 0.0f, checksum}}, 256, seed);
+  };
+  EXPECT_NE(make(1, 0).Fingerprint(), make(2, 0).Fingerprint());
+  EXPECT_EQ(make(1, 0).Fingerprint(), make(1, 9).Fingerprint());
+  EXPECT_TRUE(make(1, 0).client_defined());
+  EXPECT_FALSE(make(1, 0).HasInitialValues(ChunkKey{0, 0}));
+}
+
+TEST(ModelSpecClientTest, InitialValuesMustFitTheirChunks) {
+  ModelSpec spec = *ModelSpec::Create({{"w", 4, 4, InitKind::kProvided, 0.0f, 1}}, 32, 0);  // 2 rows a chunk
+  auto values = std::make_shared<ChunkValuesMap>();
+  (*values)[ChunkKey{0, 1}] = std::vector<float>(8, 2.0f);
+  auto with = spec.WithInitialValues(values);
+  ASSERT_TRUE(with.ok());
+  std::vector<float> out(8);
+  with->InitChunk(ChunkKey{0, 1}, out.data());
+  EXPECT_EQ(out, std::vector<float>(8, 2.0f));
+  (*values)[ChunkKey{0, 0}] = std::vector<float>(7, 1.0f);
+  Status s = spec.WithInitialValues(values).status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("hold 7 floats, not 8"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace geops

@@ -39,7 +39,7 @@ TEST(PsServerTest, RefusesBadOptions) {
   PsServerOptions o = testing::LoopbackServer();
   o.transport.max_frame_bytes = 10;
   EXPECT_EQ(PsServer::Start(shard.get(), o).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(PsServer::Start(nullptr, testing::LoopbackServer()).status().code(),
+  EXPECT_EQ(PsServer::Start(static_cast<datacenter::Shard*>(nullptr), testing::LoopbackServer()).status().code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(ThriftShardConnection::Create(HostPort{"127.0.0.1", 0}, ThriftClientOptions(), spec)
                 .status().code(),

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "datacenter/shard.h"
+#include "datacenter/shard_host.h"
 #include "worker/shard_connection.h"
 
 namespace geops::worker {
@@ -23,24 +24,46 @@ struct FaultPlan {
 class LocalConnection : public ShardConnection {
  public:
   LocalConnection(datacenter::Shard* shard, FaultPlan* faults) : shard_(shard), faults_(faults) {}
+  // Over a host whose shard may come later (a client-defined model).
+  LocalConnection(datacenter::ShardHost* host, FaultPlan* faults) : host_(host), faults_(faults) {}
+
+  Result<SchemaReply> RegisterSchema(WorkerId w, const ModelSpec& spec, const std::string& token) override {
+    if (host_ == nullptr) return ShardConnection::RegisterSchema(w, spec, token);
+    return Call([&] { return host_->RegisterSchema(w, spec, token); });
+  }
+  Result<int64_t> InitValues(WorkerId w, uint64_t fp, std::span<const ChunkKey> keys,
+                             std::span<const float> values, const std::string& token) override {
+    if (host_ == nullptr) return ShardConnection::InitValues(w, fp, keys, values, token);
+    return Call([&] { return host_->InitValues(w, fp, keys, values, token); });
+  }
 
   Result<RegisterReply> Register(WorkerId w, uint64_t fp, const std::string& token) override {
-    return Call([&] { return shard_->RegisterWorker(w, fp, token); });
+    if (!Served()) return host_->NotReady();
+    return Call([&] { return Served()->RegisterWorker(w, fp, token); });
   }
   Result<ReadReply> Read(WorkerId w, Clock c, int64_t s, std::span<const ChunkKey> keys, float* out,
                          int64_t deadline_ms) override {
-    return Call([&] { return shard_->Read(w, c, s, keys, out, Deadline::InMs(deadline_ms)); });
+    if (!Served()) return host_->NotReady();
+    return Call([&] { return Served()->Read(w, c, s, keys, out, Deadline::InMs(deadline_ms)); });
   }
   Result<UpdateReply> Update(WorkerId w, Clock c, std::span<const ChunkKey> keys,
                              std::span<const float> values) override {
+    if (!Served()) return host_->NotReady();
     stats_.bytes_sent += values.size() * sizeof(float);
-    return Call([&] { return shard_->Update(w, c, keys, values); });
+    return Call([&] { return Served()->Update(w, c, keys, values); });
   }
   Result<Clock> AdvanceClock(WorkerId w, Clock c, bool finished) override {
-    return Call([&] { return shard_->AdvanceClock(w, c, finished); });
+    if (!Served()) return host_->NotReady();
+    return Call([&] { return Served()->AdvanceClock(w, c, finished); });
   }
-  Status Heartbeat(WorkerId w) override { return shard_->Heartbeat(w); }
-  Result<ShardStatus> GetStatus() override { return shard_->GetStatus(); }
+  Status Heartbeat(WorkerId w) override {
+    if (!Served()) return host_->NotReady();
+    return Served()->Heartbeat(w);
+  }
+  Result<ShardStatus> GetStatus() override {
+    if (!Served()) return host_->NotReady();
+    return Served()->GetStatus();
+  }
   TransferStats stats() const override { return stats_; }
 
  private:
@@ -61,9 +84,25 @@ class LocalConnection : public ShardConnection {
     return fn();
   }
 
-  datacenter::Shard* shard_;
+  datacenter::Shard* Served() const { return host_ != nullptr ? host_->shard() : shard_; }
+
+  datacenter::Shard* shard_ = nullptr;
+  datacenter::ShardHost* host_ = nullptr;
   FaultPlan* faults_;
   TransferStats stats_;
+};
+
+// Connections over hosts (datacenter/shard_host.h).
+class HostConnectionFactory : public ShardConnectionFactory {
+ public:
+  explicit HostConnectionFactory(std::vector<datacenter::ShardHost*> hosts) : hosts_(std::move(hosts)) {}
+  Result<std::unique_ptr<ShardConnection>> Connect(ShardId s) override {
+    if (s < 0 || s >= static_cast<ShardId>(hosts_.size())) return InvalidArgumentError("no such shard");
+    return std::unique_ptr<ShardConnection>(new LocalConnection(hosts_[s], nullptr));
+  }
+
+ private:
+  std::vector<datacenter::ShardHost*> hosts_;
 };
 
 class LocalConnectionFactory : public ShardConnectionFactory {
