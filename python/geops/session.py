@@ -14,7 +14,7 @@ tensors and the C++ client (worker/ps_client.h) in place:
 
 Within one clock the order is pull, push, clock; push may be repeated (the
 last one counts), pull after push is refused. Blocking calls (init, pull,
-clock) answer Ctrl-C within about half a second with KeyboardInterrupt and
+clock) answer Ctrl-C within about a second with KeyboardInterrupt and
 leave the session usable. Errors are geops.GeopsError subclasses.
 
 Not thread-safe: one thread drives a session.
@@ -63,7 +63,7 @@ class Session:
     @property
     def current_clock(self):
         """How many clocks this worker has finished (the clock of the next step)."""
-        return self._client.current_clock
+        return self._live().current_clock
 
     @property
     def clocks(self):
@@ -73,7 +73,7 @@ class Session:
     @property
     def tables(self):
         """(name, rows, cols) of every table, in parameter order."""
-        return self._client.tables
+        return self._live().tables
 
     def steps(self):
         """Yields the clock of each remaining step up to the budget (from where a
@@ -95,20 +95,20 @@ class Session:
         (DeadlineExceededError naming the workers holding it back).
         """
         self._step = self.current_clock
-        self._client.pull(views(self._tables), staleness)
+        self._live().pull(views(self._tables), staleness)
 
     def push(self):
         """Stages this step's change of every parameter (its value now minus the
         value pulled) to be shipped at ``clock()``. Refused, nothing staged, with
         InvalidArgumentError naming the parameter when a value is NaN or Inf."""
-        self._client.push(views(self._tables))
+        self._live().push(views(self._tables))
 
     def clock(self):
         """Ships the staged deltas to the shards and advances the clock (the last
         clock of the budget tells the shards this worker is finished). On error
         nothing changes and ``clock()`` may be called again."""
         finished = self.clocks is not None and self.current_clock + 1 >= self.clocks
-        self._client.clock(finished)
+        self._live().clock(finished)
 
     def report(self, loss=None, accuracy=None, test_loss=None, examples=None, **extra):
         """Emits a ``progress`` event for the current step (``loss``; ``examples``
@@ -138,7 +138,7 @@ class Session:
 
     def stats(self):
         """The client's counters: bytes, refreshes, cache hits, retries, waits."""
-        return self._client.stats()
+        return self._live().stats()
 
     # ----- lifetime ----------------------------------------------------------
 
@@ -159,6 +159,11 @@ class Session:
     def __exit__(self, exc_type, exc, tb):
         self.close(final=exc_type is None)
         return False
+
+    def _live(self):
+        if self._client is None:
+            raise FailedPreconditionError("the geops session is closed")
+        return self._client
 
     def _emit(self, event, **fields):
         self._events.emit({"event": event, "site": self.config.site, "worker": self.config.worker, **fields})

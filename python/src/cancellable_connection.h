@@ -8,8 +8,11 @@
 // server-side wait may be long is split into waits of at most kSliceMs: the
 // shard answers DeadlineExceeded at the end of a slice, the wrapper asks
 // again until the caller's whole deadline has passed, and checks the flag
-// in between. A call blocked on the wire itself (a shard that stopped
-// answering) is not interrupted: it ends at the transport's rpc timeout.
+// in between. Each slice that runs out is a refused read on the shard (an
+// info line in its log, one more requests_rejected), so a slice is long
+// compared with ordinary SSP waits. A call blocked on the wire itself (a
+// shard that stopped answering) is not interrupted: it ends at the
+// transport's rpc timeout.
 //
 // Thread-safety: CancelFlag may be raised and cleared from any thread. The
 // factory is thread-safe when the wrapped one is; each connection is used by
@@ -38,7 +41,7 @@ class CancelFlag {
 class CancellableConnectionFactory : public worker::ShardConnectionFactory {
  public:
   // Longest single server-side wait of a Read, ms: the interrupt latency.
-  static constexpr int64_t kSliceMs = 500;
+  static constexpr int64_t kSliceMs = 1000;
 
   // `inner` and `flag` must outlive the factory and its connections.
   CancellableConnectionFactory(worker::ShardConnectionFactory* inner, const CancelFlag* flag)

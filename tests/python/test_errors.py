@@ -113,6 +113,8 @@ def test_call_order_is_checked(start_site):
         with pytest.raises(geops.FailedPreconditionError, match="without ps.clock"):
             for _ in ps.steps():
                 pass
+    with pytest.raises(geops.FailedPreconditionError, match="session is closed"):
+        ps.pull()
 
 
 def test_slow_peer_gives_deadline_exceeded_naming_it(start_site):
