@@ -13,6 +13,7 @@ packages=(
   libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev nlohmann-json3-dev prometheus-cpp-dev
   dataset-fashion-mnist
   python3 python3-matplotlib
+  python3-dev pybind11-dev python3-numpy python3-torch python3-pytest
 )
 
 missing=()

@@ -1,0 +1,135 @@
+"""Where a worker's settings come from, in order of precedence:
+
+1. keyword arguments to ``geops.init`` (``None`` means "not given");
+2. environment variables, set by ``geops launch`` for every worker it starts
+   (as torchrun sets RANK and WORLD_SIZE):
+
+   GEOPS_SITE            site name                        site
+   GEOPS_WORKER          worker index within the site     worker
+   GEOPS_SHARDS          host:port of each shard, comma separated, in shard order
+   GEOPS_TOPOLOGY        topology TOML file
+   GEOPS_CLOCKS          clock budget (training iterations)
+   GEOPS_STALENESS       SSP bound s (0 = BSP, -1 = async)
+   GEOPS_CHUNK_BYTES     chunk size in bytes
+   GEOPS_AUTH_TOKEN      token presented to the shards
+   GEOPS_OUT             results folder (metrics/<site>-worker-<i>.jsonl)
+   GEOPS_RPC_TIMEOUT_MS  deadline of one call, server-side waits included
+
+3. the topology file, read by the same parser as ``geops site``;
+4. the defaults of the C++ client (common/options.h, common/model_spec.h).
+
+``resolve`` returns a plain ``Config``; it does no I/O besides reading the
+topology file.
+"""
+
+import os
+from dataclasses import dataclass, field
+
+from . import _geops
+from .errors import InvalidArgumentError
+
+DEFAULT_CHUNK_BYTES = 16 * 1024  # kDefaultChunkBytes
+ASYNC = -1                       # staleness: read fresh values every clock, never wait
+
+
+@dataclass
+class Config:
+    site: str = "site"
+    worker: int = 0
+    shards: list = field(default_factory=list)
+    topology: str = ""               # "" when none
+    clocks: int = None               # None: no budget (ps.steps() then runs until break)
+    staleness: int = 0
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES
+    auth_token: str = ""
+    out: str = ""                    # "" writes no metrics file
+    rpc_timeout_ms: int = 30000
+    heartbeat_ms: int = 1000
+    max_attempts: int = 6            # tries per call while a shard is unavailable
+    retry_backoff_ms: int = 20       # first back-off, doubled per retry up to 2 s
+    seed: int = 1                    # part of the model fingerprint
+
+
+_ENV = {
+    "site": ("GEOPS_SITE", str),
+    "worker": ("GEOPS_WORKER", int),
+    "shards": ("GEOPS_SHARDS", str),
+    "topology": ("GEOPS_TOPOLOGY", str),
+    "clocks": ("GEOPS_CLOCKS", int),
+    "staleness": ("GEOPS_STALENESS", int),
+    "chunk_bytes": ("GEOPS_CHUNK_BYTES", int),
+    "auth_token": ("GEOPS_AUTH_TOKEN", str),
+    "out": ("GEOPS_OUT", str),
+    "rpc_timeout_ms": ("GEOPS_RPC_TIMEOUT_MS", int),
+}
+
+
+def _from_env(key, environ):
+    name, kind = _ENV[key]
+    text = environ.get(name)
+    if text is None or text == "":
+        return None
+    if kind is int:
+        try:
+            return int(text)
+        except ValueError:
+            raise InvalidArgumentError(f"{name}={text!r} is not an integer") from None
+    return text
+
+
+def _shard_list(value):
+    if isinstance(value, str):
+        value = [s.strip() for s in value.split(",") if s.strip()]
+    return list(value)
+
+
+def _apply_topology(cfg, given):
+    topo = _geops.load_topology(cfg.topology)
+    for key in ("clocks", "staleness", "chunk_bytes", "auth_token", "rpc_timeout_ms", "seed",
+                "heartbeat_ms", "max_attempts", "retry_backoff_ms"):
+        if key not in given:
+            setattr(cfg, key, topo[key])
+    sites = {s["name"]: s for s in topo["sites"]}
+    if "site" not in given:
+        if len(sites) != 1:
+            raise InvalidArgumentError(
+                f"topology {cfg.topology} has sites {sorted(sites)}; set GEOPS_SITE or pass site=")
+        cfg.site = topo["sites"][0]["name"]
+    site = sites.get(cfg.site)
+    if site is None:
+        raise InvalidArgumentError(f"topology {cfg.topology} has no site {cfg.site!r}; sites: {sorted(sites)}")
+    if not 0 <= cfg.worker < site["workers"]:
+        raise InvalidArgumentError(
+            f"worker {cfg.worker} outside 0..{site['workers'] - 1} of site {cfg.site}")
+    if "shards" not in given:
+        if site["base_port"] == 0:
+            raise InvalidArgumentError(
+                f"site {cfg.site} has no base_port in {cfg.topology}; set GEOPS_SHARDS or pass shards=")
+        cfg.shards = [f"{site['host']}:{site['base_port'] + i}" for i in range(site["shards"])]
+    if len(cfg.shards) != site["shards"]:
+        raise InvalidArgumentError(
+            f"{len(cfg.shards)} shard addresses given; site {cfg.site} has {site['shards']} shards")
+
+
+def resolve(environ=None, **kwargs):
+    """The Config for ``geops.init(**kwargs)`` under ``environ`` (default os.environ)."""
+    environ = os.environ if environ is None else environ
+    unknown = set(kwargs) - set(Config.__dataclass_fields__)
+    if unknown:
+        raise TypeError(f"geops.init() got unknown settings {sorted(unknown)}")
+    given = {k: v for k, v in kwargs.items() if v is not None}
+    for key in _ENV:
+        if key not in given:
+            value = _from_env(key, environ)
+            if value is not None:
+                given[key] = value
+    if "shards" in given:
+        given["shards"] = _shard_list(given["shards"])
+    cfg = Config(**given)
+    if cfg.topology:
+        _apply_topology(cfg, given)
+    if not cfg.shards:
+        raise InvalidArgumentError("no shard addresses: set GEOPS_SHARDS or GEOPS_TOPOLOGY, or pass shards=")
+    if cfg.clocks is not None and cfg.clocks < 0:
+        raise InvalidArgumentError(f"clocks must be >= 0, got {cfg.clocks}")
+    return cfg

@@ -1,0 +1,185 @@
+"""Session: one worker training a PyTorch model through its site's shards.
+
+The model's parameters are the tables; the session moves values between the
+tensors and the C++ client (worker/ps_client.h) in place:
+
+    with geops.init(model) as ps:
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        for step in ps.steps():
+            ps.pull()        # SSP-fresh values into the parameters
+            loss = ...; opt.zero_grad(); loss.backward(); opt.step()
+            ps.push()        # the change this step made (after - pulled)
+            ps.clock()       # ship it, advance the clock
+            ps.report(loss=loss.item())
+
+Within one clock the order is pull, push, clock; push may be repeated (the
+last one counts), pull after push is refused. Blocking calls (init, pull,
+clock) answer Ctrl-C within about a second with KeyboardInterrupt and
+leave the session usable. Errors are geops.GeopsError subclasses.
+
+Not thread-safe: one thread drives a session.
+"""
+
+import time
+
+from . import _geops
+from .errors import FailedPreconditionError
+from .events import EventLog
+from .schema import tables_of, views
+
+
+class Session:
+    """Created by ``geops.init``; registered with the shards on return."""
+
+    def __init__(self, model, config):
+        self.model = model
+        self.config = config
+        self._tables = tables_of(model)
+        self._events = EventLog(config.site, config.worker, config.out)
+        self._client = None
+        self._start = time.monotonic()
+        self._last_report = self._start
+        self._examples = 0
+        self._reported_examples = 0
+        self._last = {}  # latest loss / accuracy / test_loss reported
+        try:
+            self._client = _geops.Client(
+                tables=[(t.name, t.rows, t.cols) for t in self._tables], shards=config.shards,
+                worker=config.worker, staleness=config.staleness, rpc_timeout_ms=config.rpc_timeout_ms,
+                heartbeat_ms=config.heartbeat_ms, max_attempts=config.max_attempts,
+                retry_backoff_ms=config.retry_backoff_ms, auth_token=config.auth_token,
+                chunk_bytes=config.chunk_bytes, seed=config.seed, topology=config.topology)
+            self._client.start(views(self._tables))
+            self._step = self.current_clock
+            # The model starts from the site's values (a resumed worker from where it left off).
+            self._client.pull(views(self._tables))
+        except BaseException:
+            self._close_quietly()
+            raise
+        self._emit("worker_started", clock=self.current_clock)
+
+    # ----- the training loop -------------------------------------------------
+
+    @property
+    def current_clock(self):
+        """How many clocks this worker has finished (the clock of the next step)."""
+        return self._live().current_clock
+
+    @property
+    def clocks(self):
+        """The clock budget, or None for none."""
+        return self.config.clocks
+
+    @property
+    def tables(self):
+        """(name, rows, cols) of every table, in parameter order."""
+        return self._live().tables
+
+    def steps(self):
+        """Yields the clock of each remaining step up to the budget (from where a
+        resumed worker left off). Each step must call ``clock()`` once."""
+        while self.clocks is None or self.current_clock < self.clocks:
+            step = self.current_clock
+            self._step = step
+            yield step
+            if self.current_clock == step:
+                raise FailedPreconditionError(f"step {step} ended without ps.clock(); call it once per step")
+
+    def pull(self, staleness=None):
+        """Brings values fresh enough for this clock into the parameters, in place.
+
+        By default per the SSP bound (from the cache when it allows); with
+        ``staleness=k``, reads from the shards values that include every update
+        through clock - k - 1 (``staleness=0`` waits for every worker of the site).
+        Blocks until the shards allow the read or the rpc timeout passes
+        (DeadlineExceededError naming the workers holding it back).
+        """
+        self._step = self.current_clock
+        self._live().pull(views(self._tables), staleness)
+
+    def push(self):
+        """Stages this step's change of every parameter (its value now minus the
+        value pulled) to be shipped at ``clock()``. Refused, nothing staged, with
+        InvalidArgumentError naming the parameter when a value is NaN or Inf."""
+        self._live().push(views(self._tables))
+
+    def clock(self):
+        """Ships the staged deltas to the shards and advances the clock (the last
+        clock of the budget tells the shards this worker is finished). On error
+        nothing changes and ``clock()`` may be called again."""
+        finished = self.clocks is not None and self.current_clock + 1 >= self.clocks
+        self._live().clock(finished)
+
+    def report(self, loss=None, accuracy=None, test_loss=None, examples=None, **extra):
+        """Emits a ``progress`` event for the current step (``loss``; ``examples``
+        trained since the last report gives examples_per_sec) and, with
+        ``accuracy`` or ``test_loss``, an ``eval`` event. ``extra`` fields go
+        into the progress event as they are."""
+        now = time.monotonic()
+        if examples:
+            self._examples += examples
+        if loss is not None:
+            self._last["final_loss"] = float(loss)
+        rate = 0.0
+        fresh = self._examples - self._reported_examples
+        if fresh and now > self._last_report:
+            rate = fresh / (now - self._last_report)
+        self._reported_examples = self._examples
+        self._last_report = now
+        self._emit("progress", clock=self._step, clocks=self.clocks, loss=None if loss is None else float(loss),
+                   examples_per_sec=rate, t=now - self._start, **extra)
+        if accuracy is not None or test_loss is not None:
+            if accuracy is not None:
+                self._last["test_accuracy"] = float(accuracy)
+            if test_loss is not None:
+                self._last["test_loss"] = float(test_loss)
+            self._emit("eval", clock=self._step, test_accuracy=None if accuracy is None else float(accuracy),
+                       test_loss=None if test_loss is None else float(test_loss), t=now - self._start)
+
+    def stats(self):
+        """The client's counters: bytes, refreshes, cache hits, retries, waits."""
+        return self._live().stats()
+
+    # ----- lifetime ----------------------------------------------------------
+
+    def close(self, final=True):
+        """Emits the ``final`` event (unless ``final`` is False), stops heartbeats
+        and closes the connections. Idempotent."""
+        if self._client is None:
+            return
+        try:
+            if final:
+                self._emit_final()
+        finally:
+            self._close_quietly()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.close(final=exc_type is None)
+        return False
+
+    def _live(self):
+        if self._client is None:
+            raise FailedPreconditionError("the geops session is closed")
+        return self._client
+
+    def _emit(self, event, **fields):
+        self._events.emit({"event": event, "site": self.config.site, "worker": self.config.worker, **fields})
+
+    def _emit_final(self):
+        s = self._client.stats()
+        self._emit("final", clocks=self.current_clock, wall_seconds=time.monotonic() - self._start,
+                   final_loss=self._last.get("final_loss"), test_accuracy=self._last.get("test_accuracy"),
+                   test_loss=self._last.get("test_loss"), lan_bytes_sent=s["bytes_sent"],
+                   lan_bytes_received=s["bytes_received"], max_staleness_observed=s["max_staleness"],
+                   counter_expected=None, counter_max_abs_error=None, examples=self._examples,
+                   read_wait_seconds=s["read_wait_seconds"], flush_seconds=s["flush_seconds"],
+                   refreshes=s["refreshes"], cache_hits=s["cache_hits"], retries=s["retries"])
+
+    def _close_quietly(self):
+        client, self._client = self._client, None
+        if client is not None:
+            client.close()
+        self._events.close()

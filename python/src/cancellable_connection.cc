@@ -1,0 +1,77 @@
+#include "python/src/cancellable_connection.h"
+
+#include <algorithm>
+#include <string>
+
+#include "common/deadline.h"
+
+namespace geops::python {
+namespace {
+
+Status Interrupted() { return CancelledError("interrupted (KeyboardInterrupt)"); }
+
+class CancellableConnection : public worker::ShardConnection {
+ public:
+  CancellableConnection(std::unique_ptr<worker::ShardConnection> inner, const CancelFlag* flag)
+      : inner_(std::move(inner)), flag_(flag) {}
+
+  Result<RegisterReply> Register(WorkerId worker, uint64_t model_fingerprint,
+                                 const std::string& auth_token) override {
+    if (flag_->raised()) return Interrupted();
+    return inner_->Register(worker, model_fingerprint, auth_token);
+  }
+
+  Result<ReadReply> Read(WorkerId worker, geops::Clock clock, int64_t staleness,
+                         std::span<const ChunkKey> keys, float* out, int64_t deadline_ms) override {
+    if (deadline_ms < 0) return inner_->Read(worker, clock, staleness, keys, out, deadline_ms);
+    const Deadline deadline = Deadline::InMs(deadline_ms);
+    const double start = NowSeconds();
+    for (;;) {
+      if (flag_->raised()) return Interrupted();
+      const int64_t left = deadline.RemainingMs();
+      const int64_t slice = std::min(left, CancellableConnectionFactory::kSliceMs);
+      Result<ReadReply> r = inner_->Read(worker, clock, staleness, keys, out, slice);
+      if (r.ok() || r.status().code() != StatusCode::kDeadlineExceeded) return r;
+      if (slice >= left || deadline.Expired()) {
+        const int64_t waited_ms = static_cast<int64_t>((NowSeconds() - start) * 1000);
+        return r.status().WithContext("read waited " + std::to_string(waited_ms) + " ms in all");
+      }
+    }
+  }
+
+  Result<UpdateReply> Update(WorkerId worker, geops::Clock clock, std::span<const ChunkKey> keys,
+                             std::span<const float> values) override {
+    if (flag_->raised()) return Interrupted();
+    return inner_->Update(worker, clock, keys, values);
+  }
+
+  Result<geops::Clock> AdvanceClock(WorkerId worker, geops::Clock new_clock, bool finished) override {
+    if (flag_->raised()) return Interrupted();
+    return inner_->AdvanceClock(worker, new_clock, finished);
+  }
+
+  Status Heartbeat(WorkerId worker) override { return inner_->Heartbeat(worker); }
+
+  Result<ShardStatus> GetStatus() override {
+    if (flag_->raised()) return Interrupted();
+    return inner_->GetStatus();
+  }
+
+  worker::TransferStats stats() const override { return inner_->stats(); }
+
+ private:
+  const std::unique_ptr<worker::ShardConnection> inner_;
+  const CancelFlag* const flag_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<worker::ShardConnection>> CancellableConnectionFactory::Connect(ShardId shard) {
+  if (flag_->raised()) return Interrupted();
+  Result<std::unique_ptr<worker::ShardConnection>> inner = inner_->Connect(shard);
+  if (!inner.ok()) return inner.status();
+  return std::unique_ptr<worker::ShardConnection>(
+      new CancellableConnection(std::move(inner).value(), flag_));
+}
+
+}  // namespace geops::python

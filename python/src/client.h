@@ -1,0 +1,110 @@
+// Client: what the Python package drives. It owns one worker::PsClient (the
+// same client `geops worker` uses: cache, op-log, retries, heartbeats), its
+// Thrift connections, and the cancel flag that lets Ctrl-C interrupt it.
+//
+// The model's values live in the caller's memory (torch tensors), passed to
+// each call as TableViews, one per table in spec order:
+//   Pull      makes the cache fresh enough (SSP) and copies it into the views;
+//   StagePush writes view - cache into the op-log: the change the local step
+//             made since the values were pulled (or since the last Clock,
+//             which adds the pushed deltas to the cache);
+//   Clock     ships the op-log and advances the clock.
+// Push again in the same clock replaces the staged delta; a pull between a
+// push and the clock is refused, since it would overwrite the values the
+// staged delta was taken from.
+//
+// Errors are Status values (python/src/status_error.h turns them into
+// Python exceptions). Thread-safety: one thread drives a Client, as for
+// PsClient; the cancel flag may be raised from any thread.
+#ifndef GEOPS_PYTHON_SRC_CLIENT_H_
+#define GEOPS_PYTHON_SRC_CLIENT_H_
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/model_spec.h"
+#include "common/options.h"
+#include "common/status.h"
+#include "python/src/cancellable_connection.h"
+#include "python/src/model_schema.h"
+#include "worker/ps_client.h"
+
+namespace geops::rpc {
+class ThriftShardConnectionFactory;
+}  // namespace geops::rpc
+
+namespace geops::python {
+
+struct ClientConfig {
+  std::vector<TableShape> tables;   // the Python model, in parameter order
+  std::vector<std::string> shards;  // "host:port" of shard i of the site
+  WorkerClientOptions options;      // worker id, staleness, timeouts, token
+  int64_t chunk_bytes = kDefaultChunkBytes;
+  uint64_t seed = 1;                // part of the model fingerprint
+  std::optional<ModelSpec> site_model;  // see model_schema.h
+};
+
+// One table's values in the caller's memory: `size` contiguous floats.
+struct TableView {
+  float* data = nullptr;
+  int64_t size = 0;
+};
+
+class Client {
+ public:
+  // Pull's staleness when the options' staleness applies.
+  static constexpr int64_t kConfiguredStaleness = std::numeric_limits<int64_t>::min();
+
+  // InvalidArgument for bad options, addresses or shapes; FailedPrecondition
+  // when the model differs from the site's (model_schema.h). No I/O.
+  static Result<std::unique_ptr<Client>> Create(ClientConfig config);
+  ~Client();
+
+  const ModelSpec& spec() const { return client_->spec(); }
+  CancelFlag* cancel_flag() { return &cancel_; }
+  geops::Clock clock() const { return client_->clock(); }
+  worker::PsClientStats stats() const { return client_->stats(); }
+
+  // Registers with every shard (blocking, with PsClient's retries). The
+  // values in `initial` are the model's own initialisation; the shards keep
+  // theirs for now, which the first Pull brings into the model.
+  // InvalidArgument when a view's size is wrong; the shards' errors else.
+  Status Start(std::span<const TableView> initial);
+
+  // Makes the cache fresh: with kConfiguredStaleness per SSP (a cache hit
+  // when allowed), else reads at the current clock with that staleness,
+  // waiting up to rpc_timeout_ms per attempt. Blocks; does not touch views.
+  // FailedPrecondition after StagePush in the same clock.
+  Status Pull(int64_t staleness);
+  // Copies the cache into `views`. InvalidArgument naming the table when a
+  // size is wrong (nothing copied). Does not block.
+  Status CopyOut(std::span<const TableView> views) const;
+
+  // Stages view - cache for every table (see class comment). Refused with
+  // InvalidArgument, nothing staged, when a size is wrong or any value is
+  // NaN or +-Inf (naming the table and element). Does not block.
+  Status StagePush(std::span<const TableView> views);
+
+  // Ships the staged deltas and advances the clock (`finished`: the last
+  // one). Blocks. On error nothing changes and Clock may be called again.
+  Status Clock(bool finished);
+
+ private:
+  Client() = default;
+  Status CheckViews(std::span<const TableView> views) const;
+
+  std::unique_ptr<rpc::ThriftShardConnectionFactory> thrift_;
+  CancelFlag cancel_;
+  std::unique_ptr<CancellableConnectionFactory> factory_;
+  std::unique_ptr<worker::PsClient> client_;  // destroyed first (declared last)
+  bool staged_ = false;  // StagePush since the last Clock
+};
+
+}  // namespace geops::python
+
+#endif  // GEOPS_PYTHON_SRC_CLIENT_H_

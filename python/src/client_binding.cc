@@ -1,0 +1,175 @@
+// class Client: the Python face of python/src/client.h.
+//
+// Tensors arrive as objects with the buffer protocol (numpy views that share
+// the torch tensors' memory), one per table in model order. Their pointers
+// are taken with the GIL held; the copies and RPCs then run without it, and
+// the blocking calls through RunInterruptible so Ctrl-C stays prompt.
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "cli/model_from_topology.h"
+#include "cli/topology.h"
+#include "python/src/bindings.h"
+#include "python/src/client.h"
+#include "python/src/interruptible.h"
+#include "python/src/status_error.h"
+
+namespace py = pybind11;
+
+namespace geops::python {
+namespace {
+
+using TableTuple = std::tuple<std::string, int64_t, int64_t>;
+
+// Buffers requested from Python objects, released when this goes away.
+struct Views {
+  std::vector<py::buffer_info> buffers;
+  std::vector<TableView> tables;
+};
+
+// REQUIRES: the GIL. InvalidArgument naming the table for a buffer that is
+// not a writable, C-contiguous float32 array.
+Views TakeViews(const py::list& objects, const ModelSpec& spec) {
+  Views v;
+  v.buffers.reserve(objects.size());
+  for (size_t i = 0; i < objects.size(); ++i) {
+    const std::string name =
+        i < static_cast<size_t>(spec.num_tables()) ? spec.table(static_cast<TableId>(i)).name : std::to_string(i);
+    py::buffer_info info;
+    try {
+      info = py::reinterpret_borrow<py::buffer>(objects[i]).request(/*writable=*/true);
+    } catch (const py::error_already_set& e) {
+      ThrowIfError(InvalidArgumentError("parameter '" + name + "' is not a writable buffer: " + e.what()));
+    }
+    if (info.format != py::format_descriptor<float>::format() || info.itemsize != sizeof(float)) {
+      ThrowIfError(InvalidArgumentError("parameter '" + name + "' has element format '" + info.format +
+                                        "'; geops tables are float32"));
+    }
+    int64_t expected_stride = sizeof(float);
+    for (int d = static_cast<int>(info.ndim) - 1; d >= 0; --d) {
+      if (info.shape[d] > 1 && info.strides[d] != expected_stride) {
+        ThrowIfError(InvalidArgumentError("parameter '" + name + "' is not contiguous; use .contiguous()"));
+      }
+      expected_stride *= info.shape[d];
+    }
+    v.tables.push_back(TableView{static_cast<float*>(info.ptr), static_cast<int64_t>(info.size)});
+    v.buffers.push_back(std::move(info));
+  }
+  return v;
+}
+
+class PyClient {
+ public:
+  explicit PyClient(std::unique_ptr<Client> client) : client_(std::move(client)) {}
+
+  Client& client() {
+    if (!client_) ThrowIfError(FailedPreconditionError("the geops client is closed"));
+    return *client_;
+  }
+
+  void Start(const py::list& initial) {
+    Client& c = client();
+    Views v = TakeViews(initial, c.spec());
+    ThrowIfError(RunInterruptible(c.cancel_flag(), [&] { return c.Start(v.tables); }));
+  }
+
+  void Pull(const py::list& out, std::optional<int64_t> staleness) {
+    Client& c = client();
+    Views v = TakeViews(out, c.spec());
+    const int64_t s = staleness.value_or(Client::kConfiguredStaleness);
+    ThrowIfError(RunInterruptible(c.cancel_flag(), [&] { return c.Pull(s); }));
+    py::gil_scoped_release release;
+    ThrowIfError(c.CopyOut(v.tables));
+  }
+
+  void Push(const py::list& in) {
+    Client& c = client();
+    Views v = TakeViews(in, c.spec());
+    py::gil_scoped_release release;
+    ThrowIfError(c.StagePush(v.tables));
+  }
+
+  void Clock(bool finished) {
+    Client& c = client();
+    ThrowIfError(RunInterruptible(c.cancel_flag(), [&] { return c.Clock(finished); }));
+  }
+
+  py::dict Stats() {
+    const worker::PsClientStats s = client().stats();
+    py::dict d;
+    d["bytes_sent"] = s.bytes_sent;
+    d["bytes_received"] = s.bytes_received;
+    d["refreshes"] = s.refreshes;
+    d["cache_hits"] = s.cache_hits;
+    d["retries"] = s.retries;
+    d["max_staleness"] = s.max_staleness;
+    d["read_wait_seconds"] = s.read_wait_seconds;
+    d["flush_seconds"] = s.flush_seconds;
+    return d;
+  }
+
+  py::list Tables() {
+    const ModelSpec& spec = client().spec();
+    py::list out;
+    for (const TableSpec& t : spec.tables()) out.append(py::make_tuple(t.name, t.rows, t.cols));
+    return out;
+  }
+
+  void Close() {
+    py::gil_scoped_release release;  // joins the heartbeat thread
+    client_.reset();
+  }
+
+ private:
+  std::unique_ptr<Client> client_;
+};
+
+std::unique_ptr<PyClient> MakeClient(const std::vector<TableTuple>& tables, const std::vector<std::string>& shards,
+                                     int worker, int64_t staleness, int64_t rpc_timeout_ms, int64_t heartbeat_ms,
+                                     int max_attempts, int64_t retry_backoff_ms, const std::string& auth_token,
+                                     int64_t chunk_bytes, uint64_t seed, const std::string& topology) {
+  ClientConfig config;
+  for (const auto& [name, rows, cols] : tables) config.tables.push_back(TableShape{name, rows, cols});
+  config.shards = shards;
+  config.options.worker_id = worker;
+  config.options.staleness = staleness;
+  config.options.rpc_timeout_ms = rpc_timeout_ms;
+  config.options.heartbeat_ms = heartbeat_ms;
+  config.options.max_attempts = max_attempts;
+  config.options.retry_backoff_ms = retry_backoff_ms;
+  config.options.auth_token = auth_token;
+  config.chunk_bytes = chunk_bytes;
+  config.seed = seed;
+  if (!topology.empty()) {
+    const cli::Topology t = ValueOrThrow(cli::LoadTopology(topology));
+    if (t.workload == "mlp" || t.workload == "counter") config.site_model = ValueOrThrow(cli::BuildModelSpec(t));
+  }
+  return std::make_unique<PyClient>(ValueOrThrow(Client::Create(std::move(config))));
+}
+
+}  // namespace
+
+void RegisterClient(py::module_& m) {
+  py::class_<PyClient>(m, "Client", "One worker's connection to its site's shards (worker/ps_client.h).")
+      .def(py::init(&MakeClient), py::kw_only(), py::arg("tables"), py::arg("shards"), py::arg("worker"),
+           py::arg("staleness"), py::arg("rpc_timeout_ms"), py::arg("heartbeat_ms"), py::arg("max_attempts"),
+           py::arg("retry_backoff_ms"), py::arg("auth_token"), py::arg("chunk_bytes"), py::arg("seed"),
+           py::arg("topology") = "")
+      .def("start", &PyClient::Start, py::arg("initial"), "Registers with every shard (blocks).")
+      .def("pull", &PyClient::Pull, py::arg("out"), py::arg("staleness") = py::none(),
+           "Makes the cache fresh (SSP, or the given staleness) and copies it into `out` (blocks).")
+      .def("push", &PyClient::Push, py::arg("values"), "Stages values - pulled values as this clock's delta.")
+      .def("clock", &PyClient::Clock, py::arg("finished") = false, "Ships the delta and advances the clock (blocks).")
+      .def_property_readonly("current_clock", [](PyClient& c) { return c.client().clock(); })
+      .def_property_readonly("tables", &PyClient::Tables)
+      .def("stats", &PyClient::Stats)
+      .def("close", &PyClient::Close, "Stops heartbeats and closes connections; later calls raise.");
+}
+
+}  // namespace geops::python

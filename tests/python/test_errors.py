@@ -1,0 +1,141 @@
+"""Each failure reaches the caller as the geops exception of its status code,
+with a message that says what is wrong; never a crash or a hang."""
+
+import math
+import os
+import sys
+import time
+
+import pytest
+import torch
+
+import geops
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "workers"))
+from models import Mlp  # noqa: E402
+
+
+def connect(site, worker=0, model=None, **settings):
+    settings.setdefault("topology", site.topology)
+    return geops.init(model if model is not None else Mlp((4, 3, 2)), site=site.site, worker=worker,
+                      shards=site.addresses, **settings)
+
+
+def test_every_status_code_has_its_class():
+    for code in geops._geops.status_code_names():
+        cls = geops.errors._BY_CODE[code]
+        assert issubclass(cls, geops.GeopsError) and cls.code == code
+    assert issubclass(geops.UnavailableError, ConnectionError)
+    assert issubclass(geops.InvalidArgumentError, ValueError)
+
+
+def test_dead_shard_gives_unavailable_within_the_retry_window(start_site):
+    site = start_site(shards=2, workers=1, clocks=10)
+    with connect(site, max_attempts=4, retry_backoff_ms=50) as ps:
+        ps.pull()
+        ps.push()
+        ps.clock()
+        site.kill_shard(1)
+        start = time.monotonic()
+        with pytest.raises(geops.UnavailableError) as err:
+            ps.pull(staleness=0)  # goes to the shards, whatever the cache holds
+        assert time.monotonic() - start < 10
+        assert "shard 1 after 4 attempts" in str(err.value)
+        with pytest.raises(geops.UnavailableError, match="shard 1"):
+            ps.clock()
+        ps.close(final=False)
+
+
+def test_nan_is_refused_before_sending(start_site):
+    site = start_site(workers=1, clocks=10)
+    model = Mlp((4, 3, 2))
+    with connect(site, model=model) as ps:
+        ps.pull()
+        with torch.no_grad():
+            model.fc1.weight += 1.0
+            model.fc2.bias[0, 1] = math.nan
+        with pytest.raises(geops.InvalidArgumentError) as err:
+            ps.push()
+        msg = str(err.value)
+        assert "'fc2.bias'" in msg and "nan" in msg and "row 0, col 1" in msg
+        # Nothing was staged: a clock now ships nothing.
+        ps.clock()
+        ps.pull(staleness=0)
+        assert all(float(p.abs().max()) == 0.0 for p in model.parameters())
+        # An infinite value is refused the same way.
+        with torch.no_grad():
+            model.fc1.bias[0, 2] = -math.inf
+        with pytest.raises(geops.InvalidArgumentError, match=r"'fc1.bias' holds -inf"):
+            ps.push()
+
+
+def test_float64_parameter_is_named(start_site):
+    site = start_site(workers=1)
+    with pytest.raises(geops.InvalidArgumentError, match=r"parameter 'fc1.weight' is torch.float64"):
+        connect(site, model=Mlp((4, 3, 2)).double())
+    model = Mlp((4, 3, 2))
+    with connect(site, model=model) as ps:
+        model.fc2.weight.data = model.fc2.weight.data.double()
+        with pytest.raises(geops.InvalidArgumentError, match=r"parameter 'fc2.weight' is torch.float64"):
+            ps.push()
+        with pytest.raises(geops.InvalidArgumentError, match=r"parameter 'fc2.weight'"):
+            ps.pull()
+
+
+def test_model_mismatch_names_the_table(start_site):
+    site = start_site(layers=(4, 3, 2), workers=1)
+    with pytest.raises(geops.FailedPreconditionError, match=r"table 'fc1.weight' is 4x5 .* 4x3"):
+        connect(site, model=Mlp((4, 5, 2)))
+    with pytest.raises(geops.FailedPreconditionError, match=r"'fc3.weight', which the site's model lacks"):
+        connect(site, model=Mlp((4, 3, 2, 2)))
+    # Without the topology the client cannot compare; the shard refuses the model.
+    with pytest.raises(geops.FailedPreconditionError, match="model fingerprint mismatch"):
+        connect(site, model=Mlp((4, 5, 2)), topology="")
+
+
+def test_reshaped_parameter_is_refused(start_site):
+    site = start_site(workers=1)
+    model = Mlp((4, 3, 2))
+    with connect(site, model=model) as ps:
+        model.fc1.bias.data = torch.zeros(1, 4)
+        with pytest.raises(geops.InvalidArgumentError, match=r"parameter 'fc1.bias' has 4 elements; its table is 1x3"):
+            ps.push()
+
+
+def test_call_order_is_checked(start_site):
+    site = start_site(workers=1, clocks=3)
+    with connect(site) as ps:
+        ps.pull()
+        ps.push()
+        with pytest.raises(geops.FailedPreconditionError, match="pull\\(\\) after push\\(\\)"):
+            ps.pull()
+        ps.clock()
+        with pytest.raises(geops.FailedPreconditionError, match="without ps.clock"):
+            for _ in ps.steps():
+                pass
+    with pytest.raises(geops.FailedPreconditionError, match="session is closed"):
+        ps.pull()
+
+
+def test_slow_peer_gives_deadline_exceeded_naming_it(start_site):
+    site = start_site(workers=2, lease_ms=60000)
+    with connect(site, worker=1, rpc_timeout_ms=60000), connect(site, worker=0, rpc_timeout_ms=1500) as ps:
+        ps.pull()
+        ps.push()
+        ps.clock()
+        start = time.monotonic()
+        with pytest.raises(geops.DeadlineExceededError) as err:
+            ps.pull()  # clock 1 under BSP needs worker 1 at clock 1
+        assert 1.0 < time.monotonic() - start < 10
+        assert "held back by" in str(err.value) and "worker 1" in str(err.value)
+
+
+def test_bad_settings_are_named(monkeypatch):
+    monkeypatch.setenv("GEOPS_WORKER", "two")
+    with pytest.raises(geops.InvalidArgumentError, match="GEOPS_WORKER='two' is not an integer"):
+        geops.init(Mlp((4, 3, 2)), shards="127.0.0.1:1")
+    monkeypatch.delenv("GEOPS_WORKER")
+    monkeypatch.delenv("GEOPS_SHARDS", raising=False)
+    monkeypatch.delenv("GEOPS_TOPOLOGY", raising=False)
+    with pytest.raises(geops.InvalidArgumentError, match="no shard addresses"):
+        geops.init(Mlp((4, 3, 2)))
