@@ -21,6 +21,18 @@ class CancellableConnection : public worker::ShardConnection {
     return inner_->Register(worker, model_fingerprint, auth_token);
   }
 
+  Result<SchemaReply> RegisterSchema(WorkerId worker, const ModelSpec& spec,
+                                     const std::string& auth_token) override {
+    if (flag_->raised()) return Interrupted();
+    return inner_->RegisterSchema(worker, spec, auth_token);
+  }
+
+  Result<int64_t> InitValues(WorkerId worker, uint64_t model_fingerprint, std::span<const ChunkKey> keys,
+                             std::span<const float> values, const std::string& auth_token) override {
+    if (flag_->raised()) return Interrupted();
+    return inner_->InitValues(worker, model_fingerprint, keys, values, auth_token);
+  }
+
   Result<ReadReply> Read(WorkerId worker, geops::Clock clock, int64_t staleness,
                          std::span<const ChunkKey> keys, float* out, int64_t deadline_ms) override {
     if (deadline_ms < 0) return inner_->Read(worker, clock, staleness, keys, out, deadline_ms);

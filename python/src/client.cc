@@ -21,18 +21,23 @@ Result<std::unique_ptr<Client>> Client::Create(ClientConfig config) {
   GEOPS_RETURN_IF_ERROR(config.options.Validate());
   GEOPS_ASSIGN_OR_RETURN(ModelSpec spec, ClientModelSpec(config.tables, config.chunk_bytes, config.seed,
                                                          config.site_model ? &*config.site_model : nullptr));
-  rpc::ThriftClientOptions thrift_options;
-  thrift_options.rpc_timeout_ms = config.options.rpc_timeout_ms;
-  // With the spec, pulled chunks land straight in the cache and their sizes are checked.
-  auto thrift = rpc::ThriftShardConnectionFactory::Create(config.shards, thrift_options,
-                                                          std::make_shared<const ModelSpec>(spec));
-  if (!thrift.ok()) return thrift.status();
   std::unique_ptr<Client> c(new Client());
-  c->thrift_ = std::move(thrift).value();
-  c->factory_ = std::make_unique<CancellableConnectionFactory>(c->thrift_.get(), &c->cancel_);
-  GEOPS_ASSIGN_OR_RETURN(c->client_, worker::PsClient::Create(spec, static_cast<int>(config.shards.size()),
-                                                              config.options, c->factory_.get()));
+  c->config_ = std::move(config);
+  GEOPS_RETURN_IF_ERROR(c->Connect(spec));
   return c;
+}
+
+Status Client::Connect(const ModelSpec& spec) {
+  client_.reset();
+  rpc::ThriftClientOptions thrift_options;
+  thrift_options.rpc_timeout_ms = config_.options.rpc_timeout_ms;
+  // With the spec, pulled chunks land straight in the cache and their sizes are checked.
+  GEOPS_ASSIGN_OR_RETURN(thrift_, rpc::ThriftShardConnectionFactory::Create(
+                                      config_.shards, thrift_options, std::make_shared<const ModelSpec>(spec)));
+  factory_ = std::make_unique<CancellableConnectionFactory>(thrift_.get(), &cancel_);
+  GEOPS_ASSIGN_OR_RETURN(client_, worker::PsClient::Create(spec, static_cast<int>(config_.shards.size()),
+                                                           config_.options, factory_.get()));
+  return Status::Ok();
 }
 
 Client::~Client() { client_.reset(); }
@@ -57,7 +62,17 @@ Status Client::CheckViews(std::span<const TableView> views) const {
 Status Client::Start(std::span<const TableView> initial) {
   GEOPS_RETURN_IF_ERROR(CheckViews(initial));
   staged_ = false;
-  return client_->Start();
+  if (!spec().client_defined()) return client_->Start();
+  // The schema's checksums come from the values the model was built with.
+  std::vector<TableSpec> tables = spec().tables();
+  std::vector<const float*> values;
+  for (size_t t = 0; t < tables.size(); ++t) {
+    tables[t].init_checksum = ValuesChecksum(std::span<const float>(initial[t].data, initial[t].size));
+    values.push_back(initial[t].data);
+  }
+  GEOPS_ASSIGN_OR_RETURN(ModelSpec with_values, ModelSpec::Create(std::move(tables), spec().chunk_bytes(), 0));
+  GEOPS_RETURN_IF_ERROR(Connect(with_values));
+  return client_->Start(values);
 }
 
 Status Client::Pull(int64_t staleness) {

@@ -70,9 +70,12 @@ class Client {
   geops::Clock clock() const { return client_->clock(); }
   worker::PsClientStats stats() const { return client_->stats(); }
 
-  // Registers with every shard (blocking, with PsClient's retries). The
-  // values in `initial` are the model's own initialisation; the shards keep
-  // theirs for now, which the first Pull brings into the model.
+  // Registers with every shard (blocking, with PsClient's retries). For a
+  // model the workers bring (no built-in site model), `initial` are the
+  // model's own initial values: their checksums complete the schema, the
+  // first worker's values become every replica's start, and a worker whose
+  // values differ is refused naming the table. For a built-in site model the
+  // shards keep theirs, which the first Pull brings into the model.
   // InvalidArgument when a view's size is wrong; the shards' errors else.
   Status Start(std::span<const TableView> initial);
 
@@ -97,6 +100,10 @@ class Client {
  private:
   Client() = default;
   Status CheckViews(std::span<const TableView> views) const;
+  // Makes the connections and the PsClient for `spec`.
+  Status Connect(const ModelSpec& spec);
+
+  ClientConfig config_;
 
   std::unique_ptr<rpc::ThriftShardConnectionFactory> thrift_;
   CancelFlag cancel_;

@@ -44,7 +44,7 @@ std::vector<TableSpec> TableSpecsOf(std::span<const TableShape> shapes) {
     t.name = s.name;
     t.rows = s.rows;
     t.cols = s.cols;
-    t.init = InitKind::kZeros;
+    t.init = InitKind::kProvided;  // the checksum follows once the values are known (Client::Start)
     tables.push_back(std::move(t));
   }
   return tables;
@@ -57,7 +57,7 @@ Result<ModelSpec> ClientModelSpec(std::span<const TableShape> shapes, int64_t ch
     GEOPS_RETURN_IF_ERROR(CheckSameTables(shapes, *site_model));
     return *site_model;
   }
-  return ModelSpec::Create(TableSpecsOf(shapes), chunk_bytes, seed);
+  return ModelSpec::Create(TableSpecsOf(shapes), chunk_bytes, 0);
 }
 
 }  // namespace geops::python

@@ -8,7 +8,9 @@
 //     builds its own model; the client checks that the Python model has the
 //     same tables, in order, and then uses exactly the site's spec (so the
 //     fingerprints match);
-//   - otherwise the tables are made from the Python model alone, zero-initialised.
+//   - otherwise (topology workload "client", or none given) the tables are
+//     made from the Python model alone, their values provided by the model
+//     itself (InitKind::kProvided; python/src/client.h adds the checksums).
 //
 // Pure functions; thread-compatible.
 #ifndef GEOPS_PYTHON_SRC_MODEL_SCHEMA_H_

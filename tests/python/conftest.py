@@ -33,13 +33,16 @@ def geops_bin():
 
 
 def write_topology(folder, *, layers=(4, 3, 2), shards=1, workers=1, clocks=5, staleness=0,
-                   chunk_kib=16, lease_ms=10000, rpc_timeout_ms=30000, site="py"):
+                   chunk_kib=16, lease_ms=10000, rpc_timeout_ms=30000, site="py", workload="counter"):
+    """workload "counter": the site's own zero-initialised MLP of `layers`;
+    "client": the workers' model (layers unused)."""
     path = os.path.join(folder, "topology.toml")
+    model_lines = ('workload = "client"' if workload == "client" else
+                   f'workload = "counter"\nlayers = [{", ".join(str(n) for n in layers)}]')
     with open(path, "w") as f:
         f.write(f"""name = "pytest"
 [model]
-workload = "counter"
-layers = [{", ".join(str(n) for n in layers)}]
+{model_lines}
 chunk_kib = {chunk_kib}
 seed = 1
 [training]

@@ -88,8 +88,8 @@ def test_model_mismatch_names_the_table(start_site):
         connect(site, model=Mlp((4, 5, 2)))
     with pytest.raises(geops.FailedPreconditionError, match=r"'fc3.weight', which the site's model lacks"):
         connect(site, model=Mlp((4, 3, 2, 2)))
-    # Without the topology the client cannot compare; the shard refuses the model.
-    with pytest.raises(geops.FailedPreconditionError, match="model fingerprint mismatch"):
+    # Without the topology the client brings its own model; a site of a built-in model refuses it.
+    with pytest.raises(geops.FailedPreconditionError, match="built-in model"):
         connect(site, model=Mlp((4, 5, 2)), topology="")
 
 
