@@ -16,10 +16,8 @@ std::string ChunkName(const ModelSpec& spec, ChunkKey key) {
 
 }  // namespace
 
-BatchValidator::BatchValidator(const ModelSpec* spec, const ChunkStore* store, ShardId shard,
-                               int num_shards, int64_t max_batch_bytes)
+BatchValidator::BatchValidator(const ModelSpec* spec, ShardId shard, int num_shards, int64_t max_batch_bytes)
     : spec_(spec),
-      store_(store),
       shard_(shard),
       num_shards_(num_shards),
       max_batch_bytes_(max_batch_bytes) {}
@@ -46,7 +44,7 @@ Status BatchValidator::CheckKeys(std::span<const ChunkKey> keys, const char* wha
                                   " is out of range (the table has " +
                                   std::to_string(spec_->num_chunks(key.table)) + " chunks)");
     }
-    if (store_->LocalIndex(key) < 0) {
+    if (spec_->ShardOf(key, num_shards_) != shard_) {
       return InvalidArgumentError(std::string(what) + ": " + ChunkName(*spec_, key) +
                                   " belongs to shard " + std::to_string(spec_->ShardOf(key, num_shards_)) +
                                   ", not shard " + std::to_string(shard_));
@@ -63,7 +61,7 @@ Status BatchValidator::CheckRead(std::span<const ChunkKey> keys, int64_t* total_
   return CheckKeys(keys, "read", total_elements);
 }
 
-Status BatchValidator::CheckNoRepeats(std::span<const ChunkKey> keys) const {
+Status BatchValidator::CheckNoRepeats(std::span<const ChunkKey> keys, const char* what) const {
   // Clients send keys in order; only an unordered batch pays for a sort.
   bool ordered = true;
   for (size_t i = 1; i < keys.size() && ordered; ++i) ordered = keys[i - 1] < keys[i];
@@ -72,12 +70,12 @@ Status BatchValidator::CheckNoRepeats(std::span<const ChunkKey> keys) const {
   std::sort(sorted.begin(), sorted.end());
   auto repeat = std::adjacent_find(sorted.begin(), sorted.end());
   if (repeat == sorted.end()) return Status::Ok();
-  return InvalidArgumentError("update batch: " + ChunkName(*spec_, *repeat) +
+  return InvalidArgumentError(std::string(what) + ": " + ChunkName(*spec_, *repeat) +
                               " appears more than once; send one delta per chunk");
 }
 
-Status BatchValidator::CheckFinite(std::span<const ChunkKey> keys,
-                                   std::span<const float> values) const {
+Status BatchValidator::CheckFinite(std::span<const ChunkKey> keys, std::span<const float> values,
+                                   const char* what) const {
   if (AllFinite(values.data(), static_cast<int64_t>(values.size()))) return Status::Ok();
   const int64_t bad = FirstNonFinite(values.data(), static_cast<int64_t>(values.size()));
   int64_t begin = 0;
@@ -89,7 +87,7 @@ Status BatchValidator::CheckFinite(std::span<const ChunkKey> keys,
       const float v = values[bad];
       const char* kind = std::isnan(v) ? "NaN" : (v > 0 ? "+Inf" : "-Inf");
       return InvalidArgumentError(
-          std::string("update batch: value is ") + kind + " in table '" +
+          std::string(what) + ": value is " + kind + " in table '" +
           spec_->table(key.table).name + "' chunk " + std::to_string(key.chunk) + " element " +
           std::to_string(element) + " (row " + std::to_string(spec_->ChunkFirstRow(key) + element / cols) +
           ", col " + std::to_string(element % cols) + "); nothing was applied");
@@ -99,19 +97,18 @@ Status BatchValidator::CheckFinite(std::span<const ChunkKey> keys,
   return InternalError("non-finite value outside every chunk of the batch");
 }
 
-Status BatchValidator::CheckUpdate(std::span<const ChunkKey> keys,
-                                   std::span<const float> values) const {
-  GEOPS_RETURN_IF_ERROR(
-      CheckBytes(static_cast<int64_t>(values.size()) * int64_t{sizeof(float)}, "update batch"));
+Status BatchValidator::CheckValues(std::span<const ChunkKey> keys, std::span<const float> values,
+                                   const char* what) const {
+  GEOPS_RETURN_IF_ERROR(CheckBytes(static_cast<int64_t>(values.size()) * int64_t{sizeof(float)}, what));
   int64_t expected = 0;
-  GEOPS_RETURN_IF_ERROR(CheckKeys(keys, "update batch", &expected));
-  GEOPS_RETURN_IF_ERROR(CheckNoRepeats(keys));
+  GEOPS_RETURN_IF_ERROR(CheckKeys(keys, what, &expected));
+  GEOPS_RETURN_IF_ERROR(CheckNoRepeats(keys, what));
   if (static_cast<int64_t>(values.size()) != expected) {
-    return InvalidArgumentError("update batch: payload has " + std::to_string(values.size()) +
+    return InvalidArgumentError(std::string(what) + ": payload has " + std::to_string(values.size()) +
                                 " floats, expected " + std::to_string(expected) + " for " +
                                 std::to_string(keys.size()) + " chunks");
   }
-  return CheckFinite(keys, values);
+  return CheckFinite(keys, values, what);
 }
 
 }  // namespace geops::datacenter

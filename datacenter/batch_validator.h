@@ -9,8 +9,11 @@
 // (ResourceExhausted). Everything else is InvalidArgument. The NaN/Inf scan
 // is one vectorised pass over the payload.
 //
+// It checks update batches and the initial values of a client-defined model
+// (datacenter/shard_host.h) alike; `what` names the request in messages.
+//
 // Thread-safety: immutable after construction; all methods are const and may
-// be called concurrently. It reads only the store's immutable layout.
+// be called concurrently.
 #ifndef GEOPS_DATACENTER_BATCH_VALIDATOR_H_
 #define GEOPS_DATACENTER_BATCH_VALIDATOR_H_
 
@@ -20,33 +23,33 @@
 #include "common/ids.h"
 #include "common/model_spec.h"
 #include "common/status.h"
-#include "datacenter/chunk_store.h"
 
 namespace geops::datacenter {
 
 class BatchValidator {
  public:
-  // `spec` and `store` must outlive the validator.
-  BatchValidator(const ModelSpec* spec, const ChunkStore* store, ShardId shard, int num_shards,
-                 int64_t max_batch_bytes);
+  // `spec` must outlive the validator; `shard` of `num_shards` owns the
+  // chunks ModelSpec::ShardOf gives it.
+  BatchValidator(const ModelSpec* spec, ShardId shard, int num_shards, int64_t max_batch_bytes);
 
   // Checks the keys of a read: each exists and is owned by this shard, and
   // the reply fits in max_batch_bytes. Repeats are allowed. On success sets
   // *total_elements to the sum of ChunkElements.
   Status CheckRead(std::span<const ChunkKey> keys, int64_t* total_elements) const;
 
-  // Checks an update batch in full: keys as for a read, no key repeated,
-  // values.size() equal to the sum of ChunkElements, every value finite.
-  Status CheckUpdate(std::span<const ChunkKey> keys, std::span<const float> values) const;
+  // Checks a batch of chunk values in full: keys as for a read, no key
+  // repeated, values.size() equal to the sum of ChunkElements, every value
+  // finite. `what` starts each message ("update batch", "initial values").
+  Status CheckValues(std::span<const ChunkKey> keys, std::span<const float> values,
+                     const char* what = "update batch") const;
 
  private:
   Status CheckKeys(std::span<const ChunkKey> keys, const char* what, int64_t* total_elements) const;
-  Status CheckNoRepeats(std::span<const ChunkKey> keys) const;
-  Status CheckFinite(std::span<const ChunkKey> keys, std::span<const float> values) const;
+  Status CheckNoRepeats(std::span<const ChunkKey> keys, const char* what) const;
+  Status CheckFinite(std::span<const ChunkKey> keys, std::span<const float> values, const char* what) const;
   Status CheckBytes(int64_t bytes, const char* what) const;
 
   const ModelSpec* spec_;
-  const ChunkStore* store_;
   const ShardId shard_;
   const int num_shards_;
   const int64_t max_batch_bytes_;

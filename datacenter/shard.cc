@@ -81,8 +81,8 @@ class ShardImpl final : public Shard {
 
   Status Init(ShardStore* persistent) {
     GEOPS_ASSIGN_OR_RETURN(store_, ChunkStore::Create(&spec_, options_.shard_id, options_.num_shards));
-    validator_ = std::make_unique<BatchValidator>(&spec_, store_.get(), options_.shard_id,
-                                                  options_.num_shards, options_.max_batch_bytes);
+    validator_ = std::make_unique<BatchValidator>(&spec_, options_.shard_id, options_.num_shards,
+                                                  options_.max_batch_bytes);
     remote_ = std::make_unique<RemoteApplier>(&spec_, store_.get(), options_.shard_id, options_.num_shards);
     if (persistent == nullptr) return Status::Ok();
     return Recover(persistent);
@@ -154,7 +154,7 @@ class ShardImpl final : public Shard {
                              std::span<const float> values) override {
     Status s = CheckWorker(worker);
     if (s.ok()) s = CheckClock(clock, "update");
-    if (s.ok()) s = validator_->CheckUpdate(keys, values);
+    if (s.ok()) s = validator_->CheckValues(keys, values);
     if (!s.ok()) return Reject(std::move(s));
 
     std::lock_guard<std::mutex> worker_lock(worker_mu_[worker]);

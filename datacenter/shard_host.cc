@@ -1,7 +1,5 @@
 #include "datacenter/shard_host.h"
 
-#include <cmath>
-#include <set>
 
 namespace geops::datacenter {
 
@@ -52,6 +50,7 @@ Result<SchemaReply> ShardHost::RegisterSchema(WorkerId worker, const ModelSpec& 
   if (!proposal.client_defined()) {
     return InvalidArgumentError("a registered schema must give every table's initial values (kProvided)");
   }
+  std::lock_guard<std::mutex> lock(mu_);
   if (Shard* s = shard()) {
     if (!s->spec().client_defined()) {
       return FailedPreconditionError(
@@ -61,46 +60,30 @@ Result<SchemaReply> ShardHost::RegisterSchema(WorkerId worker, const ModelSpec& 
     GEOPS_RETURN_IF_ERROR(s->spec().CheckSameSchema(proposal, "this site trains"));
     return SchemaReply{s->spec().Fingerprint(), {}};
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  if (Shard* s = shard()) {  // built while this call waited for the lock
-    GEOPS_RETURN_IF_ERROR(s->spec().CheckSameSchema(proposal, "this site trains"));
-    return SchemaReply{s->spec().Fingerprint(), {}};
-  }
   if (fixed_) {
     GEOPS_RETURN_IF_ERROR(
         fixed_->CheckSameSchema(proposal, "worker " + std::to_string(fixed_by_) + " registered first"));
-  } else {
-    fixed_ = proposal;
-    fixed_by_ = worker;
-    own_ = proposal.ChunksOfShard(options_.shard_id, options_.num_shards);
-    values_ = std::make_shared<ChunkValuesMap>();
-    if (own_.empty()) {  // more shards than chunks: nothing to wait for
-      const uint64_t fingerprint = fixed_->Fingerprint();
-      GEOPS_RETURN_IF_ERROR(BuildLocked());
-      return SchemaReply{fingerprint, {}};
-    }
+    return SchemaReply{fixed_->Fingerprint(), MissingLocked()};
   }
-  return SchemaReply{fixed_->Fingerprint(), MissingLocked()};
+  fixed_ = proposal;
+  fixed_by_ = worker;
+  own_ = proposal.ChunksOfShard(options_.shard_id, options_.num_shards);
+  values_ = std::make_shared<ChunkValuesMap>();
+  validator_.emplace(&*fixed_, options_.shard_id, options_.num_shards, options_.max_batch_bytes);
+  const uint64_t fingerprint = fixed_->Fingerprint();
+  if (own_.empty()) GEOPS_RETURN_IF_ERROR(BuildLocked());  // more shards than chunks: nothing to wait for
+  return SchemaReply{fingerprint, own_.empty() ? std::vector<ChunkKey>() : MissingLocked()};
 }
 
 Result<int64_t> ShardHost::InitValues(WorkerId worker, uint64_t model_fingerprint,
                                       std::span<const ChunkKey> keys, std::span<const float> values,
                                       const std::string& auth_token) {
   GEOPS_RETURN_IF_ERROR(CheckCaller(worker, auth_token));
-  const int64_t bytes = static_cast<int64_t>(values.size_bytes());
-  if (bytes > options_.max_batch_bytes) {
-    return ResourceExhaustedError("initial values of " + std::to_string(bytes) + " bytes exceed max_batch_bytes " +
-                                  std::to_string(options_.max_batch_bytes) + "; send fewer chunks per call");
-  }
+  std::lock_guard<std::mutex> lock(mu_);
   if (Shard* s = shard()) {
     if (model_fingerprint != s->spec().Fingerprint()) {
       return FailedPreconditionError("initial values for another model than the one this site trains");
     }
-    return int64_t{0};
-  }
-  std::lock_guard<std::mutex> lock(mu_);
-  if (Shard* s = shard()) {
-    (void)s;
     return int64_t{0};
   }
   if (!fixed_) {
@@ -110,37 +93,9 @@ Result<int64_t> ShardHost::InitValues(WorkerId worker, uint64_t model_fingerprin
     return FailedPreconditionError("initial values for another model than the one worker " +
                                    std::to_string(fixed_by_) + " registered");
   }
-  // Validate the whole batch before keeping any of it.
-  std::set<ChunkKey> seen;
+  // The whole batch is checked before any of it is kept.
+  GEOPS_RETURN_IF_ERROR(validator_->CheckValues(keys, values, "initial values"));
   int64_t offset = 0;
-  for (ChunkKey k : keys) {
-    if (!fixed_->HasChunk(k) || fixed_->ShardOf(k, options_.num_shards) != options_.shard_id) {
-      return InvalidArgumentError("initial values for chunk (" + std::to_string(k.table) + ", " +
-                                  std::to_string(k.chunk) + "), which shard " +
-                                  std::to_string(options_.shard_id) + " does not hold");
-    }
-    if (!seen.insert(k).second) {
-      return InvalidArgumentError("initial values name chunk " + std::to_string(k.chunk) + " of table '" +
-                                  fixed_->table(k.table).name + "' twice");
-    }
-    offset += fixed_->ChunkElements(k);
-  }
-  if (offset != static_cast<int64_t>(values.size())) {
-    return InvalidArgumentError("initial values hold " + std::to_string(values.size()) + " floats, expected " +
-                                std::to_string(offset) + " for " + std::to_string(keys.size()) + " chunks");
-  }
-  offset = 0;
-  for (ChunkKey k : keys) {
-    const int64_t n = fixed_->ChunkElements(k);
-    for (int64_t i = 0; i < n; ++i) {
-      if (!std::isfinite(values[offset + i])) {
-        return InvalidArgumentError("initial value " + std::to_string(fixed_->ChunkOffset(k) + i) +
-                                    " of table '" + fixed_->table(k.table).name + "' is NaN or infinite");
-      }
-    }
-    offset += n;
-  }
-  offset = 0;
   for (ChunkKey k : keys) {
     const int64_t n = fixed_->ChunkElements(k);
     if (values_->count(k) == 0) {
@@ -158,6 +113,7 @@ Status ShardHost::BuildLocked() {
   Result<ModelSpec> spec = fixed_->WithInitialValues(values_);
   Result<Shard*> built = spec.ok() ? build_(*spec) : Result<Shard*>(spec.status());
   if (!built.ok()) {
+    validator_.reset();
     fixed_.reset();
     own_.clear();
     values_.reset();

@@ -22,9 +22,10 @@
 // Until then every other call is answered by NotReady(): Unavailable, so a
 // worker retries until the model is in.
 //
-// Thread-safety: all methods may be called concurrently. The builder runs
-// under the host's intake lock (one build at a time, never concurrently with
-// another intake call).
+// Thread-safety: all methods may be called concurrently. Schema calls take
+// the host's intake lock (they are rare: a few per worker start); the
+// builder runs under it, so one build at a time and never concurrently with
+// another intake call.
 #ifndef GEOPS_DATACENTER_SHARD_HOST_H_
 #define GEOPS_DATACENTER_SHARD_HOST_H_
 
@@ -43,6 +44,7 @@
 #include "common/options.h"
 #include "common/ps_types.h"
 #include "common/status.h"
+#include "datacenter/batch_validator.h"
 #include "datacenter/shard.h"
 
 namespace geops::datacenter {
@@ -76,9 +78,10 @@ class ShardHost {
   Result<SchemaReply> RegisterSchema(WorkerId worker, const ModelSpec& proposal,
                                      const std::string& auth_token);
 
-  // Step 2. `values` are the chunks `keys` back to back. InvalidArgument for
-  // a chunk this shard does not own, a repeated chunk, a payload of the wrong
-  // length, or NaN/Inf; FailedPrecondition when no model is fixed or
+  // Step 2. `values` are the chunks `keys` back to back, checked as an update
+  // batch is (datacenter/batch_validator.h): InvalidArgument for a chunk
+  // this shard does not own, a repeated chunk, a payload of the wrong length,
+  // or NaN/Inf; FailedPrecondition when no model is fixed or
   // `model_fingerprint` is not the fixed one's, or for a wrong token;
   // ResourceExhausted past max_batch_bytes; the builder's error when this
   // upload completed the model and the build failed. Returns the number of
@@ -105,6 +108,7 @@ class ShardHost {
   WorkerId fixed_by_ = 0;                  // GUARDED_BY(mu_)
   std::vector<ChunkKey> own_;              // GUARDED_BY(mu_); this shard's chunks of fixed_
   std::shared_ptr<ChunkValuesMap> values_; // GUARDED_BY(mu_); received so far
+  std::optional<BatchValidator> validator_;  // GUARDED_BY(mu_); over *fixed_
 };
 
 }  // namespace geops::datacenter

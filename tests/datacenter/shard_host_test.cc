@@ -132,7 +132,7 @@ TEST(ShardHostTest, RefusesInitialValuesThatDoNotFitWithoutKeepingAny) {
   nan[3] = std::numeric_limits<float>::quiet_NaN();
   Status bad = rig.host->InitValues(0, fp, own, nan, "").status();
   EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(bad.message().find("table 'w' is NaN or infinite"), std::string::npos) << bad.message();
+  EXPECT_NE(bad.message().find("initial values: value is NaN in table 'w'"), std::string::npos) << bad.message();
   std::vector<float> shortened = model.Values(own);
   shortened.pop_back();
   EXPECT_EQ(rig.host->InitValues(0, fp, own, shortened, "").status().code(), StatusCode::kInvalidArgument);
