@@ -58,6 +58,21 @@ bool IsFloatAligned(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % alignof(float) == 0;
 }
 
+// The float32 values of a binary payload: in place when the buffer is
+// aligned (the usual case), else copied into `*copy`. InvalidArgument when
+// the payload is not a whole number of float32.
+Result<std::span<const float>> FloatsOf(const std::string& raw, std::vector<float>* copy, const char* what) {
+  if (raw.size() % sizeof(float) != 0) {
+    return InvalidArgumentError(std::string(what) + ": payload is " + std::to_string(raw.size()) +
+                                " bytes, not a whole number of float32");
+  }
+  const size_t n = raw.size() / sizeof(float);
+  if (IsFloatAligned(raw.data())) return std::span<const float>(reinterpret_cast<const float*>(raw.data()), n);
+  copy->resize(n);
+  if (n > 0) std::memcpy(copy->data(), raw.data(), raw.size());
+  return std::span<const float>(*copy);
+}
+
 // How loudly a refusal is logged: bad input and bugs are warnings/errors;
 // waits that ran out and retries are routine.
 spdlog::level::level_enum LogLevel(StatusCode code) {
@@ -167,28 +182,16 @@ Status PsHandler::DoUpdate(datacenter::Shard* shard, gen::UpdateReply& reply,
   const std::string& raw = req.values;
   GEOPS_RETURN_IF_ERROR(CheckBatchBytes(static_cast<int64_t>(raw.size()),
                                         shard->options().max_batch_bytes, "update batch"));
-  if (raw.size() % sizeof(float) != 0) {
-    return InvalidArgumentError("update batch: payload is " + std::to_string(raw.size()) +
-                                " bytes, not a whole number of float32");
-  }
+  std::vector<float> copy;
+  GEOPS_ASSIGN_OR_RETURN(std::span<const float> values, FloatsOf(raw, &copy, "update batch"));
   std::vector<ChunkKey> keys = UnpackKeys(req.chunk_keys);
   GEOPS_ASSIGN_OR_RETURN(int64_t elements,
                          PayloadElements(shard->spec(), keys, shard->options().max_batch_bytes,
                                          "update batch"));
-  const int64_t got = static_cast<int64_t>(raw.size() / sizeof(float));
-  if (got != elements) {
-    return InvalidArgumentError("update batch: payload has " + std::to_string(got) +
+  if (static_cast<int64_t>(values.size()) != elements) {
+    return InvalidArgumentError("update batch: payload has " + std::to_string(values.size()) +
                                 " floats, expected " + std::to_string(elements) + " for " +
                                 std::to_string(keys.size()) + " chunks");
-  }
-  std::vector<float> copy;
-  std::span<const float> values;
-  if (IsFloatAligned(raw.data())) {
-    values = std::span<const float>(reinterpret_cast<const float*>(raw.data()), static_cast<size_t>(got));
-  } else {
-    copy.resize(static_cast<size_t>(got));
-    std::memcpy(copy.data(), raw.data(), raw.size());
-    values = copy;
   }
   GEOPS_ASSIGN_OR_RETURN(UpdateReply r, shard->Update(req.worker_id, req.clock, keys, values));
   reply.applied = r.applied;
@@ -235,13 +238,8 @@ void PsHandler::initValues(gen::InitValuesReply& reply, const gen::InitValuesReq
 }
 
 Status PsHandler::DoInitValues(gen::InitValuesReply& reply, const gen::InitValuesRequest& req) {
-  const std::string& raw = req.values;
-  if (raw.size() % sizeof(float) != 0) {
-    return InvalidArgumentError("initial values: payload is " + std::to_string(raw.size()) +
-                                " bytes, not a whole number of float32");
-  }
-  std::vector<float> values(raw.size() / sizeof(float));
-  if (!raw.empty()) std::memcpy(values.data(), raw.data(), raw.size());
+  std::vector<float> copy;
+  GEOPS_ASSIGN_OR_RETURN(std::span<const float> values, FloatsOf(req.values, &copy, "initial values"));
   GEOPS_ASSIGN_OR_RETURN(int64_t missing,
                          host_->InitValues(req.worker_id, static_cast<uint64_t>(req.model_fingerprint),
                                            UnpackKeys(req.chunk_keys), values, req.auth_token));
