@@ -39,17 +39,14 @@ class ShardConnection {
                                          const std::string& auth_token) = 0;
   // A client-defined model (datacenter/shard_host.h): proposes the schema of
   // `spec` (every table kProvided), then sends initial values of chunks the
-  // shard lacks. A connection that cannot carry them answers Unimplemented.
+  // shard lacks. Pure, so that a wrapping connection cannot drop them by
+  // forgetting to forward; one that cannot carry them says so (Unimplemented).
   virtual Result<SchemaReply> RegisterSchema(WorkerId worker, const ModelSpec& spec,
-                                             const std::string& auth_token) {
-    return UnimplementedError("this connection does not carry client-defined models");
-  }
+                                             const std::string& auth_token) = 0;
   // Returns the number of chunks the shard still lacks.
   virtual Result<int64_t> InitValues(WorkerId worker, uint64_t model_fingerprint,
                                      std::span<const ChunkKey> keys, std::span<const float> values,
-                                     const std::string& auth_token) {
-    return UnimplementedError("this connection does not carry client-defined models");
-  }
+                                     const std::string& auth_token) = 0;
   // `deadline_ms`: how long the shard may wait for the clock before answering
   // DeadlineExceeded. REQUIRES: out has room for every chunk of `keys`.
   virtual Result<ReadReply> Read(WorkerId worker, Clock clock, int64_t staleness,

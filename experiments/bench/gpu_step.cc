@@ -57,6 +57,13 @@ class InProcessConnection final : public worker::ShardConnection {
   }
   Status Heartbeat(WorkerId w) override { return shard_->Heartbeat(w); }
   Result<ShardStatus> GetStatus() override { return shard_->GetStatus(); }
+  Result<SchemaReply> RegisterSchema(WorkerId, const ModelSpec&, const std::string&) override {
+    return UnimplementedError("the benchmark's in-process connection serves built-in models only");
+  }
+  Result<int64_t> InitValues(WorkerId, uint64_t, std::span<const ChunkKey>, std::span<const float>,
+                             const std::string&) override {
+    return UnimplementedError("the benchmark's in-process connection serves built-in models only");
+  }
   worker::TransferStats stats() const override { return {}; }
 
  private:

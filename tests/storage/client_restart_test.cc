@@ -108,6 +108,13 @@ class SlotConnection : public worker::ShardConnection {
   Result<ShardStatus> GetStatus() override {
     return slot_->Call([&](datacenter::Shard* s) -> Result<ShardStatus> { return s->GetStatus(); });
   }
+  Result<SchemaReply> RegisterSchema(WorkerId, const ModelSpec&, const std::string&) override {
+    return UnimplementedError("the in-process test connection serves built-in models only");
+  }
+  Result<int64_t> InitValues(WorkerId, uint64_t, std::span<const ChunkKey>, std::span<const float>,
+                             const std::string&) override {
+    return UnimplementedError("the in-process test connection serves built-in models only");
+  }
   worker::TransferStats stats() const override { return {}; }
 
  private:

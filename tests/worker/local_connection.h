@@ -28,12 +28,12 @@ class LocalConnection : public ShardConnection {
   LocalConnection(datacenter::ShardHost* host, FaultPlan* faults) : host_(host), faults_(faults) {}
 
   Result<SchemaReply> RegisterSchema(WorkerId w, const ModelSpec& spec, const std::string& token) override {
-    if (host_ == nullptr) return ShardConnection::RegisterSchema(w, spec, token);
+    if (host_ == nullptr) return UnimplementedError("a LocalConnection over a bare shard serves built-in models only");
     return Call([&] { return host_->RegisterSchema(w, spec, token); });
   }
   Result<int64_t> InitValues(WorkerId w, uint64_t fp, std::span<const ChunkKey> keys,
                              std::span<const float> values, const std::string& token) override {
-    if (host_ == nullptr) return ShardConnection::InitValues(w, fp, keys, values, token);
+    if (host_ == nullptr) return UnimplementedError("a LocalConnection over a bare shard serves built-in models only");
     return Call([&] { return host_->InitValues(w, fp, keys, values, token); });
   }
 
