@@ -47,7 +47,6 @@ class Config:
     heartbeat_ms: int = 1000
     max_attempts: int = 6            # tries per call while a shard is unavailable
     retry_backoff_ms: int = 20       # first back-off, doubled per retry up to 2 s
-    seed: int = 1                    # part of the model fingerprint
 
 
 _ENV = {
@@ -85,7 +84,7 @@ def _shard_list(value):
 
 def _apply_topology(cfg, given):
     topo = _geops.load_topology(cfg.topology)
-    for key in ("clocks", "staleness", "chunk_bytes", "auth_token", "rpc_timeout_ms", "seed",
+    for key in ("clocks", "staleness", "chunk_bytes", "auth_token", "rpc_timeout_ms",
                 "heartbeat_ms", "max_attempts", "retry_backoff_ms"):
         if key not in given:
             setattr(cfg, key, topo[key])

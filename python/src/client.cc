@@ -19,25 +19,12 @@ std::string Describe(float v) {
 
 Result<std::unique_ptr<Client>> Client::Create(ClientConfig config) {
   GEOPS_RETURN_IF_ERROR(config.options.Validate());
-  GEOPS_ASSIGN_OR_RETURN(ModelSpec spec, ClientModelSpec(config.tables, config.chunk_bytes, config.seed,
+  GEOPS_ASSIGN_OR_RETURN(ModelSpec spec, ClientModelSpec(config.tables, config.chunk_bytes,
                                                          config.site_model ? &*config.site_model : nullptr));
   std::unique_ptr<Client> c(new Client());
   c->config_ = std::move(config);
-  GEOPS_RETURN_IF_ERROR(c->Connect(spec));
+  c->spec_ = std::move(spec);
   return c;
-}
-
-Status Client::Connect(const ModelSpec& spec) {
-  client_.reset();
-  rpc::ThriftClientOptions thrift_options;
-  thrift_options.rpc_timeout_ms = config_.options.rpc_timeout_ms;
-  // With the spec, pulled chunks land straight in the cache and their sizes are checked.
-  GEOPS_ASSIGN_OR_RETURN(thrift_, rpc::ThriftShardConnectionFactory::Create(
-                                      config_.shards, thrift_options, std::make_shared<const ModelSpec>(spec)));
-  factory_ = std::make_unique<CancellableConnectionFactory>(thrift_.get(), &cancel_);
-  GEOPS_ASSIGN_OR_RETURN(client_, worker::PsClient::Create(spec, static_cast<int>(config_.shards.size()),
-                                                           config_.options, factory_.get()));
-  return Status::Ok();
 }
 
 Client::~Client() { client_.reset(); }
@@ -59,23 +46,41 @@ Status Client::CheckViews(std::span<const TableView> views) const {
   return Status::Ok();
 }
 
+Status Client::CheckStarted() const {
+  if (client_ == nullptr) return FailedPreconditionError("the geops client has not started");
+  return Status::Ok();
+}
+
 Status Client::Start(std::span<const TableView> initial) {
+  if (client_ != nullptr) return FailedPreconditionError("the geops client has started already");
   GEOPS_RETURN_IF_ERROR(CheckViews(initial));
   staged_ = false;
-  if (!spec().client_defined()) return client_->Start();
-  // The schema's checksums come from the values the model was built with.
-  std::vector<TableSpec> tables = spec().tables();
   std::vector<const float*> values;
-  for (size_t t = 0; t < tables.size(); ++t) {
-    tables[t].init_checksum = ValuesChecksum(std::span<const float>(initial[t].data, initial[t].size));
-    values.push_back(initial[t].data);
+  if (spec_.client_defined()) {
+    // The schema's checksums come from the values the model was built with.
+    std::vector<TableSpec> tables = spec_.tables();
+    for (size_t t = 0; t < tables.size(); ++t) {
+      tables[t].init_checksum = ValuesChecksum(std::span<const float>(initial[t].data, initial[t].size));
+      values.push_back(initial[t].data);
+    }
+    GEOPS_ASSIGN_OR_RETURN(spec_, ModelSpec::Create(std::move(tables), spec_.chunk_bytes(), 0));
   }
-  GEOPS_ASSIGN_OR_RETURN(ModelSpec with_values, ModelSpec::Create(std::move(tables), spec().chunk_bytes(), 0));
-  GEOPS_RETURN_IF_ERROR(Connect(with_values));
-  return client_->Start(values);
+  rpc::ThriftClientOptions thrift_options;
+  thrift_options.rpc_timeout_ms = config_.options.rpc_timeout_ms;
+  // With the spec, pulled chunks land straight in the cache and their sizes are checked.
+  GEOPS_ASSIGN_OR_RETURN(thrift_, rpc::ThriftShardConnectionFactory::Create(
+                                      config_.shards, thrift_options, std::make_shared<const ModelSpec>(spec_)));
+  factory_ = std::make_unique<CancellableConnectionFactory>(thrift_.get(), &cancel_);
+  GEOPS_ASSIGN_OR_RETURN(std::unique_ptr<worker::PsClient> client,
+                         worker::PsClient::Create(spec_, static_cast<int>(config_.shards.size()), config_.options,
+                                                  factory_.get()));
+  GEOPS_RETURN_IF_ERROR(client->Start(values));
+  client_ = std::move(client);
+  return Status::Ok();
 }
 
 Status Client::Pull(int64_t staleness) {
+  GEOPS_RETURN_IF_ERROR(CheckStarted());
   if (staged_) {
     return FailedPreconditionError("pull() after push() in clock " + std::to_string(clock()) +
                                    ": call clock() first (a pull would overwrite the values the pushed "
@@ -86,6 +91,7 @@ Status Client::Pull(int64_t staleness) {
 }
 
 Status Client::CopyOut(std::span<const TableView> views) const {
+  GEOPS_RETURN_IF_ERROR(CheckStarted());
   GEOPS_RETURN_IF_ERROR(CheckViews(views));
   for (TableId t = 0; t < static_cast<TableId>(views.size()); ++t) {
     std::memcpy(views[t].data, client_->table(t), views[t].size * sizeof(float));
@@ -94,6 +100,7 @@ Status Client::CopyOut(std::span<const TableView> views) const {
 }
 
 Status Client::StagePush(std::span<const TableView> views) {
+  GEOPS_RETURN_IF_ERROR(CheckStarted());
   GEOPS_RETURN_IF_ERROR(CheckViews(views));
   const ModelSpec& s = spec();
   // Check everything before staging anything: a refused push leaves the op-log as it was.
@@ -122,6 +129,7 @@ Status Client::StagePush(std::span<const TableView> views) {
 }
 
 Status Client::Clock(bool finished) {
+  GEOPS_RETURN_IF_ERROR(CheckStarted());
   GEOPS_RETURN_IF_ERROR(client_->Clock(finished));
   staged_ = false;
   return Status::Ok();

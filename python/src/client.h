@@ -45,7 +45,6 @@ struct ClientConfig {
   std::vector<std::string> shards;  // "host:port" of shard i of the site
   WorkerClientOptions options;      // worker id, staleness, timeouts, token
   int64_t chunk_bytes = kDefaultChunkBytes;
-  uint64_t seed = 1;                // part of the model fingerprint
   std::optional<ModelSpec> site_model;  // see model_schema.h
 };
 
@@ -61,14 +60,16 @@ class Client {
   static constexpr int64_t kConfiguredStaleness = std::numeric_limits<int64_t>::min();
 
   // InvalidArgument for bad options, addresses or shapes; FailedPrecondition
-  // when the model differs from the site's (model_schema.h). No I/O.
+  // when the model differs from the site's (model_schema.h). No I/O: the
+  // connections are made by Start.
   static Result<std::unique_ptr<Client>> Create(ClientConfig config);
   ~Client();
 
-  const ModelSpec& spec() const { return client_->spec(); }
+  const ModelSpec& spec() const { return spec_; }
   CancelFlag* cancel_flag() { return &cancel_; }
-  geops::Clock clock() const { return client_->clock(); }
-  worker::PsClientStats stats() const { return client_->stats(); }
+  // 0 and empty counters before Start.
+  geops::Clock clock() const { return client_ ? client_->clock() : 0; }
+  worker::PsClientStats stats() const { return client_ ? client_->stats() : worker::PsClientStats{}; }
 
   // Registers with every shard (blocking, with PsClient's retries). For a
   // model the workers bring (no built-in site model), `initial` are the
@@ -76,13 +77,15 @@ class Client {
   // first worker's values become every replica's start, and a worker whose
   // values differ is refused naming the table. For a built-in site model the
   // shards keep theirs, which the first Pull brings into the model.
-  // InvalidArgument when a view's size is wrong; the shards' errors else.
+  // InvalidArgument when a view's size is wrong; FailedPrecondition when
+  // started already; the shards' errors else (Start may then be retried).
   Status Start(std::span<const TableView> initial);
 
   // Makes the cache fresh: with kConfiguredStaleness per SSP (a cache hit
   // when allowed), else reads at the current clock with that staleness,
   // waiting up to rpc_timeout_ms per attempt. Blocks; does not touch views.
-  // FailedPrecondition after StagePush in the same clock.
+  // FailedPrecondition after StagePush in the same clock. (Pull, CopyOut,
+  // StagePush and Clock are FailedPrecondition before Start.)
   Status Pull(int64_t staleness);
   // Copies the cache into `views`. InvalidArgument naming the table when a
   // size is wrong (nothing copied). Does not block.
@@ -100,15 +103,15 @@ class Client {
  private:
   Client() = default;
   Status CheckViews(std::span<const TableView> views) const;
-  // Makes the connections and the PsClient for `spec`.
-  Status Connect(const ModelSpec& spec);
+  Status CheckStarted() const;
 
   ClientConfig config_;
+  ModelSpec spec_;  // for a client-defined model, Start adds the checksums
 
   std::unique_ptr<rpc::ThriftShardConnectionFactory> thrift_;
   CancelFlag cancel_;
   std::unique_ptr<CancellableConnectionFactory> factory_;
-  std::unique_ptr<worker::PsClient> client_;  // destroyed first (declared last)
+  std::unique_ptr<worker::PsClient> client_;  // made by Start; destroyed first (declared last)
   bool staged_ = false;  // StagePush since the last Clock
 };
 

@@ -133,7 +133,7 @@ class PyClient {
 std::unique_ptr<PyClient> MakeClient(const std::vector<TableTuple>& tables, const std::vector<std::string>& shards,
                                      int worker, int64_t staleness, int64_t rpc_timeout_ms, int64_t heartbeat_ms,
                                      int max_attempts, int64_t retry_backoff_ms, const std::string& auth_token,
-                                     int64_t chunk_bytes, uint64_t seed, const std::string& topology) {
+                                     int64_t chunk_bytes, const std::string& topology) {
   ClientConfig config;
   for (const auto& [name, rows, cols] : tables) config.tables.push_back(TableShape{name, rows, cols});
   config.shards = shards;
@@ -145,10 +145,9 @@ std::unique_ptr<PyClient> MakeClient(const std::vector<TableTuple>& tables, cons
   config.options.retry_backoff_ms = retry_backoff_ms;
   config.options.auth_token = auth_token;
   config.chunk_bytes = chunk_bytes;
-  config.seed = seed;
   if (!topology.empty()) {
     const cli::Topology t = ValueOrThrow(cli::LoadTopology(topology));
-    if (t.workload == "mlp" || t.workload == "counter") config.site_model = ValueOrThrow(cli::BuildModelSpec(t));
+    if (!t.client_model()) config.site_model = ValueOrThrow(cli::BuildModelSpec(t));
   }
   return std::make_unique<PyClient>(ValueOrThrow(Client::Create(std::move(config))));
 }
@@ -159,7 +158,7 @@ void RegisterClient(py::module_& m) {
   py::class_<PyClient>(m, "Client", "One worker's connection to its site's shards (worker/ps_client.h).")
       .def(py::init(&MakeClient), py::kw_only(), py::arg("tables"), py::arg("shards"), py::arg("worker"),
            py::arg("staleness"), py::arg("rpc_timeout_ms"), py::arg("heartbeat_ms"), py::arg("max_attempts"),
-           py::arg("retry_backoff_ms"), py::arg("auth_token"), py::arg("chunk_bytes"), py::arg("seed"),
+           py::arg("retry_backoff_ms"), py::arg("auth_token"), py::arg("chunk_bytes"),
            py::arg("topology") = "")
       .def("start", &PyClient::Start, py::arg("initial"), "Registers with every shard (blocks).")
       .def("pull", &PyClient::Pull, py::arg("out"), py::arg("staleness") = py::none(),

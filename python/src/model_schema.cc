@@ -50,7 +50,7 @@ std::vector<TableSpec> TableSpecsOf(std::span<const TableShape> shapes) {
   return tables;
 }
 
-Result<ModelSpec> ClientModelSpec(std::span<const TableShape> shapes, int64_t chunk_bytes, uint64_t seed,
+Result<ModelSpec> ClientModelSpec(std::span<const TableShape> shapes, int64_t chunk_bytes,
                                   const ModelSpec* site_model) {
   if (shapes.empty()) return InvalidArgumentError("the model has no parameters");
   if (site_model != nullptr) {

@@ -41,7 +41,7 @@ std::vector<TableSpec> TableSpecsOf(std::span<const TableShape> shapes);
 // naming the first table that differs from `site_model` (missing, extra,
 // renamed or reshaped); InvalidArgument for shapes ModelSpec refuses.
 Result<ModelSpec> ClientModelSpec(std::span<const TableShape> shapes, int64_t chunk_bytes,
-                                  uint64_t seed, const ModelSpec* site_model);
+                                  const ModelSpec* site_model);
 
 }  // namespace geops::python
 

@@ -32,7 +32,6 @@ py::dict TopologyDict(const cli::Topology& t) {
   d["clocks"] = t.clocks;
   d["staleness"] = t.staleness;
   d["chunk_bytes"] = t.chunk_kib * 1024;
-  d["seed"] = t.seed;
   d["rpc_timeout_ms"] = t.rpc_timeout_ms;
   d["worker_lease_ms"] = t.worker_lease_ms;
   d["auth_token"] = t.auth_token;
