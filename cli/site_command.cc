@@ -97,6 +97,7 @@ int RunSite(const SiteArgs& args) {
   // an earlier run in the store's directory, or (nullopt) the one the first
   // worker will bring.
   std::optional<ModelSpec> model;
+  bool model_file_read = false;  // a client-defined model kept by an earlier run
   if (!topology->client_model()) {
     auto built_in = BuildModelSpec(*topology);
     if (!built_in.ok()) {
@@ -111,6 +112,7 @@ int RunSite(const SiteArgs& args) {
       return StoreExitCode(kept.status());
     }
     model = std::move(kept).value();
+    model_file_read = model.has_value();
   }
 
   // Block the stop signals in every thread; the main thread waits for them.
@@ -134,9 +136,11 @@ int RunSite(const SiteArgs& args) {
       GEOPS_ASSIGN_OR_RETURN(store, std::move(opened));
       // Into the store's directory (which exists now), before the shard's
       // first commit: a store that has values always has its model file.
-      build_exit = 1;
-      if (spec.client_defined()) GEOPS_RETURN_IF_ERROR(storage::WriteClientModel(data_dir, spec));
-      build_exit = 2;
+      if (spec.client_defined() && !model_file_read) {
+        build_exit = 1;
+        GEOPS_RETURN_IF_ERROR(storage::WriteClientModel(data_dir, spec));
+        build_exit = 2;
+      }
     }
     auto created = datacenter::Shard::Create(spec, shard_options, store.get());
     if (!created.ok()) build_exit = store ? StoreExitCode(created.status()) : 2;
