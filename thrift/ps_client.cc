@@ -19,6 +19,10 @@ namespace {
 constexpr int64_t kEnvelopeBytes = 512;
 constexpr int64_t kBytesPerKey = 8;
 
+std::span<const uint8_t> AsBytes(std::span<const float> values) {
+  return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(values.data()), values.size_bytes());
+}
+
 void PackKeysInto(std::span<const ChunkKey> keys, std::vector<int64_t>* out) {
   out->clear();
   out->reserve(keys.size());
@@ -126,6 +130,16 @@ std::optional<int64_t> ThriftShardConnection::PayloadBytes(std::span<const Chunk
   return elements * int64_t{sizeof(float)};
 }
 
+Status ThriftShardConnection::CheckValuesFrame(std::span<const ChunkKey> keys, std::span<const float> values,
+                                               const char* what) const {
+  const int64_t frame = static_cast<int64_t>(values.size_bytes()) +
+                        kBytesPerKey * static_cast<int64_t>(keys.size()) + kEnvelopeBytes;
+  if (frame <= options_.transport.max_frame_bytes) return Status::Ok();
+  return ResourceExhaustedError(std::string(what) + " of " + std::to_string(values.size_bytes()) +
+                                " bytes exceeds max_frame_bytes " +
+                                std::to_string(options_.transport.max_frame_bytes));
+}
+
 Result<RegisterReply> ThriftShardConnection::Register(WorkerId worker, uint64_t model_fingerprint,
                                                       const std::string& auth_token) {
   gen::RegisterRequest req;
@@ -160,21 +174,16 @@ Result<int64_t> ThriftShardConnection::InitValues(WorkerId worker, uint64_t mode
                                                   std::span<const ChunkKey> keys,
                                                   std::span<const float> values,
                                                   const std::string& auth_token) {
-  const int64_t frame = static_cast<int64_t>(values.size_bytes()) +
-                        kBytesPerKey * static_cast<int64_t>(keys.size()) + kEnvelopeBytes;
-  if (frame > options_.transport.max_frame_bytes) {
-    return ResourceExhaustedError("initial values of " + std::to_string(values.size_bytes()) +
-                                  " bytes exceed max_frame_bytes " +
-                                  std::to_string(options_.transport.max_frame_bytes));
-  }
+  GEOPS_RETURN_IF_ERROR(CheckValuesFrame(keys, values, "initial values"));
   gen::InitValuesRequest req;
   req.worker_id = worker;
   req.model_fingerprint = static_cast<int64_t>(model_fingerprint);
   req.chunk_keys = PackKeys(keys);
-  req.values.assign(reinterpret_cast<const char*>(values.data()), values.size_bytes());
   req.auth_token = auth_token;
   gen::InitValuesReply reply;
   GEOPS_RETURN_IF_ERROR(Invoke("initValues", 0, [&](gen::ParameterServerClient& c) {
+    HookGuard guard(socket_.protocol().get());
+    socket_.protocol()->SubstituteOutgoing(&req.values, AsBytes(values));  // serialised from `values`
     c.initValues(reply, req);
   }));
   return int64_t{reply.missing_chunks};
@@ -231,13 +240,7 @@ Result<ReadReply> ThriftShardConnection::Read(WorkerId worker, Clock clock, int6
 Result<UpdateReply> ThriftShardConnection::Update(WorkerId worker, Clock clock,
                                                   std::span<const ChunkKey> keys,
                                                   std::span<const float> values) {
-  const int64_t frame = static_cast<int64_t>(values.size_bytes()) +
-                        kBytesPerKey * static_cast<int64_t>(keys.size()) + kEnvelopeBytes;
-  if (frame > options_.transport.max_frame_bytes) {
-    return ResourceExhaustedError("an update of " + std::to_string(values.size_bytes()) +
-                                  " bytes exceeds max_frame_bytes " +
-                                  std::to_string(options_.transport.max_frame_bytes));
-  }
+  GEOPS_RETURN_IF_ERROR(CheckValuesFrame(keys, values, "an update"));
   gen::UpdateRequest& req = messages_->update_request;
   req.worker_id = worker;
   req.clock = clock;
@@ -246,9 +249,7 @@ Result<UpdateReply> ThriftShardConnection::Update(WorkerId worker, Clock clock,
   gen::UpdateReply reply;
   GEOPS_RETURN_IF_ERROR(Invoke("update", 0, [&](gen::ParameterServerClient& c) {
     HookGuard guard(socket_.protocol().get());
-    socket_.protocol()->SubstituteOutgoing(
-        &req.values,
-        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(values.data()), values.size_bytes()));
+    socket_.protocol()->SubstituteOutgoing(&req.values, AsBytes(values));
     c.update(reply, req);
   }));
   UpdateReply r;

@@ -101,6 +101,10 @@ class ThriftShardConnection : public worker::ShardConnection {
   Status EnsureConnected();
   // Drops the stub and the connection.
   void Disconnect();
+  // ResourceExhausted ("<what> of N bytes exceeds max_frame_bytes") when a
+  // request carrying `values` for `keys` would not fit in one frame.
+  Status CheckValuesFrame(std::span<const ChunkKey> keys, std::span<const float> values,
+                          const char* what) const;
   // Payload bytes of `keys`; nullopt without a spec or when it lacks a key.
   std::optional<int64_t> PayloadBytes(std::span<const ChunkKey> keys) const;
 
