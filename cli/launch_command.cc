@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "cli/launcher.h"
+#include "cli/worker_env.h"
 #include "cli/topology.h"
 
 namespace geops::cli {
@@ -72,6 +73,7 @@ int RunLaunch(const LaunchArgs& args) {
   o.topology_path = Absolute(args.topology_path);
   o.out_dir = Absolute(args.out_dir);
   o.geops_binary = Absolute(binary);
+  o.python_path = FindPythonPackage(o.geops_binary);
   o.timeout_seconds = args.timeout_seconds;
   o.listen_timeout_seconds = args.listen_timeout_seconds;
   o.stop_timeout_seconds = args.stop_timeout_seconds;

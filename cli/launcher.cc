@@ -1,6 +1,7 @@
 #include "cli/launcher.h"
 
 #include <signal.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include "cli/progress_display.h"
 #include "cli/summary.h"
 #include "cli/summary_faults.h"
+#include "cli/worker_env.h"
 
 namespace geops::cli {
 namespace {
@@ -34,6 +36,8 @@ struct ChildRole {
   int site = 0;
   int index = 0;                       // shard or worker number within the site
   std::vector<std::string> argv;       // how it was started: a restart runs the same command
+  std::vector<std::string> env;        // workers running [training] command: their environment
+  std::string cwd;                     // and working directory
   std::optional<std::string> address;  // shards: from their "listening" event
   int malformed = 0;
   std::optional<std::string> mirror;   // shards of a multi-site topology: their WAN mirror address
@@ -252,8 +256,16 @@ void Launcher::StartWorkers() {
       ChildRole role;
       role.site = s;
       role.index = w;
-      role.argv = {o_.geops_binary, "worker", "--topology", o_.topology_path, "--site", site.name, "--worker",
-                   std::to_string(w), "--shards", shards, "--out", o_.out_dir, "--exit-with-parent"};
+      if (!o_.topology.command.empty()) {
+        // The user's own script, as torchrun starts one: GEOPS_* tell it who it is.
+        role.argv = o_.topology.command;
+        role.cwd = std::filesystem::path(o_.topology_path).parent_path().string();
+        WorkerEnvArgs env{s, w, shards, o_.topology_path, o_.out_dir, o_.python_path};
+        role.env = CommandWorkerEnv(o_.topology, env, environ);
+      } else {
+        role.argv = {o_.geops_binary, "worker", "--topology", o_.topology_path, "--site", site.name, "--worker",
+                     std::to_string(w), "--shards", shards, "--out", o_.out_dir, "--exit-with-parent"};
+      }
       if (SpawnChild(site.name + "-worker-" + std::to_string(w), std::move(role)) < 0) return;
       ++total;
     }
@@ -265,6 +277,8 @@ void Launcher::StartWorkers() {
 int Launcher::SpawnChild(const std::string& name, ChildRole role, bool restart) {
   ProcessSpec spec{name, role.argv, LogPath(name)};
   spec.append_log = restart;
+  spec.env = role.env;
+  spec.cwd = role.cwd;
   if (restart) {
     // The restarted process's lines follow the first run's in the same log.
     if (FILE* log = std::fopen(spec.log_path.c_str(), "a")) {
@@ -663,6 +677,8 @@ void Launcher::MaybeRestart(int fault) {
     role.site = old.site;
     role.index = old.index;
     role.argv = old.argv;
+    role.env = old.env;
+    role.cwd = old.cwd;
     role.restart_of = fault;
     const int id = SpawnChild(rec.victims[k].process, std::move(role), /*restart=*/true);
     if (id < 0) return;
@@ -704,6 +720,8 @@ void Launcher::RespawnWorkers(int fault) {
     role.site = old.site;
     role.index = old.index;
     role.argv = old.argv;
+    role.env = old.env;
+    role.cwd = old.cwd;
     role.restart_of = fault;
     const std::string name = victim.process;
     const int id = SpawnChild(name, std::move(role), /*restart=*/true);

@@ -48,6 +48,7 @@ struct LauncherOptions {
   std::string topology_path;            // passed to the children as --topology
   std::string out_dir;                  // exists; passed to the children as --out
   std::string geops_binary;             // the program spawned for `site` and `worker`
+  std::string python_path;              // the geops Python package's folder, for [training] command; "" = none
   double timeout_seconds = 3600;        // whole launch; then everything is stopped
   double listen_timeout_seconds = 30;   // for every shard's "listening" event
   double stop_timeout_seconds = 10;     // SIGTERM -> SIGKILL grace

@@ -96,8 +96,13 @@ Result<int> ProcessManager::Spawn(const ProcessSpec& spec) {
   stdio[2].data.stream = reinterpret_cast<uv_stream_t*>(&c->err);
   uv_process_options_t opts;
   std::memset(&opts, 0, sizeof(opts));
-  opts.file = args[0];
+  std::vector<char*> env;
+  for (const std::string& e : spec.env) env.push_back(const_cast<char*>(e.c_str()));
+  env.push_back(nullptr);
+  opts.file = args[0];  // without a '/', looked up in PATH
   opts.args = args.data();
+  if (!spec.env.empty()) opts.env = env.data();
+  if (!spec.cwd.empty()) opts.cwd = spec.cwd.c_str();
   opts.flags = UV_PROCESS_DETACHED;
   opts.stdio_count = 3;
   opts.stdio = stdio;

@@ -41,6 +41,9 @@ struct ProcessSpec {
   std::vector<std::string> argv;  // argv[0] is the program to execute (a path)
   std::string log_path;           // every output line is written here (truncated first); empty = no log
   bool append_log = false;        // append to log_path instead of truncating it (a restarted child)
+  // The child's whole environment, "NAME=value" each; empty: the launcher's.
+  std::vector<std::string> env;
+  std::string cwd;                // working directory; empty: the launcher's
 };
 
 struct ProcessExit {

@@ -2,6 +2,7 @@
 // --data-dir, or the topology's [storage]) the shard loads its persisted
 // state before it listens, persists every change while it serves, and
 // flushes what is pending when it stops.
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include "cli/commands.h"
 #include "cli/event_line.h"
 #include "cli/model_from_topology.h"
+#include "cli/site_mirror.h"
 #include "cli/site_wan.h"
 #include "common/shard_store.h"
 #include "datacenter/shard.h"
@@ -84,11 +86,6 @@ int RunSite(const SiteArgs& args) {
                  spec_site.shards - 1, spec_site.name.c_str());
     return 2;
   }
-  if (topology->client_model() && topology->multi_site()) {
-    std::fprintf(stderr, "geops site: workload \"client\" runs in one site so far; %s has %zu sites\n",
-                 topology->path.c_str(), topology->sites.size());
-    return 2;
-  }
   const ShardOptions shard_options = BuildShardOptions(*topology, *site, args.shard);
   const std::string data_dir =
       args.data_dir_given ? args.data_dir : topology->ShardDataDir(*site, args.shard, args.out_dir);
@@ -123,6 +120,31 @@ int RunSite(const SiteArgs& args) {
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   if (args.exit_with_parent) ExitWithParent();
 
+  // The host, for the mirror side's questions (which may come before it
+  // exists, and stop before it goes).
+  std::atomic<datacenter::ShardHost*> host_ptr{nullptr};
+  // The receiving end of the WAN side listens from the start, model or not.
+  std::unique_ptr<SiteMirror> mirror;
+  if (topology->multi_site()) {
+    SiteMirrorArgs mirror_args;
+    mirror_args.mirror_port = args.mirror_port;
+    mirror_args.mirror_peers = args.mirror_peers;
+    mirror_args.peers_file = args.peers_file;
+    mirror_args.schema = [&host_ptr]() -> std::optional<ModelSpec> {
+      datacenter::ShardHost* h = host_ptr.load(std::memory_order_acquire);
+      return h != nullptr ? h->FixedModel() : std::nullopt;
+    };
+    mirror_args.on_conflict = [&host_ptr](const Status& why) {
+      if (datacenter::ShardHost* h = host_ptr.load(std::memory_order_acquire)) h->Fail(why);
+    };
+    auto started = SiteMirror::Start(*topology, *site, args.shard, std::move(mirror_args));
+    if (!started.ok()) {
+      std::fprintf(stderr, "geops site: %s\n", started.status().ToString().c_str());
+      return started.status().code() == StatusCode::kUnavailable ? 1 : 2;
+    }
+    mirror = std::move(started).value();
+  }
+
   ShardParts parts;
   int build_exit = 2;  // exit code for the step of build() that failed
   // Makes store -> shard -> WAN side for `spec`; on failure nothing is kept.
@@ -155,12 +177,8 @@ int RunSite(const SiteArgs& args) {
                    loaded.shard_clock, clocks);
     }
     // The WAN side taps the shard before any worker can reach it.
-    if (topology->multi_site()) {
-      SiteWanArgs wan_args;
-      wan_args.mirror_port = args.mirror_port;
-      wan_args.mirror_peers = args.mirror_peers;
-      wan_args.peers_file = args.peers_file;
-      auto started = SiteWan::Start(*topology, *site, args.shard, &shard->spec(), shard.get(), wan_args);
+    if (mirror) {
+      auto started = SiteWan::Start(*topology, *site, args.shard, &shard->spec(), shard.get(), mirror.get());
       if (!started.ok()) build_exit = started.status().code() == StatusCode::kUnavailable ? 1 : 2;
       GEOPS_ASSIGN_OR_RETURN(parts.wan, std::move(started));
     }
@@ -183,7 +201,9 @@ int RunSite(const SiteArgs& args) {
     }
     host = datacenter::ShardHost::Serving(*built);
   } else {
-    auto awaiting = datacenter::ShardHost::AwaitingModel(shard_options, build);
+    datacenter::ShardHost::PeerCheck peer_check;
+    if (mirror) peer_check = [m = mirror.get()](const ModelSpec& proposal) { return m->CheckPeersModel(proposal); };
+    auto awaiting = datacenter::ShardHost::AwaitingModel(shard_options, build, std::move(peer_check));
     if (!awaiting.ok()) {
       std::fprintf(stderr, "geops site: %s\n", awaiting.status().ToString().c_str());
       return 2;
@@ -191,6 +211,8 @@ int RunSite(const SiteArgs& args) {
     host = std::move(awaiting).value();
     spdlog::info("site {} shard {}: waiting for a worker to register the model", spec_site.name, args.shard);
   }
+
+  host_ptr.store(host.get(), std::memory_order_release);
 
   rpc::PsServerOptions server_options;
   server_options.host = spec_site.host;
@@ -210,7 +232,7 @@ int RunSite(const SiteArgs& args) {
   }
   nlohmann::json listening = {{"event", "listening"}, {"site", spec_site.name}, {"shard", args.shard},
                               {"address", address}};
-  if (parts.wan) listening["mirror"] = parts.wan->mirror_address();
+  if (mirror) listening["mirror"] = mirror->address();
   EmitEvent(listening);
 
   int sig = 0;
@@ -241,10 +263,18 @@ int RunSite(const SiteArgs& args) {
     std::ofstream(args.out_dir + "/metrics/" + spec_site.name + "-shard-" + std::to_string(args.shard) +
                   ".json") << stats.dump(2) << "\n";
   }
-  // The server, then the host it served, the WAN side, the shard, the store.
+  // The server, then the host it served, the WAN side, the mirror service
+  // it received on, the shard, the store.
   server->reset();
+  // No mirror call may reach the host once it goes.
+  if (mirror) {
+    Status mirror_stopped = mirror->service()->Stop(Deadline::InMs(10000));
+    if (!mirror_stopped.ok()) spdlog::warn("site {} shard {}: {}", spec_site.name, args.shard, mirror_stopped.message());
+  }
+  host_ptr.store(nullptr, std::memory_order_release);
   host.reset();
   parts.wan.reset();
+  mirror.reset();
   parts.shard.reset();
   parts.store.reset();
   if (!stopped.ok()) {

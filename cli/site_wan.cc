@@ -2,13 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 
 #include <spdlog/spdlog.h>
 
 #include "cli/event_line.h"
 #include "cli/wan_links.h"
-#include "thrift/host_port.h"
 
 namespace geops::cli {
 namespace {
@@ -25,7 +23,7 @@ Result<wan::LinkSchedule> ShareOf(const wan::LinkSchedule& s, int shards) {
 }  // namespace
 
 Result<std::unique_ptr<SiteWan>> SiteWan::Start(const Topology& t, int site, int shard_index, const ModelSpec* spec,
-                                                datacenter::Shard* shard, const SiteWanArgs& args) {
+                                                datacenter::Shard* shard, SiteMirror* mirror, int64_t progress_ms) {
   std::unique_ptr<SiteWan> w(new SiteWan());
   w->topology_ = &t;
   w->site_ = site;
@@ -47,83 +45,19 @@ Result<std::unique_ptr<SiteWan>> SiteWan::Start(const Topology& t, int site, int
   // Idle links say they are alive several times per lease, so a peer is
   // dropped only when it is really gone.
   o.shaping.heartbeat_ms = std::clamp<int64_t>(t.wan.peer_lease_ms / 4, 10, 1000);
-  o.mirror_server.host = t.sites[site].host;
-  const int base = t.sites[site].base_port;
-  o.mirror_server.port = args.mirror_port >= 0 ? args.mirror_port : (base > 0 ? base + 1000 + shard_index : 0);
   o.client.rpc_timeout_ms = std::max<int64_t>(t.rpc_timeout_ms, 30000);
-  GEOPS_ASSIGN_OR_RETURN(w->endpoint_, rpc::WanEndpoint::Start(spec, shard, o));
-  if (!args.mirror_peers.empty()) {
-    size_t start = 0;
-    while (start < args.mirror_peers.size()) {
-      size_t comma = args.mirror_peers.find(',', start);
-      if (comma == std::string::npos) comma = args.mirror_peers.size();
-      const std::string item = args.mirror_peers.substr(start, comma - start);
-      const size_t eq = item.find('=');
-      if (eq == std::string::npos) return InvalidArgumentError("--mirror-peers: '" + item + "' is not site=host:port");
-      GEOPS_ASSIGN_OR_RETURN(int peer, t.FindSite(item.substr(0, eq)));
-      GEOPS_ASSIGN_OR_RETURN(rpc::HostPort hp, rpc::ParseHostPort(item.substr(eq + 1)));
-      w->endpoint_->peers()->Set(peer, hp);
-      start = comma + 1;
-    }
-  } else if (!args.peers_file.empty()) {
+  GEOPS_ASSIGN_OR_RETURN(w->endpoint_, rpc::WanEndpoint::Start(spec, shard, o, mirror->service()));
+  if (progress_ms > 0) {
     SiteWan* self = w.get();
-    w->watcher_ = std::thread([self, path = args.peers_file] { self->WatchPeersFile(path); });
-  } else if (base == 0) {
-    return InvalidArgumentError("site " + t.sites[site].name + " has no base_port: pass --mirror-peers");
-  } else {
-    for (int p = 0; p < static_cast<int>(t.sites.size()); ++p) {
-      if (p == site || t.sites[p].base_port == 0) continue;
-      w->endpoint_->peers()->Set(p, rpc::HostPort{t.sites[p].host, t.sites[p].base_port + 1000 + shard_index});
-    }
-  }
-  if (args.progress_ms > 0) {
-    SiteWan* self = w.get();
-    w->reporter_ = std::thread([self, period = args.progress_ms] { self->ReportProgress(period); });
+    w->reporter_ = std::thread([self, period = progress_ms] { self->ReportProgress(period); });
   }
   return w;
 }
 
 SiteWan::~SiteWan() {
   stop_ = true;
-  if (watcher_.joinable()) watcher_.join();
   if (reporter_.joinable()) reporter_.join();
   endpoint_.reset();
-}
-
-std::string SiteWan::mirror_address() const { return endpoint_->mirror_address().ToString(); }
-
-Status SiteWan::ParsePeers(const json& doc) {
-  if (!doc.is_object() || !doc.contains("mirrors") || !doc["mirrors"].is_object()) {
-    return InvalidArgumentError("peers file has no \"mirrors\" object");
-  }
-  for (int p = 0; p < static_cast<int>(topology_->sites.size()); ++p) {
-    if (p == site_) continue;
-    const json& list = doc["mirrors"].value(topology_->sites[p].name, json());
-    if (!list.is_array() || static_cast<int>(list.size()) <= shard_ || !list[shard_].is_string()) {
-      return InvalidArgumentError("peers file lacks shard " + std::to_string(shard_) + " of site " +
-                                  topology_->sites[p].name);
-    }
-    GEOPS_ASSIGN_OR_RETURN(rpc::HostPort hp, rpc::ParseHostPort(list[shard_].get<std::string>()));
-    endpoint_->peers()->Set(p, hp);
-  }
-  return Status::Ok();
-}
-
-void SiteWan::WatchPeersFile(std::string path) {
-  while (!stop_) {
-    std::ifstream in(path);
-    if (in) {
-      json doc = json::parse(in, nullptr, /*allow_exceptions=*/false);
-      Status s = doc.is_discarded() ? InvalidArgumentError("peers file " + path + " is not JSON") : ParsePeers(doc);
-      if (s.ok()) {
-        spdlog::info("site {} shard {}: mirror peers known", topology_->sites[site_].name, shard_);
-        return;
-      }
-      spdlog::error("site {} shard {}: {}", topology_->sites[site_].name, shard_, s.ToString());
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
 }
 
 void SiteWan::ReportProgress(int64_t period_ms) {

@@ -1,20 +1,17 @@
 // SiteWan: the WAN side of one `geops site` process (a shard of a site in a
-// topology with two or more sites): builds the links towards the same shard
-// of every other site from the topology (cli/wan_links.h; each shard's link
-// gets 1/shards of the site-to-site bandwidth), starts the WanEndpoint
-// (shaped links, replicator, mirror service) and learns the peers' mirror
-// addresses, from --mirror-peers or, under `geops launch`, from the peers
-// file the launcher writes once every shard listens (polled in the
-// background).
-//
-// Peers file (JSON): {"mirrors": {"<site>": ["host:port of shard 0", ...]}}.
+// topology with two or more sites), once its shard exists: builds the links
+// towards the same shard of every other site from the topology
+// (cli/wan_links.h; each shard's link gets 1/shards of the site-to-site
+// bandwidth) and starts the WanEndpoint (shaped links, replicator) over the
+// process's SiteMirror (the mirror service, listening since the process
+// started, and the peers' addresses).
 //
 // Every progress_ms it prints a "wan_progress" event line: the bytes each
 // link has put on the wire so far and the reads' barrier wait, so that
 // bytes can be related to accuracy over time.
 //
 // Thread-safety: Start, Settle and StatsJson are called by the process's
-// main thread; the watcher thread only fills the endpoint's address book.
+// main thread (Start maybe from the handler thread that completed the model).
 #ifndef GEOPS_CLI_SITE_WAN_H_
 #define GEOPS_CLI_SITE_WAN_H_
 
@@ -25,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/site_mirror.h"
 #include "cli/topology.h"
 #include "common/model_spec.h"
 #include "common/status.h"
@@ -33,25 +31,18 @@
 
 namespace geops::cli {
 
-struct SiteWanArgs {
-  int mirror_port = -1;       // -1: base_port + 1000 + shard when base_port > 0, else any free port
-  std::string mirror_peers;   // "site=host:port,..." for this shard; overrides the peers file
-  std::string peers_file;     // written by geops launch
-  int64_t progress_ms = 1000; // "wan_progress" events; 0 = none
-};
 
 class SiteWan {
  public:
-  // InvalidArgument / NotFound for a bad [wan] section or link source;
-  // Unavailable when the mirror port cannot be bound. Call before the
-  // shard serves workers. REQUIRES: topology.multi_site(); `spec` and
-  // `shard` outlive the SiteWan.
+  // InvalidArgument / NotFound for a bad [wan] section or link source.
+  // Call before the shard serves workers. `progress_ms`: period of the
+  // "wan_progress" events, 0 = none. REQUIRES: topology.multi_site();
+  // `spec`, `shard` and `mirror` (this shard's) outlive the SiteWan.
   static Result<std::unique_ptr<SiteWan>> Start(const Topology& topology, int site, int shard_index,
                                                 const ModelSpec* spec, datacenter::Shard* shard,
-                                                const SiteWanArgs& args);
+                                                SiteMirror* mirror, int64_t progress_ms = 1000);
   ~SiteWan();
 
-  std::string mirror_address() const;
   // Waits up to `ms` for this shard's final updates to be acknowledged and
   // the peers' to land; logs what is still missing.
   void Settle(int64_t ms);
@@ -68,16 +59,13 @@ class SiteWan {
   // The peers that came back with a new store, and when their streams
   // were reset.
   nlohmann::json StreamResetsJson(const wan::ReplicatorStats& r) const;
-  void WatchPeersFile(std::string path);
   void ReportProgress(int64_t period_ms);
-  Status ParsePeers(const nlohmann::json& doc);
 
   const Topology* topology_ = nullptr;
   int site_ = 0;
   int shard_ = 0;
   std::unique_ptr<rpc::WanEndpoint> endpoint_;
   std::atomic<bool> stop_{false};
-  std::thread watcher_;
   std::thread reporter_;
 };
 

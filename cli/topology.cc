@@ -52,6 +52,15 @@ class TableReader {
         v.push_back(static_cast<int>(*e.value<int64_t>()));
       }
       *out = v;
+    } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+      const toml::array* arr = node->as_array();
+      if (arr == nullptr) { Fail(node, key, "must be an array of strings"); return; }
+      std::vector<std::string> v;
+      for (const toml::node& e : *arr) {
+        if (!e.is_string()) { Fail(&e, key, "must hold only strings"); return; }
+        v.push_back(*e.value<std::string>());
+      }
+      *out = v;
     }
   }
 
@@ -328,7 +337,7 @@ Result<Topology> ParseTopology(const std::string& text, const std::string& origi
   TableReader train(root["training"].as_table(), "training", origin);
   train.RejectUnknown({"clocks", "batch_size", "learning_rate", "final_learning_rate", "staleness", "eval_every",
                        "target_accuracy", "backend", "compute_threads", "data_dir",
-                       "worker_lease_ms", "rpc_timeout_ms", "auth_token"});
+                       "worker_lease_ms", "rpc_timeout_ms", "auth_token", "command"});
   train.Get("clocks", &t.clocks);
   train.Get("batch_size", &t.batch_size);
   train.Get("learning_rate", &t.learning_rate);
@@ -342,6 +351,7 @@ Result<Topology> ParseTopology(const std::string& text, const std::string& origi
   train.Get("worker_lease_ms", &t.worker_lease_ms);
   train.Get("rpc_timeout_ms", &t.rpc_timeout_ms);
   train.Get("auth_token", &t.auth_token);
+  train.Get("command", &t.command);
   train.Require(t.clocks >= 1, "clocks", "must be >= 1");
   train.Require(t.batch_size >= 1 && t.batch_size <= 65536, "batch_size", "must be in 1..65536");
   train.Require(t.learning_rate > 0 && t.learning_rate < 100, "learning_rate", "must be in (0, 100)");
@@ -355,6 +365,8 @@ Result<Topology> ParseTopology(const std::string& text, const std::string& origi
   train.Require(t.compute_threads >= 1 && t.compute_threads <= 256, "compute_threads", "must be in 1..256");
   train.Require(t.worker_lease_ms >= 10, "worker_lease_ms", "must be >= 10");
   train.Require(t.rpc_timeout_ms >= 1, "rpc_timeout_ms", "must be >= 1");
+  train.Require(!root["training"]["command"] || (!t.command.empty() && !t.command[0].empty()), "command",
+                "must name a program to run, e.g. [\"python3\", \"train.py\"]");
   GEOPS_RETURN_IF_ERROR(train.Check());
 
   TableReader storage(root["storage"].as_table(), "storage", origin);

@@ -103,6 +103,11 @@ struct Topology {
   int64_t worker_lease_ms = 10000;
   int64_t rpc_timeout_ms = 30000;
   std::string auth_token;         // optional shared secret for workers
+  // The workers' own program (e.g. {"python3", "train.py"}), which `geops
+  // launch` starts once per worker instead of `geops worker`, in the
+  // topology file's folder, with the GEOPS_* variables (cli/worker_env.h).
+  // Empty: geops' built-in worker.
+  std::vector<std::string> command;
 
   // [storage]
   // Where shards persist: shard i of site S keeps its store in

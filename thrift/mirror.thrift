@@ -73,9 +73,25 @@ struct MirrorHeartbeatReply {
   3: i64 model_fingerprint,
 }
 
+// The model this shard serves or has fixed (a client-defined model is fixed
+// by the first worker's schema), so that a site about to fix its model can
+// compare it with its peers' and name the table that differs.
+struct MirrorSchemaRequest {
+  1: i32 origin,
+  2: i32 shard_id,
+}
+
+struct MirrorSchemaReply {
+  1: bool has_model,                                  // false: no worker has registered one yet
+  2: list<parameter_server.TableSchema> tables,
+  3: i64 chunk_bytes,
+  4: i64 model_fingerprint,
+}
+
 service Mirror {
   PushBatchReply pushBatch(1: PushBatchRequest req) throws (1: parameter_server.GeopsError err),
   void notice(1: NoticeRequest req) throws (1: parameter_server.GeopsError err),
   void reportClock(1: ClockReportRequest req) throws (1: parameter_server.GeopsError err),
   MirrorHeartbeatReply heartbeat(1: MirrorHeartbeat req) throws (1: parameter_server.GeopsError err),
+  MirrorSchemaReply schema(1: MirrorSchemaRequest req) throws (1: parameter_server.GeopsError err),
 }

@@ -122,4 +122,19 @@ Result<MirrorIdentity> MirrorClient::Heartbeat(uint64_t incarnation) {
   return peer;
 }
 
+Result<std::optional<ModelSpec>> MirrorClient::Schema() {
+  gen::MirrorSchemaRequest req;
+  req.origin = self_.site;
+  req.shard_id = self_.shard;
+  gen::MirrorSchemaReply reply;
+  GEOPS_RETURN_IF_ERROR(Invoke("schema", [&](gen::MirrorClient& c) { c.schema(reply, req); }));
+  if (!reply.has_model) return std::optional<ModelSpec>();
+  Result<ModelSpec> spec = SchemaFromThrift(reply.tables, reply.chunk_bytes);
+  if (!spec.ok()) {
+    return InvalidArgumentError("mirror " + address_.ToString() + " sent a schema that is not valid: " +
+                                spec.status().message());
+  }
+  return std::optional<ModelSpec>(std::move(spec).value());
+}
+
 }  // namespace geops::rpc

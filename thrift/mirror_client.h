@@ -19,7 +19,9 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 
+#include "common/model_spec.h"
 #include "common/status.h"
 #include "thrift/client_socket.h"
 #include "thrift/counting_socket.h"
@@ -55,6 +57,10 @@ class MirrorClient {
   // model.
   // `incarnation`: this shard's store incarnation (0: not known yet).
   Result<MirrorIdentity> Heartbeat(uint64_t incarnation = 0);
+  // The model the peer serves or has fixed (names, shapes, initial-value
+  // checksums, chunk size); nullopt while none of its workers registered
+  // one. InvalidArgument for a reply that is not a valid schema.
+  Result<std::optional<ModelSpec>> Schema();
 
   const HostPort& address() const { return address_; }
   // Exact socket bytes, all connections of this client together.

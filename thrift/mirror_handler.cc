@@ -28,8 +28,9 @@ spdlog::level::level_enum LogLevel(StatusCode code) {
 
 }  // namespace
 
-MirrorHandler::MirrorHandler(wan::WanReceiver* receiver, MirrorIdentity self, std::string peer)
-    : receiver_(receiver), self_(self), peer_(std::move(peer)) {}
+MirrorHandler::MirrorHandler(wan::WanReceiver* receiver, MirrorIdentity self, std::shared_ptr<MirrorModelInfo> model,
+                             std::string peer)
+    : receiver_(receiver), self_(self), model_(std::move(model)), peer_(std::move(peer)) {}
 
 template <typename Body>
 void MirrorHandler::Serve(std::string_view call, Body&& body) {
@@ -114,22 +115,38 @@ void MirrorHandler::heartbeat(gen::MirrorHeartbeatReply& reply, const gen::Mirro
   Serve("heartbeat", [&]() -> Status {
     GEOPS_RETURN_IF_ERROR(CheckSender(req.origin, req.shard_id));
     const uint64_t theirs = static_cast<uint64_t>(req.model_fingerprint);
-    if (theirs != 0 && self_.model_fingerprint != 0 && theirs != self_.model_fingerprint) {
+    const uint64_t ours = model_->fingerprint.load(std::memory_order_acquire);
+    if (theirs != 0 && ours != 0 && theirs != ours) {
+      if (model_->on_conflict) model_->on_conflict(req.origin, theirs);
       return FailedPreconditionError("site " + std::to_string(req.origin) + " runs another model (fingerprint " +
-                                     std::to_string(theirs) + ", here " + std::to_string(self_.model_fingerprint) +
-                                     "); every site must load the same topology");
+                                     std::to_string(theirs) + ", here " + std::to_string(ours) +
+                                     "); every site must train the same model from the same initial values");
     }
     GEOPS_RETURN_IF_ERROR(receiver_->OnHeartbeat(req.origin, static_cast<uint64_t>(req.incarnation)));
     reply.site = self_.site;
     reply.shard_id = self_.shard;
-    reply.model_fingerprint = static_cast<int64_t>(self_.model_fingerprint);
+    reply.model_fingerprint = static_cast<int64_t>(ours);
+    return Status::Ok();
+  });
+}
+
+void MirrorHandler::schema(gen::MirrorSchemaReply& reply, const gen::MirrorSchemaRequest& req) {
+  Serve("schema", [&]() -> Status {
+    GEOPS_RETURN_IF_ERROR(CheckSender(req.origin, req.shard_id));
+    std::optional<ModelSpec> spec = model_->schema ? model_->schema() : std::nullopt;
+    reply.has_model = spec.has_value();
+    if (spec) {
+      reply.tables = SchemaToThrift(*spec);
+      reply.chunk_bytes = spec->chunk_bytes();
+      reply.model_fingerprint = static_cast<int64_t>(spec->Fingerprint());
+    }
     return Status::Ok();
   });
 }
 
 gen::MirrorIf* MirrorHandlerFactory::getHandler(const apache::thrift::TConnectionInfo& info) {
   auto* socket = dynamic_cast<CountingSocket*>(info.transport.get());
-  return new MirrorHandler(receiver_, self_, socket != nullptr ? socket->PeerName() : std::string("unknown peer"));
+  return new MirrorHandler(receiver_, self_, model_, socket != nullptr ? socket->PeerName() : std::string("unknown peer"));
 }
 
 void MirrorHandlerFactory::releaseHandler(gen::MirrorIf* handler) { delete handler; }

@@ -12,9 +12,14 @@
 #ifndef GEOPS_THRIFT_MIRROR_HANDLER_H_
 #define GEOPS_THRIFT_MIRROR_HANDLER_H_
 
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
+#include "common/model_spec.h"
 #include "common/status.h"
 #include "gen-cpp/Mirror.h"
 #include "thrift/mirror_identity.h"
@@ -25,15 +30,32 @@ namespace geops::rpc {
 // Most chunk keys one notice may name.
 inline constexpr int64_t kMaxNoticeKeys = int64_t{1} << 22;
 
+// What a mirror service knows of its shard's model, shared by its handlers.
+// A site whose workers bring the model starts its mirror service before the
+// model is fixed: the fingerprint is 0 (heartbeats unchecked) until it is.
+struct MirrorModelInfo {
+  std::atomic<uint64_t> fingerprint{0};
+  // The model fixed or served (schema only), nullopt while none is; empty:
+  // the `schema` call answers with the fingerprint's absence. Set before the
+  // server starts.
+  std::function<std::optional<ModelSpec>()> schema;
+  // Called (from a handler thread) when a peer's heartbeat names another
+  // model than this shard's: two sites fixed different client-defined
+  // models. Set before the server starts; may be empty.
+  std::function<void(SiteId peer, uint64_t their_fingerprint)> on_conflict;
+};
+
 class MirrorHandler : public gen::MirrorIf {
  public:
   // REQUIRES: `receiver` outlives the handler. `peer` names the client in logs.
-  MirrorHandler(wan::WanReceiver* receiver, MirrorIdentity self, std::string peer);
+  MirrorHandler(wan::WanReceiver* receiver, MirrorIdentity self, std::shared_ptr<MirrorModelInfo> model,
+                std::string peer);
 
   void pushBatch(gen::PushBatchReply& reply, const gen::PushBatchRequest& req) override;
   void notice(const gen::NoticeRequest& req) override;
   void reportClock(const gen::ClockReportRequest& req) override;
   void heartbeat(gen::MirrorHeartbeatReply& reply, const gen::MirrorHeartbeat& req) override;
+  void schema(gen::MirrorSchemaReply& reply, const gen::MirrorSchemaRequest& req) override;
 
  private:
   template <typename Body>
@@ -42,18 +64,21 @@ class MirrorHandler : public gen::MirrorIf {
 
   wan::WanReceiver* const receiver_;
   const MirrorIdentity self_;
+  const std::shared_ptr<MirrorModelInfo> model_;
   const std::string peer_;
 };
 
 class MirrorHandlerFactory : public gen::MirrorIfFactory {
  public:
-  MirrorHandlerFactory(wan::WanReceiver* receiver, MirrorIdentity self) : receiver_(receiver), self_(self) {}
+  MirrorHandlerFactory(wan::WanReceiver* receiver, MirrorIdentity self, std::shared_ptr<MirrorModelInfo> model)
+      : receiver_(receiver), self_(self), model_(std::move(model)) {}
   gen::MirrorIf* getHandler(const apache::thrift::TConnectionInfo& info) override;
   void releaseHandler(gen::MirrorIf* handler) override;
 
  private:
   wan::WanReceiver* const receiver_;
   const MirrorIdentity self_;
+  const std::shared_ptr<MirrorModelInfo> model_;
 };
 
 }  // namespace geops::rpc

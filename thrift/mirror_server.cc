@@ -16,8 +16,13 @@ namespace geops::rpc {
 using apache::thrift::server::TThreadedServer;
 
 Result<std::unique_ptr<MirrorServer>> MirrorServer::Start(wan::WanReceiver* receiver, MirrorIdentity self,
-                                                          const PsServerOptions& options) {
+                                                          const PsServerOptions& options,
+                                                          std::shared_ptr<MirrorModelInfo> model) {
   if (receiver == nullptr) return InvalidArgumentError("MirrorServer needs a receiver");
+  if (model == nullptr) {
+    model = std::make_shared<MirrorModelInfo>();
+    model->fingerprint.store(self.model_fingerprint, std::memory_order_release);
+  }
   GEOPS_RETURN_IF_ERROR(options.Validate());
   const std::string where = HostPort{options.host, options.port}.ToString();
   auto counters = std::make_shared<ByteCounters>();
@@ -32,7 +37,7 @@ Result<std::unique_ptr<MirrorServer>> MirrorServer::Start(wan::WanReceiver* rece
     return UnavailableError(StatusFromCurrentException("mirror listen on " + where).status.message());
   }
   const int port = listener->getPort();
-  auto processor = std::make_shared<gen::MirrorProcessorFactory>(std::make_shared<MirrorHandlerFactory>(receiver, self));
+  auto processor = std::make_shared<gen::MirrorProcessorFactory>(std::make_shared<MirrorHandlerFactory>(receiver, self, std::move(model)));
   auto server = std::make_shared<TThreadedServer>(processor, listener, transport_factory,
                                                   MakeProtocolFactory(options.transport));
   server->setConcurrentClientLimit(options.max_connections);

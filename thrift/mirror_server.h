@@ -23,6 +23,7 @@
 #include "common/status.h"
 #include "thrift/counting_socket.h"
 #include "thrift/host_port.h"
+#include "thrift/mirror_handler.h"
 #include "thrift/mirror_identity.h"
 #include "thrift/thrift_options.h"
 #include "wan/wan_transport.h"
@@ -39,8 +40,11 @@ class MirrorServer {
   // InvalidArgument for bad options or a null receiver; Unavailable naming
   // the address when it cannot be bound. REQUIRES: `receiver` outlives the
   // server.
+  // `model` (optional) is what the handlers know of the shard's model; by
+  // default a fixed one with self.model_fingerprint and no schema.
   static Result<std::unique_ptr<MirrorServer>> Start(wan::WanReceiver* receiver, MirrorIdentity self,
-                                                     const PsServerOptions& options);
+                                                     const PsServerOptions& options,
+                                                     std::shared_ptr<MirrorModelInfo> model = nullptr);
   ~MirrorServer();
   MirrorServer(const MirrorServer&) = delete;
   MirrorServer& operator=(const MirrorServer&) = delete;

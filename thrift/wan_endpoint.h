@@ -1,8 +1,11 @@
 // WanEndpoint: one shard's whole WAN side in a site process, wired: the
 // ShapedTransport (link models + Thrift mirror channels to the peers), the
 // Replicator (attached to the shard as its tap and read gate) and the
-// MirrorServer that receives the peers' messages. Peers' mirror addresses
-// may be filled into peers() after Start(); until then messages wait.
+// MirrorService that receives the peers' messages, which the endpoint
+// either starts itself or is given, already listening (a site whose model
+// its workers bring starts its mirror service before it has a shard).
+// Peers' mirror addresses may be filled into peers() after Start(); until
+// then messages wait.
 //
 // Start() attaches the replicator to the shard, so call it before the shard
 // serves any worker (no local update may go untapped).
@@ -21,6 +24,7 @@
 #include "thrift/mirror_channel.h"
 #include "thrift/mirror_identity.h"
 #include "thrift/mirror_server.h"
+#include "thrift/mirror_service.h"
 #include "thrift/thrift_options.h"
 #include "wan/replicator.h"
 #include "wan/shaped_transport.h"
@@ -33,21 +37,24 @@ struct WanEndpointOptions {
   std::vector<wan::PeerLink> links;      // one per peer site: the directed link towards it
   wan::WanOptions wan;
   wan::ShapedTransportOptions shaping;
-  PsServerOptions mirror_server;         // where the mirror service listens
+  PsServerOptions mirror_server;         // where the mirror service listens, when the endpoint starts it
   ThriftClientOptions client;            // towards the peers' mirror services
 };
 
 class WanEndpoint {
  public:
-  // `spec` and `shard` must outlive the endpoint. Errors of the parts
-  // (bad options: InvalidArgument; the mirror port: Unavailable).
+  // `spec` and `shard` must outlive the endpoint. `service`: a mirror
+  // service already listening for this shard (it must outlive the
+  // endpoint); null starts one on options.mirror_server. Errors of the
+  // parts (bad options: InvalidArgument; the mirror port: Unavailable).
   static Result<std::unique_ptr<WanEndpoint>> Start(const ModelSpec* spec, datacenter::Shard* shard,
-                                                    WanEndpointOptions options);
-  // Detaches from the shard and stops everything.
+                                                    WanEndpointOptions options, MirrorService* service = nullptr);
+  // Detaches from the shard and the mirror service and stops everything
+  // (the service too, if the endpoint started it).
   ~WanEndpoint();
 
-  MirrorAddressBook* peers() { return &book_; }
-  HostPort mirror_address() const { return server_->address(); }
+  MirrorAddressBook* peers() { return service_->peers(); }
+  HostPort mirror_address() const { return service_->address(); }
   wan::Replicator* replicator() { return replicator_.get(); }
   const wan::ShapedTransport* transport() const { return transport_.get(); }
 
@@ -61,10 +68,11 @@ class WanEndpoint {
   WanEndpoint() = default;
 
   datacenter::Shard* shard_ = nullptr;
-  MirrorAddressBook book_;
+  std::unique_ptr<MirrorService> own_service_;  // when Start was given none
+  MirrorService* service_ = nullptr;
   std::unique_ptr<wan::ShapedTransport> transport_;
   std::unique_ptr<wan::Replicator> replicator_;
-  std::unique_ptr<MirrorServer> server_;
+  bool receiving_ = false;  // the replicator is in the service's slot
 };
 
 }  // namespace geops::rpc

@@ -33,8 +33,15 @@ if not set(_geops.status_code_names()) <= set(_errors._BY_CODE):
 
 def init(model, *, site=None, worker=None, shards=None, topology=None, clocks=None, staleness=None,
          chunk_bytes=None, auth_token=None, out=None, rpc_timeout_ms=None, max_attempts=None,
-         retry_backoff_ms=None, heartbeat_ms=None):
+         retry_backoff_ms=None, heartbeat_ms=None, evaluate=None):
     """Connects ``model`` to its site and returns the registered Session.
+
+    ``evaluate(model) -> dict`` (optional) checks the site's replica at the
+    end: when the ``with`` block ends normally after the whole clock budget,
+    worker 0 of each site reads the final model (every worker of every site
+    included) into ``model`` and calls it; ``accuracy``, ``test_loss`` and any
+    other keys it returns go into the ``final`` event (and so into ``geops
+    launch``'s summary, per site).
 
     Arguments left as None come from the GEOPS_* environment variables, then
     from the topology file, then from the defaults (geops/config.py). Raises
@@ -47,7 +54,7 @@ def init(model, *, site=None, worker=None, shards=None, topology=None, clocks=No
                      staleness=staleness, chunk_bytes=chunk_bytes, auth_token=auth_token, out=out,
                      rpc_timeout_ms=rpc_timeout_ms, max_attempts=max_attempts,
                      retry_backoff_ms=retry_backoff_ms, heartbeat_ms=heartbeat_ms)
-    return Session(model, config)
+    return Session(model, config, evaluate=evaluate)
 
 
 __all__ = [

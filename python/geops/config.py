@@ -18,6 +18,12 @@
 3. the topology file, read by the same parser as ``geops site``;
 4. the defaults of the C++ client (common/options.h, common/model_spec.h).
 
+From the topology the config also learns where this worker stands, for
+splitting data between workers (torchrun's RANK and WORLD_SIZE):
+``site_index`` and ``num_sites``, ``workers`` (of this site), ``rank`` (this
+worker's index over every worker of every site, sites in topology order)
+and ``world_size``. Without a topology: one site, workers 0..worker.
+
 ``resolve`` returns a plain ``Config``; it does no I/O besides reading the
 topology file.
 """
@@ -47,6 +53,12 @@ class Config:
     heartbeat_ms: int = 1000
     max_attempts: int = 6            # tries per call while a shard is unavailable
     retry_backoff_ms: int = 20       # first back-off, doubled per retry up to 2 s
+    # Where this worker stands (from the topology; not settings).
+    site_index: int = 0
+    num_sites: int = 1
+    workers: int = 1
+    rank: int = 0
+    world_size: int = 1
 
 
 _ENV = {
@@ -100,6 +112,12 @@ def _apply_topology(cfg, given):
     if not 0 <= cfg.worker < site["workers"]:
         raise InvalidArgumentError(
             f"worker {cfg.worker} outside 0..{site['workers'] - 1} of site {cfg.site}")
+    names = [s["name"] for s in topo["sites"]]
+    cfg.site_index = names.index(cfg.site)
+    cfg.num_sites = len(names)
+    cfg.workers = site["workers"]
+    cfg.rank = sum(s["workers"] for s in topo["sites"][:cfg.site_index]) + cfg.worker
+    cfg.world_size = sum(s["workers"] for s in topo["sites"])
     if "shards" not in given:
         if site["base_port"] == 0:
             raise InvalidArgumentError(
@@ -110,10 +128,13 @@ def _apply_topology(cfg, given):
             f"{len(cfg.shards)} shard addresses given; site {cfg.site} has {site['shards']} shards")
 
 
+_DERIVED = {"site_index", "num_sites", "workers", "rank", "world_size"}
+
+
 def resolve(environ=None, **kwargs):
     """The Config for ``geops.init(**kwargs)`` under ``environ`` (default os.environ)."""
     environ = os.environ if environ is None else environ
-    unknown = set(kwargs) - set(Config.__dataclass_fields__)
+    unknown = set(kwargs) - (set(Config.__dataclass_fields__) - _DERIVED)
     if unknown:
         raise TypeError(f"geops.init() got unknown settings {sorted(unknown)}")
     given = {k: v for k, v in kwargs.items() if v is not None}
@@ -127,6 +148,9 @@ def resolve(environ=None, **kwargs):
     cfg = Config(**given)
     if cfg.topology:
         _apply_topology(cfg, given)
+    else:
+        cfg.rank = cfg.worker
+        cfg.workers = cfg.world_size = cfg.worker + 1
     if not cfg.shards:
         raise InvalidArgumentError("no shard addresses: set GEOPS_SHARDS or GEOPS_TOPOLOGY, or pass shards=")
     if cfg.clocks is not None and cfg.clocks < 0:

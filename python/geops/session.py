@@ -20,6 +20,7 @@ leave the session usable. Errors are geops.GeopsError subclasses.
 Not thread-safe: one thread drives a session.
 """
 
+import os
 import time
 
 from . import _geops
@@ -28,12 +29,27 @@ from .events import EventLog
 from .schema import tables_of, views
 
 
+def _exit_with_parent():
+    """Asks the kernel to end this process when its parent (``geops launch``)
+    dies, as the launcher's own children do (cli/exit_with_parent.cc)."""
+    import ctypes
+    import signal
+    PR_SET_PDEATHSIG = 1
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: the launcher's SIGTERM still ends the worker
+
+
 class Session:
     """Created by ``geops.init``; registered with the shards on return."""
 
-    def __init__(self, model, config):
+    def __init__(self, model, config, evaluate=None):
         self.model = model
         self.config = config
+        self._evaluate = evaluate
+        if os.environ.get("GEOPS_EXIT_WITH_PARENT") == "1":
+            _exit_with_parent()
         self._tables = tables_of(model)
         self._events = EventLog(config.site, config.worker, config.out)
         self._client = None
@@ -149,6 +165,7 @@ class Session:
             return
         try:
             if final:
+                self._check_replica()
                 self._emit_final()
         finally:
             self._close_quietly()
@@ -160,6 +177,32 @@ class Session:
         self.close(final=exc_type is None)
         return False
 
+    def _check_replica(self):
+        """Worker 0 of a site, at a clean end of the clock budget, reads the
+        site's final model (staleness 0 after every worker finished: the read
+        waits for every worker of the site and, with a WAN, for every peer
+        site's final updates) into the parameters and runs ``evaluate`` on it.
+        Its result goes into an ``eval`` event (final: true) and the ``final``
+        event: ``accuracy`` as test_accuracy, ``test_loss``, and any other key
+        as it is (e.g. counter_max_abs_error)."""
+        if self._evaluate is None or self.config.worker != 0:
+            return
+        if self.clocks is None or self.current_clock < self.clocks:
+            return
+        self._client.pull(views(self._tables), 0)
+        result = dict(self._evaluate(self.model) or {})
+        accuracy = result.pop("accuracy", None)
+        test_loss = result.pop("test_loss", None)
+        now = time.monotonic()
+        if accuracy is not None:
+            self._last["test_accuracy"] = float(accuracy)
+        if test_loss is not None:
+            self._last["test_loss"] = float(test_loss)
+        self._last["extra_final"] = result
+        self._emit("eval", clock=self.current_clock, final=True,
+                   test_accuracy=None if accuracy is None else float(accuracy),
+                   test_loss=None if test_loss is None else float(test_loss), t=now - self._start, **result)
+
     def _live(self):
         if self._client is None:
             raise FailedPreconditionError("the geops session is closed")
@@ -170,11 +213,13 @@ class Session:
 
     def _emit_final(self):
         s = self._client.stats()
+        fields = {"counter_expected": None, "counter_max_abs_error": None}
+        fields.update(self._last.get("extra_final", {}))
         self._emit("final", clocks=self.current_clock, wall_seconds=time.monotonic() - self._start,
                    final_loss=self._last.get("final_loss"), test_accuracy=self._last.get("test_accuracy"),
                    test_loss=self._last.get("test_loss"), lan_bytes_sent=s["bytes_sent"],
                    lan_bytes_received=s["bytes_received"], max_staleness_observed=s["max_staleness"],
-                   counter_expected=None, counter_max_abs_error=None, examples=self._examples,
+                   examples=self._examples, **fields,
                    read_wait_seconds=s["read_wait_seconds"], flush_seconds=s["flush_seconds"],
                    refreshes=s["refreshes"], cache_hits=s["cache_hits"], retries=s["retries"])
 

@@ -117,6 +117,67 @@ TEST(ShardHostTest, ALaterSchemaMustMatchAndTheErrorNamesTheTable) {
   EXPECT_TRUE(rig.host->RegisterSchema(1, model.spec, "").ok());
 }
 
+TEST(ShardHostTest, APeerCheckRefusalKeepsTheModelUnfixedAndIsAskedOnlyBeforeFixing) {
+  ShardOptions options = TestOptions(2, 2, 0);
+  std::unique_ptr<Shard> built;
+  int asked = 0;
+  bool fixed_while_asking = false;
+  ShardHost* self = nullptr;
+  Status peer_says = FailedPreconditionError("the model differs from the one site east trains: table 'w' ...");
+  auto made = ShardHost::AwaitingModel(
+      options,
+      [&](const ModelSpec& spec) -> Result<Shard*> {
+        GEOPS_ASSIGN_OR_RETURN(built, Shard::Create(spec, options));
+        return built.get();
+      },
+      [&](const ModelSpec&) {
+        ++asked;
+        // Fixed before the peers are asked: a peer asking now sees it.
+        fixed_while_asking = self->FixedModel().has_value();
+        return peer_says;
+      });
+  ASSERT_TRUE(made.ok());
+  std::unique_ptr<ShardHost> host = std::move(made).value();
+  self = host.get();
+  ClientModel model;
+  Status refused = host->RegisterSchema(0, model.spec, "").status();
+  EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.message().find("site east"), std::string::npos) << refused.message();
+  EXPECT_TRUE(fixed_while_asking);
+  EXPECT_FALSE(host->FixedModel().has_value());
+  EXPECT_EQ(host->shard(), nullptr);
+
+  peer_says = Status::Ok();
+  auto reply = host->RegisterSchema(0, model.spec, "");
+  ASSERT_TRUE(reply.ok());
+  ASSERT_TRUE(host->FixedModel().has_value());
+  EXPECT_EQ(host->FixedModel()->Fingerprint(), model.spec.Fingerprint());
+  EXPECT_EQ(asked, 2);
+  ASSERT_TRUE(host->InitValues(0, model.spec.Fingerprint(), reply->missing, model.Values(reply->missing), "").ok());
+  EXPECT_NE(host->shard(), nullptr);
+  // Fixed: later workers are compared with it here, the peers not asked again.
+  ASSERT_TRUE(host->RegisterSchema(1, model.spec, "").ok());
+  EXPECT_EQ(asked, 2);
+}
+
+TEST(ShardHostTest, AFailedHostRefusesEveryCallWithItsReason) {
+  HostRig rig(0);
+  ClientModel model;
+  auto reply = rig.host->RegisterSchema(0, model.spec, "");
+  ASSERT_TRUE(reply.ok());
+  ASSERT_TRUE(rig.host->InitValues(0, model.spec.Fingerprint(), reply->missing, model.Values(reply->missing), "").ok());
+  ASSERT_NE(rig.host->shard(), nullptr);
+
+  rig.host->Fail(FailedPreconditionError("site west trains another model: table 'w' has shape 12x16"));
+  EXPECT_EQ(rig.host->shard(), nullptr);
+  EXPECT_EQ(rig.host->NotReady().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(rig.host->NotReady().message().find("site west"), std::string::npos);
+  Status again = rig.host->RegisterSchema(1, model.spec, "").status();
+  EXPECT_NE(again.message().find("site west"), std::string::npos) << again.message();
+  EXPECT_NE(rig.host->InitValues(1, model.spec.Fingerprint(), {}, {}, "").status().message().find("site west"),
+            std::string::npos);
+}
+
 TEST(ShardHostTest, RefusesInitialValuesThatDoNotFitWithoutKeepingAny) {
   HostRig rig;
   ClientModel model;

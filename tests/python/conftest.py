@@ -33,10 +33,33 @@ def geops_bin():
 
 
 def write_topology(folder, *, layers=(4, 3, 2), shards=1, workers=1, clocks=5, staleness=0,
-                   chunk_kib=16, lease_ms=10000, rpc_timeout_ms=30000, site="py", workload="counter"):
+                   chunk_kib=16, lease_ms=10000, rpc_timeout_ms=30000, site="py", workload="counter",
+                   sites=None, wan_mode="asp"):
     """workload "counter": the site's own zero-initialised MLP of `layers`;
-    "client": the workers' model (layers unused)."""
+    "client": the workers' model (layers unused). `sites`: names of two or
+    more sites (instead of `site`), each with `shards` and `workers`, linked
+    at 100 Mbit/s and 5 ms, replicating with `wan_mode`."""
     path = os.path.join(folder, "topology.toml")
+    names = list(sites) if sites else [site]
+    site_lines = "".join(f"""[[sites]]
+name = "{n}"
+host = "127.0.0.1"
+shards = {shards}
+workers = {workers}
+""" for n in names)
+    wan_lines = ""
+    if len(names) > 1:
+        wan_lines = f"""[wan]
+mode = "{wan_mode}"
+staleness_ds = 2
+threshold = 0.0
+peer_lease_ms = {lease_ms}
+""" + "".join(f"""[[links]]
+src = "{a}"
+dst = "{b}"
+bandwidth_mbps = 100
+delay_ms = 5
+""" for i, a in enumerate(names) for b in names[i + 1:])
     model_lines = ('workload = "client"' if workload == "client" else
                    f'workload = "counter"\nlayers = [{", ".join(str(n) for n in layers)}]')
     with open(path, "w") as f:
@@ -50,12 +73,7 @@ clocks = {clocks}
 staleness = {staleness}
 worker_lease_ms = {lease_ms}
 rpc_timeout_ms = {rpc_timeout_ms}
-[[sites]]
-name = "{site}"
-host = "127.0.0.1"
-shards = {shards}
-workers = {workers}
-""")
+{wan_lines}{site_lines}""")
     return path
 
 
@@ -96,24 +114,31 @@ def events(lines):
 
 
 class Site:
-    """The shard processes of one site; `addresses` in shard order."""
+    """The shard processes of one site; `addresses` (and, with a peers file,
+    `mirrors`) in shard order; `readers` keep each shard's output."""
 
-    def __init__(self, topology, site, shards):
+    def __init__(self, topology, site, shards, peers_file=None):
         self.topology = topology
         self.site = site
         self.procs = []
+        self.readers = []
         self.addresses = []
+        self.mirrors = []
         for i in range(shards):
-            proc = subprocess.Popen(
-                [geops_bin(), "site", "--topology", topology, "--site", site, "--shard", str(i), "--port", "0"],
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            command = [geops_bin(), "site", "--topology", topology, "--site", site, "--shard", str(i), "--port", "0"]
+            if peers_file:
+                command += ["--mirror-port", "0", "--peers-file", peers_file]
+            proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             self.procs.append(proc)
             reader = LineReader(proc.stdout)
+            self.readers.append(reader)
             line = reader.wait_for(lambda l: l.startswith(EVENT_PREFIX) and '"listening"' in l, timeout=30)
             if line is None:
                 self.stop()
                 pytest.fail(f"shard {i} did not start listening: {''.join(reader.all)}")
-            self.addresses.append(events([line])[0]["address"])
+            listening = events([line])[0]
+            self.addresses.append(listening["address"])
+            self.mirrors.append(listening.get("mirror"))
 
     def kill_shard(self, i):
         self.procs[i].kill()
@@ -145,6 +170,32 @@ def start_site(tmp_path):
 
     yield start
     for site in sites:
+        site.stop()
+
+
+@pytest.fixture
+def start_sites(tmp_path):
+    """start_sites(names, **topology_settings) -> {name: Site}: every site of a
+    multi-site topology, each shard with a mirror port; the peers file that
+    tells them each other's mirrors is written once all listen, as `geops
+    launch` does. Every shard is stopped at the end."""
+    started = []
+
+    def start(names, **settings):
+        shards = settings.get("shards", 1)
+        topology = write_topology(str(tmp_path), sites=names, **settings)
+        peers_file = os.path.join(str(tmp_path), "peers.json")
+        sites = {}
+        for name in names:
+            sites[name] = Site(topology, name, shards, peers_file=peers_file)
+            started.append(sites[name])
+        with open(peers_file + ".tmp", "w") as f:
+            json.dump({"mirrors": {n: s.mirrors for n, s in sites.items()}}, f)
+        os.rename(peers_file + ".tmp", peers_file)
+        return sites
+
+    yield start
+    for site in started:
         site.stop()
 
 
