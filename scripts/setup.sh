@@ -11,7 +11,7 @@ packages=(
   libopenblas-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev nlohmann-json3-dev prometheus-cpp-dev
-  dataset-fashion-mnist
+  dataset-fashion-mnist jargon-text
   python3 python3-matplotlib
   python3-dev pybind11-dev python3-numpy python3-torch python3-pytest
 )
