@@ -45,19 +45,13 @@ WorkerClientOptions BuildClientOptions(const Topology& t, int worker) {
   o.rpc_timeout_ms = t.rpc_timeout_ms;
   o.heartbeat_ms = std::max<int64_t>(10, t.worker_lease_ms / 5);
   o.auth_token = t.auth_token;
+  o.retry_window_ms = t.retry_window_ms;
+  // A planned restart must fit in the window, whatever the topology says.
   double longest_restart_s = -1;
   for (const FaultSpec& f : t.faults) longest_restart_s = std::max(longest_restart_s, f.restart_after_s);
   if (longest_restart_s >= 0) {
-    // Back-off before attempt k (k >= 1): retry_backoff_ms * 2^(k-1), at most 2000 ms (worker/ps_client.cc).
-    const int64_t needed_ms = static_cast<int64_t>(longest_restart_s * 1000) + kRestartRetryMarginMs;
-    int64_t slept_ms = 0, backoff = o.retry_backoff_ms;
-    int attempts = 1;
-    while (slept_ms < needed_ms) {
-      slept_ms += backoff;
-      backoff = std::min<int64_t>(backoff * 2, 2000);
-      ++attempts;
-    }
-    o.max_attempts = std::max(o.max_attempts, attempts);
+    o.retry_window_ms = std::max<int64_t>(o.retry_window_ms,
+                                          static_cast<int64_t>(longest_restart_s * 1000) + kRestartRetryMarginMs);
   }
   return o;
 }

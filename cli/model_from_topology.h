@@ -23,10 +23,9 @@ ShardOptions BuildShardOptions(const Topology& topology, int site, int shard);
 // it in memory). REQUIRES: the topology validated (its durability parses).
 StorageOptions BuildStorageOptions(const Topology& topology, const std::string& data_dir);
 
-// With [[faults]] that restart shards, calls to a shard that is down are
-// retried (back-off doubling to 2 s) for at least the longest
-// restart_after_s plus kRestartRetryMarginMs, instead of the default few
-// attempts, so the workers ride out the restart.
+// Calls to a shard that is down are retried (back-off doubling to 2 s) for
+// [training] retry_window_ms; with [[faults]] that restart shards, for at
+// least the longest restart_after_s plus kRestartRetryMarginMs.
 WorkerClientOptions BuildClientOptions(const Topology& topology, int worker);
 inline constexpr int64_t kRestartRetryMarginMs = 60000;
 

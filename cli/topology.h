@@ -102,6 +102,10 @@ struct Topology {
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   int64_t worker_lease_ms = 10000;
   int64_t rpc_timeout_ms = 30000;
+  // How long a worker keeps retrying a shard that is unavailable (down,
+  // restarting) before it gives up: long enough for a supervisor to restart
+  // the shard.
+  int64_t retry_window_ms = 300000;
   std::string auth_token;         // optional shared secret for workers
   // The workers' own program (e.g. {"python3", "train.py"}), which `geops
   // launch` starts once per worker instead of `geops worker`, in the

@@ -176,6 +176,12 @@ int RunWorker(const WorkerArgs& args) {
                          trainer_options.progress_every_seconds,
                          topology->workload == "mlp" ? topology->batch_size : 0);
   trainer_options.progress_every_seconds = observer.trainer_period();
+  // A worker waiting out a shard's restart says so every few seconds.
+  (*client)->set_wait_callback([&observer, &s, worker = args.worker](ShardId shard, int64_t waited_ms,
+                                                                   const Status& last) {
+    observer.Emit({{"event", "waiting"}, {"site", s.name}, {"worker", worker}, {"shard", shard},
+                   {"waited_seconds", waited_ms / 1000.0}, {"reason", last.message()}});
+  });
   Status started = (*client)->Start();
   if (!started.ok()) {
     std::fprintf(stderr, "geops worker: %s\n", started.ToString().c_str());

@@ -53,8 +53,10 @@ Status WorkerClientOptions::Validate() const {
   if (worker_id < 0) return InvalidArgumentError("worker_id must be >= 0, got " + std::to_string(worker_id));
   if (staleness < kAsync) return InvalidArgumentError("staleness must be >= 0 or -1 (async), got " + std::to_string(staleness));
   if (rpc_timeout_ms < 1) return InvalidArgumentError("rpc_timeout_ms must be >= 1");
-  if (max_attempts < 1) return InvalidArgumentError("max_attempts must be >= 1");
+  if (retry_window_ms < 0) return InvalidArgumentError("retry_window_ms must be >= 0");
+  if (max_attempts < 0) return InvalidArgumentError("max_attempts must be >= 0 (0: only the retry window)");
   if (retry_backoff_ms < 0) return InvalidArgumentError("retry_backoff_ms must be >= 0");
+  if (max_backoff_ms < retry_backoff_ms) return InvalidArgumentError("max_backoff_ms must be >= retry_backoff_ms");
   if (heartbeat_ms < 1) return InvalidArgumentError("heartbeat_ms must be >= 1");
   return Status::Ok();
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <future>
 #include <string>
@@ -63,13 +64,31 @@ PsClient::~PsClient() {
 
 template <typename Fn>
 Status PsClient::CallShard(ShardId s, Fn&& call) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const auto window_end = start + std::chrono::milliseconds(options_.retry_window_ms);
+  auto next_note = start + std::chrono::milliseconds(kWaitNoteMs);
   int64_t backoff = options_.retry_backoff_ms;
   Status last;
-  for (int attempt = 0; attempt < options_.max_attempts; ++attempt) {
+  int attempt = 0;
+  for (;; ++attempt) {
     if (attempt > 0) {
+      const auto now = Clock::now();
+      const bool out_of_tries = options_.max_attempts > 0 && attempt >= options_.max_attempts;
+      if (out_of_tries || now >= window_end) break;
+      if (now >= next_note) {
+        // Still waiting: say so, so that an operator (or the launcher) sees
+        // a worker that waits for a shard's restart rather than a hung one.
+        const int64_t waited_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count();
+        spdlog::warn("worker {}: shard {} unavailable for {:.0f} s, retrying for up to {:.0f} s: {}",
+                     options_.worker_id, s, waited_ms / 1000.0, options_.retry_window_ms / 1000.0, last.message());
+        if (wait_callback_) wait_callback_(s, waited_ms, last);
+        next_note = now + std::chrono::milliseconds(kWaitNoteMs);
+      }
       retries_.fetch_add(1, std::memory_order_relaxed);
-      std::this_thread::sleep_for(std::chrono::milliseconds(backoff));
-      backoff = std::min<int64_t>(backoff * 2, 2000);
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(window_end - now).count();
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(backoff, std::max<int64_t>(left, 1))));
+      backoff = std::min<int64_t>(backoff * 2, options_.max_backoff_ms);
     }
     if (conns_[s] == nullptr) {
       auto conn = factory_->Connect(s);
@@ -94,8 +113,11 @@ Status PsClient::CallShard(ShardId s, Fn&& call) {
     }
     return last;
   }
-  return last.WithContext("shard " + std::to_string(s) + " after " +
-                          std::to_string(options_.max_attempts) + " attempts");
+  const double waited_s = std::chrono::duration<double>(Clock::now() - start).count();
+  char waited[32];
+  std::snprintf(waited, sizeof(waited), "%.1f", waited_s);
+  return last.WithContext("shard " + std::to_string(s) + " after " + std::to_string(attempt) + " attempts over " +
+                          waited + " s (retry window " + std::to_string(options_.retry_window_ms / 1000) + " s)");
 }
 
 template <typename Fn>

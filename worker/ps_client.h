@@ -13,8 +13,10 @@
 // fresh values every clock without waiting. The worker sees its own updates
 // (they are added to the cache when the clock is flushed).
 //
-// Calls that fail with Unavailable are retried with back-off up to
-// max_attempts; Aborted (the shard forgot the worker, e.g. it restarted)
+// Calls that fail with Unavailable are retried with capped exponential
+// back-off for the options' retry window (minutes by default: long enough
+// for a supervisor to restart a shard), logging (and telling the wait
+// callback) every few seconds while they wait; Aborted (the shard forgot the worker, e.g. it restarted)
 // re-registers and retries. Update batches carry (worker, clock), so a retry
 // is applied once. A background thread sends heartbeats on its own
 // connections so a long computation does not cost the worker its lease.
@@ -26,6 +28,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -116,6 +119,13 @@ class PsClient {
 
   PsClientStats stats() const;
 
+  // Called (on the calling thread) about every kWaitNoteMs while a call
+  // keeps retrying an unavailable shard: the shard, how long it has waited,
+  // the last refusal. Set before Start.
+  using WaitCallback = std::function<void(ShardId shard, int64_t waited_ms, const Status& last)>;
+  void set_wait_callback(WaitCallback callback) { wait_callback_ = std::move(callback); }
+  static constexpr int64_t kWaitNoteMs = 5000;
+
  private:
   PsClient(const ModelSpec& spec, int num_shards, const WorkerClientOptions& options,
            ShardConnectionFactory* factory);
@@ -159,6 +169,7 @@ class PsClient {
   mutable std::mutex stats_mu_;
   PsClientStats stats_;  // GUARDED_BY(stats_mu_), except bytes (from connections)
   std::atomic<int64_t> retries_{0};
+  WaitCallback wait_callback_;
 
   std::mutex hb_mu_;
   std::condition_variable hb_cv_;

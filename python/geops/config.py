@@ -14,6 +14,7 @@
    GEOPS_AUTH_TOKEN      token presented to the shards
    GEOPS_OUT             results folder (metrics/<site>-worker-<i>.jsonl)
    GEOPS_RPC_TIMEOUT_MS  deadline of one call, server-side waits included
+   GEOPS_RETRY_WINDOW_MS how long to keep retrying a shard that is down
 
 3. the topology file, read by the same parser as ``geops site``;
 4. the defaults of the C++ client (common/options.h, common/model_spec.h).
@@ -51,7 +52,8 @@ class Config:
     out: str = ""                    # "" writes no metrics file
     rpc_timeout_ms: int = 30000
     heartbeat_ms: int = 1000
-    max_attempts: int = 6            # tries per call while a shard is unavailable
+    retry_window_ms: int = 300000    # keep retrying a shard that is down this long (a supervisor restarts it)
+    max_attempts: int = 0            # also give up after this many tries; 0: only the window
     retry_backoff_ms: int = 20       # first back-off, doubled per retry up to 2 s
     # Where this worker stands (from the topology; not settings).
     site_index: int = 0
@@ -72,6 +74,7 @@ _ENV = {
     "auth_token": ("GEOPS_AUTH_TOKEN", str),
     "out": ("GEOPS_OUT", str),
     "rpc_timeout_ms": ("GEOPS_RPC_TIMEOUT_MS", int),
+    "retry_window_ms": ("GEOPS_RETRY_WINDOW_MS", int),
 }
 
 
@@ -97,7 +100,7 @@ def _shard_list(value):
 def _apply_topology(cfg, given):
     topo = _geops.load_topology(cfg.topology)
     for key in ("clocks", "staleness", "chunk_bytes", "auth_token", "rpc_timeout_ms",
-                "heartbeat_ms", "max_attempts", "retry_backoff_ms"):
+                "heartbeat_ms", "max_attempts", "retry_backoff_ms", "retry_window_ms"):
         if key not in given:
             setattr(cfg, key, topo[key])
     sites = {s["name"]: s for s in topo["sites"]}

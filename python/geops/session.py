@@ -64,7 +64,8 @@ class Session:
                 worker=config.worker, staleness=config.staleness, rpc_timeout_ms=config.rpc_timeout_ms,
                 heartbeat_ms=config.heartbeat_ms, max_attempts=config.max_attempts,
                 retry_backoff_ms=config.retry_backoff_ms, auth_token=config.auth_token,
-                chunk_bytes=config.chunk_bytes, topology=config.topology)
+                chunk_bytes=config.chunk_bytes, topology=config.topology,
+                retry_window_ms=config.retry_window_ms)
             self._client.start(views(self._tables))
             self._step = self.current_clock
             # The model starts from the site's values (a resumed worker from where it left off).

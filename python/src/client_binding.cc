@@ -133,7 +133,7 @@ class PyClient {
 std::unique_ptr<PyClient> MakeClient(const std::vector<TableTuple>& tables, const std::vector<std::string>& shards,
                                      int worker, int64_t staleness, int64_t rpc_timeout_ms, int64_t heartbeat_ms,
                                      int max_attempts, int64_t retry_backoff_ms, const std::string& auth_token,
-                                     int64_t chunk_bytes, const std::string& topology) {
+                                     int64_t chunk_bytes, const std::string& topology, int64_t retry_window_ms) {
   ClientConfig config;
   for (const auto& [name, rows, cols] : tables) config.tables.push_back(TableShape{name, rows, cols});
   config.shards = shards;
@@ -143,6 +143,7 @@ std::unique_ptr<PyClient> MakeClient(const std::vector<TableTuple>& tables, cons
   config.options.heartbeat_ms = heartbeat_ms;
   config.options.max_attempts = max_attempts;
   config.options.retry_backoff_ms = retry_backoff_ms;
+  config.options.retry_window_ms = retry_window_ms;
   config.options.auth_token = auth_token;
   config.chunk_bytes = chunk_bytes;
   if (!topology.empty()) {
@@ -159,7 +160,7 @@ void RegisterClient(py::module_& m) {
       .def(py::init(&MakeClient), py::kw_only(), py::arg("tables"), py::arg("shards"), py::arg("worker"),
            py::arg("staleness"), py::arg("rpc_timeout_ms"), py::arg("heartbeat_ms"), py::arg("max_attempts"),
            py::arg("retry_backoff_ms"), py::arg("auth_token"), py::arg("chunk_bytes"),
-           py::arg("topology") = "")
+           py::arg("topology") = "", py::arg("retry_window_ms") = WorkerClientOptions().retry_window_ms)
       .def("start", &PyClient::Start, py::arg("initial"), "Registers with every shard (blocks).")
       .def("pull", &PyClient::Pull, py::arg("out"), py::arg("staleness") = py::none(),
            "Makes the cache fresh (SSP, or the given staleness) and copies it into `out` (blocks).")

@@ -43,6 +43,7 @@ py::dict TopologyDict(const cli::Topology& t) {
   const WorkerClientOptions o = cli::BuildClientOptions(t, 0);
   d["heartbeat_ms"] = o.heartbeat_ms;
   d["max_attempts"] = o.max_attempts;
+  d["retry_window_ms"] = o.retry_window_ms;
   d["retry_backoff_ms"] = o.retry_backoff_ms;
   return d;
 }

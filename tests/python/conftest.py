@@ -34,11 +34,12 @@ def geops_bin():
 
 def write_topology(folder, *, layers=(4, 3, 2), shards=1, workers=1, clocks=5, staleness=0,
                    chunk_kib=16, lease_ms=10000, rpc_timeout_ms=30000, site="py", workload="counter",
-                   sites=None, wan_mode="asp"):
+                   sites=None, wan_mode="asp", storage=False):
     """workload "counter": the site's own zero-initialised MLP of `layers`;
     "client": the workers' model (layers unused). `sites`: names of two or
     more sites (instead of `site`), each with `shards` and `workers`, linked
-    at 100 Mbit/s and 5 ms, replicating with `wan_mode`."""
+    at 100 Mbit/s and 5 ms, replicating with `wan_mode`. `storage`: shards
+    keep their state in RocksDB stores under `folder`/data (fsync per tick)."""
     path = os.path.join(folder, "topology.toml")
     names = list(sites) if sites else [site]
     site_lines = "".join(f"""[[sites]]
@@ -47,6 +48,9 @@ host = "127.0.0.1"
 shards = {shards}
 workers = {workers}
 """ for n in names)
+    storage_lines = ""
+    if storage:
+        storage_lines = f'[storage]\ndata_dir = {json.dumps(os.path.join(folder, "data"))}\ndurability = "sync"\n'
     wan_lines = ""
     if len(names) > 1:
         wan_lines = f"""[wan]
@@ -73,7 +77,7 @@ clocks = {clocks}
 staleness = {staleness}
 worker_lease_ms = {lease_ms}
 rpc_timeout_ms = {rpc_timeout_ms}
-{wan_lines}{site_lines}""")
+{storage_lines}{wan_lines}{site_lines}""")
     return path
 
 
@@ -143,6 +147,15 @@ class Site:
     def kill_shard(self, i):
         self.procs[i].kill()
         self.procs[i].wait(timeout=10)
+
+    def restart_shard(self, i):
+        """Starts shard i again on the port it had, as a supervisor would."""
+        port = self.addresses[i].rsplit(":", 1)[1]
+        proc = subprocess.Popen([geops_bin(), "site", "--topology", self.topology, "--site", self.site,
+                                 "--shard", str(i), "--port", port],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.procs[i] = proc
+        self.readers[i] = LineReader(proc.stdout)
 
     def stop(self):
         for proc in self.procs:

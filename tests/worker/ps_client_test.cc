@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <thread>
 
 #include "tests/worker/local_connection.h"
@@ -35,6 +37,8 @@ class Site {
     o.staleness = staleness;
     o.rpc_timeout_ms = 5000;
     o.retry_backoff_ms = 1;
+    o.max_backoff_ms = 10;
+    o.retry_window_ms = 2000;
     o.heartbeat_ms = 50;
     auto c = PsClient::Create(spec_, static_cast<int>(raw_.size()), o, f);
     EXPECT_TRUE(c.ok()) << c.status().ToString();
@@ -188,15 +192,33 @@ TEST(PsClientTest, RetriesUnavailableAndLostRepliesApplyOnce) {
   EXPECT_GT(c->stats().retries, 0);
 }
 
-TEST(PsClientTest, GivesUpAfterMaxAttemptsWithTheLastError) {
+TEST(PsClientTest, WaitsOutAShardUnavailableWithinTheRetryWindow) {
   Site site(1, 1);
   FaultPlan faults;
   LocalConnectionFactory f(site.shards(), &faults);
   auto c = site.Client(0, 0, &f);
-  faults.fail_before = 1000;
+  int notes = 0;
+  c->set_wait_callback([&notes](ShardId, int64_t, const Status&) { ++notes; });
+  faults.fail_before = 60;  // about 0.6 s of refusals at the 10 ms back-off cap
+  EXPECT_TRUE(c->Refresh().ok());
+  EXPECT_GE(c->stats().retries, 60);
+  EXPECT_EQ(notes, 0);  // under kWaitNoteMs: nothing to report
+}
+
+TEST(PsClientTest, GivesUpAfterTheRetryWindowWithTheLastError) {
+  Site site(1, 1);
+  FaultPlan faults;
+  LocalConnectionFactory f(site.shards(), &faults);
+  auto c = site.Client(0, 0, &f);
+  faults.fail_before = 100000;
+  const auto start = std::chrono::steady_clock::now();
   Status st = c->Refresh();
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(st.code(), StatusCode::kUnavailable);
-  EXPECT_NE(st.message().find("attempts"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("attempts over"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("retry window 2 s"), std::string::npos) << st.message();
+  EXPECT_GE(waited, 1.9);
+  EXPECT_LT(waited, 10.0);
   faults.fail_before = 0;
 }
 
