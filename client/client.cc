@@ -49,6 +49,7 @@ WorkerClientOptions BuildWorkerOptions(const Options& o) {
   w.worker_id = o.worker;
   w.staleness = o.staleness;
   w.rpc_timeout_ms = o.rpc_timeout_ms;
+  w.retry_window_ms = o.retry_window_ms;
   w.heartbeat_ms = o.heartbeat_ms;
   w.auth_token = o.auth_token;
   ThrowIfError(w.Validate());

@@ -72,6 +72,7 @@ Options OptionsFromTopology(const std::string& topology_path, const std::string&
   }
   o.staleness = t.staleness;
   o.rpc_timeout_ms = t.rpc_timeout_ms;
+  o.retry_window_ms = t.retry_window_ms;
   // As `geops worker` does: several heartbeats per lease, so one lost
   // heartbeat does not cost the worker its place.
   o.heartbeat_ms = std::max<int64_t>(10, t.worker_lease_ms / 5);

@@ -39,9 +39,12 @@ struct Options {
   // of every worker of the site through clock c - s - 1 (waiting for slow
   // workers if needed). 0 is bulk synchronous; kAsync never waits.
   int64_t staleness = 0;
-  // Deadline of one call to a shard, server-side waits included. A shard
-  // that cannot be reached is retried with back-off before a call fails.
+  // Deadline of one call to a shard, server-side waits included.
   int64_t rpc_timeout_ms = 30000;
+  // A shard that cannot be reached (down, restarting) is retried with
+  // back-off (doubling to 2 s) for this long before a call fails: long
+  // enough for a supervisor to restart it.
+  int64_t retry_window_ms = 300000;
   // How often the client tells the shards it is alive while the application
   // computes; must be well below the site's worker lease.
   int64_t heartbeat_ms = 1000;
