@@ -9,6 +9,10 @@ GEOPS_* environment variables that geops.init reads:
     GEOPS_WORKER     its index within the site (0 .. workers - 1)
     GEOPS_SHARDS     host:port of the site's shards (when the topology has no base_port)
 
+From the topology, ps.config also knows the worker's rank among all the
+workers of all the sites and their number (ps.config.rank, .world_size, as
+torchrun's RANK and WORLD_SIZE), which split the training data.
+
 The loop is baseline.py's with ps.pull() before the forward pass, ps.push()
 and ps.clock() after opt.step(), and ps.report(...) for progress. Each worker
 samples its batches from its own shard of the training text; the parameter
@@ -18,26 +22,11 @@ many examples as baseline.py --steps W*C.
 
 import argparse
 import math
-import tomllib
 
 import torch
 
 import byte_lm
 import geops
-
-
-def place_in_topology(config):
-    """(site_index, sites, rank, world) of this worker: its site's position in
-    the topology, the number of sites, and its rank among all `world` workers
-    of all sites (site by site, in topology order). Used to shard the data."""
-    if not config.topology:
-        return 0, 1, 0, 1  # no topology: this worker alone, on all of the data
-    with open(config.topology, "rb") as f:
-        sites = tomllib.load(f)["sites"]
-    names = [s["name"] for s in sites]
-    workers = [s.get("workers", 1) for s in sites]
-    index = names.index(config.site)
-    return index, len(sites), sum(workers[:index]) + config.worker, sum(workers)
 
 
 def main():
@@ -65,16 +54,32 @@ def main():
     torch.manual_seed(args.seed)
     model = byte_lm.ByteTransformer(context=args.context)
 
+    validation = byte_lm.split(corpus)[1]
+
+    def final_check(model):
+        """Run by worker 0 of every site on its site's exact final values:
+        bits per byte over the whole validation set, reported as test_loss."""
+        bpb = byte_lm.bits_per_byte(model, validation, args.context)
+        print(f"validation {bpb:.4f} bits/byte", flush=True)
+        return {"test_loss": bpb}
+
     # geops.init registers the model's parameters (embeddings, every layer's
     # attention and feed-forward weights, ...) as tables with the site's
-    # shards and leaves the model holding the site's current values.
-    with geops.init(model, clocks=args.clocks) as ps:
+    # shards and leaves the model holding the site's current values. When the
+    # `with` block ends after the whole clock budget, worker 0 of every site
+    # waits for every worker (and every other site), reads the final values
+    # into `model` and calls final_check(model); its figures go into the
+    # final event (and geops launch's summary, per site).
+    with geops.init(model, clocks=args.clocks, evaluate=final_check) as ps:
         if ps.clocks is None:
             raise SystemExit("no clock budget: set [training] clocks in the topology, GEOPS_CLOCKS or --clocks")
-        site_index, sites, rank, world = place_in_topology(ps.config)
-        train, validation = byte_lm.split(corpus, rank=rank, world=world)
-        evaluator = rank == 0  # checks during training; every site's worker 0 checks its replica at the end
-        print(f"site {ps.config.site} ({site_index + 1} of {sites}), worker {ps.config.worker}: "
+        # Where this worker stands among all the workers of all the sites (as
+        # torchrun's RANK and WORLD_SIZE): it picks the worker's training shard.
+        cfg = ps.config
+        rank, world = cfg.rank, cfg.world_size
+        train = byte_lm.split(corpus, rank=rank, world=world)[0]
+        evaluator = rank == 0  # checks during training too
+        print(f"site {cfg.site} ({cfg.site_index + 1} of {cfg.num_sites}), worker {cfg.worker}: "
               f"training shard {rank} of {world} ({len(train):,} bytes), "
               f"{byte_lm.parameter_count(model):,} parameters, clocks {ps.current_clock}..{ps.clocks - 1}",
               flush=True)
@@ -103,15 +108,6 @@ def main():
             if evaluator and args.eval_every and (step + 1) % args.eval_every == 0 and step + 1 < ps.clocks:
                 bpb = byte_lm.bits_per_byte(model, validation, args.context, limit=args.eval_windows)
                 ps.report(test_loss=bpb)  # test_loss: validation bits per byte
-
-        if ps.config.worker == 0:
-            # Wait for every worker of this site to finish, read the exact
-            # final values of this site's replica and score the whole
-            # validation set with them.
-            ps.pull(staleness=0)
-            bpb = byte_lm.bits_per_byte(model, validation, args.context)
-            ps.report(test_loss=bpb)
-            print(f"site {ps.config.site}: validation {bpb:.4f} bits/byte", flush=True)
 
 
 if __name__ == "__main__":

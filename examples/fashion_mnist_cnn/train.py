@@ -9,6 +9,10 @@ GEOPS_* environment variables that geops.init reads:
     GEOPS_WORKER     its index within the site (0 .. workers - 1)
     GEOPS_SHARDS     host:port of the site's shards (when the topology has no base_port)
 
+From the topology, ps.config also knows the worker's rank among all the
+workers of all the sites and their number (ps.config.rank, .world_size, as
+torchrun's RANK and WORLD_SIZE), which split the training data.
+
 Compared with baseline.py, the training loop gains four calls: ps.pull()
 before the forward pass (fresh parameters from the site's shards), ps.push()
 after opt.step() (the change this step made), ps.clock() (ship it) and
@@ -19,27 +23,12 @@ as many as baseline.py makes with --steps W*C.
 """
 
 import argparse
-import tomllib
 
 import torch
 import torch.nn.functional as F
 
 import geops
 import fashion_mnist
-
-
-def place_in_topology(config):
-    """(site_index, sites, rank, world) of this worker: its site's position in
-    the topology, the number of sites, and its rank among all `world` workers
-    of all sites (site by site, in topology order). Used to split the data."""
-    if not config.topology:
-        return 0, 1, 0, 1  # no topology: this worker alone, on all of the data
-    with open(config.topology, "rb") as f:
-        sites = tomllib.load(f)["sites"]
-    names = [s["name"] for s in sites]
-    workers = [s.get("workers", 1) for s in sites]
-    index = names.index(config.site)
-    return index, len(sites), sum(workers[:index]) + config.worker, sum(workers)
 
 
 def main():
@@ -65,14 +54,27 @@ def main():
     torch.manual_seed(args.seed)
     model = fashion_mnist.Net()
 
+    def final_check(model):
+        """Run by worker 0 of every site on its site's exact final values."""
+        accuracy, test_loss = fashion_mnist.evaluate(model, test_x, test_y)
+        print(f"final test accuracy {accuracy:.4f}, test loss {test_loss:.4f}", flush=True)
+        return {"accuracy": accuracy, "test_loss": test_loss}
+
     # geops.init registers the model's parameters as tables with the site's
-    # shards and leaves the model holding the site's current values.
-    with geops.init(model, clocks=args.clocks) as ps:
+    # shards and leaves the model holding the site's current values. When the
+    # `with` block ends after the whole clock budget, worker 0 of every site
+    # waits for every worker (and every other site), reads the final values
+    # into `model` and calls final_check(model); its figures go into the
+    # final event (and geops launch's summary, per site).
+    with geops.init(model, clocks=args.clocks, evaluate=final_check) as ps:
         if ps.clocks is None:
             raise SystemExit("no clock budget: set [training] clocks in the topology, GEOPS_CLOCKS or --clocks")
-        site_index, sites, rank, world = place_in_topology(ps.config)
-        evaluator = rank == 0  # evaluates during training; every site's worker 0 checks its replica at the end
-        print(f"site {ps.config.site} ({site_index + 1} of {sites}), worker {ps.config.worker}: "
+        # Where this worker stands among all the workers of all the sites (as
+        # torchrun's RANK and WORLD_SIZE): it picks the worker's data slice.
+        cfg = ps.config
+        rank, world = cfg.rank, cfg.world_size
+        evaluator = rank == 0  # evaluates during training too
+        print(f"site {cfg.site} ({cfg.site_index + 1} of {cfg.num_sites}), worker {cfg.worker}: "
               f"data slice {rank} of {world}, {fashion_mnist.parameter_count(model):,} parameters, "
               f"clocks {ps.current_clock}..{ps.clocks - 1}", flush=True)
 
@@ -98,15 +100,6 @@ def main():
             if evaluator and args.eval_every and (step + 1) % args.eval_every == 0 and step + 1 < ps.clocks:
                 accuracy, test_loss = fashion_mnist.evaluate(model, test_x, test_y)
                 ps.report(accuracy=accuracy, test_loss=test_loss)
-
-        if ps.config.worker == 0:
-            # Wait for every worker of this site to finish and read the exact
-            # final values of this site's replica, then evaluate them.
-            ps.pull(staleness=0)
-            accuracy, test_loss = fashion_mnist.evaluate(model, test_x, test_y)
-            ps.report(accuracy=accuracy, test_loss=test_loss)
-            print(f"site {ps.config.site}: final test accuracy {accuracy:.4f}, test loss {test_loss:.4f}",
-                  flush=True)
 
 
 if __name__ == "__main__":
