@@ -240,9 +240,15 @@ int RunSite(const SiteArgs& args) {
   spdlog::info("site {} shard {}: signal {}, stopping", spec_site.name, args.shard, sig);
   Status stopped = Status::Ok();
   Status flushed = Status::Ok();
-  // The server's handler threads may still build the parts until it stops.
+  // A clean stop (SIGTERM from a supervisor or Kubernetes, SIGINT): reads
+  // waiting for other workers end now with Unavailable, which the workers
+  // retry until this shard is back; what is in flight finishes; the WAN
+  // side gets a few seconds to hand over its final updates; the store
+  // commits. The server's handler threads may still build the parts until
+  // it stops.
+  if (datacenter::Shard* serving = host->shard()) serving->BeginStop();
   if (parts.wan) parts.wan->Settle(5000);
-  stopped = (*server)->Stop(Deadline::InMs(5000));
+  stopped = (*server)->Stop(Deadline::InMs(10000));
   nlohmann::json stats = {{"shard_clock", 0}, {"model", "none registered"}};
   if (parts.shard) {
     flushed = parts.shard->Flush(Deadline::InMs(30000));

@@ -80,6 +80,8 @@ class ReadGate {
   // at once when nothing holds the chunks.
   virtual Status WaitReadable(std::span<const ChunkKey> keys, Clock shard_clock, bool site_finished,
                               Deadline deadline, double* waited) = 0;
+  // Ends every wait, now and later, with Unavailable(why) (the shard stops).
+  virtual void Interrupt(const std::string& why) = 0;
 };
 
 // One chunk of a site's own cumulative mass (ReplicaTarget::ResetOrigin).

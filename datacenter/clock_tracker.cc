@@ -123,6 +123,7 @@ Result<Clock> ClockTracker::WaitForClock(WorkerId worker, Clock reader_clock, in
                                          double* waited_seconds) {
   std::unique_lock<std::mutex> lock(mu_);
   GEOPS_RETURN_IF_ERROR(CheckRegisteredLocked(worker));
+  if (!interrupted_.empty()) return UnavailableError(interrupted_);
   Slot& self = slots_[worker];  // slots_ never resizes
   const SteadyClock::time_point start = SteadyClock::now();
   self.last_heard = start;
@@ -134,7 +135,7 @@ Result<Clock> ClockTracker::WaitForClock(WorkerId worker, Clock reader_clock, in
 
   ++self.reads_in_flight;  // the waiting reader is being heard from: no lease expiry
   SteadyClock::time_point now = start;
-  while (clock < required && now < deadline) {
+  while (clock < required && now < deadline && interrupted_.empty()) {
     advanced_.wait_until(lock, std::min({deadline, next_expiry, now + kMaxSleep}));
     now = SteadyClock::now();
     clock = ShardClockLocked(now, &next_expiry);
@@ -143,12 +144,21 @@ Result<Clock> ClockTracker::WaitForClock(WorkerId worker, Clock reader_clock, in
   self.last_heard = now;
   *waited_seconds += std::chrono::duration<double>(now - start).count();
   if (clock >= required) return clock;
+  if (!interrupted_.empty()) return UnavailableError(interrupted_);
   return DeadlineExceededError(
       "worker " + std::to_string(worker) + " read at clock " + std::to_string(reader_clock) +
       " with staleness " + std::to_string(staleness) + " needs shard clock >= " +
       std::to_string(required) + ", but shard " + std::to_string(shard_) + " is at clock " +
       std::to_string(clock) + " after waiting " + std::to_string(MsBetween(start, now)) +
       " ms; held back by " + HoldersLocked(worker, required, now));
+}
+
+void ClockTracker::Interrupt(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    interrupted_ = why.empty() ? "interrupted" : why;
+  }
+  advanced_.notify_all();
 }
 
 std::string ClockTracker::HoldersLocked(WorkerId reader, Clock required,

@@ -87,8 +87,13 @@ class ClockTracker {
   // back. While waiting the reader counts as heard. Adds the time spent
   // waiting to *waited_seconds (also on failure). Returns the shard clock.
   // REQUIRES: reader_clock >= 0, staleness >= kAsync.
+  // Unavailable(why) instead, at once, after Interrupt().
   Result<Clock> WaitForClock(WorkerId worker, Clock reader_clock, int64_t staleness,
                              SteadyClock::time_point deadline, double* waited_seconds);
+
+  // Ends every wait, now and later, with Unavailable(why): the shard is
+  // stopping and its readers should retry elsewhere or later.
+  void Interrupt(const std::string& why);
 
   Clock ShardClock() const;
 
@@ -131,6 +136,7 @@ class ClockTracker {
   const std::chrono::milliseconds lease_;
 
   mutable std::mutex mu_;
+  std::string interrupted_;  // GUARDED_BY(mu_); non-empty after Interrupt()
   std::condition_variable advanced_;  // signalled when a worker's clock moves or it finishes
   std::vector<Slot> slots_;           // GUARDED_BY(mu_)
 };

@@ -150,6 +150,12 @@ class ShardImpl final : public Shard {
     return reply;
   }
 
+  void BeginStop() override {
+    const std::string why = "shard " + std::to_string(options_.shard_id) + " is stopping";
+    tracker_.Interrupt(why);
+    if (ReadGate* gate = gate_.load(std::memory_order_acquire); gate != nullptr) gate->Interrupt(why);
+  }
+
   Result<UpdateReply> Update(WorkerId worker, Clock clock, std::span<const ChunkKey> keys,
                              std::span<const float> values) override {
     Status s = CheckWorker(worker);

@@ -159,6 +159,14 @@ class Shard : public ReplicaTarget {
   // store. Used at shutdown so that durability off loses nothing there.
   virtual Status Flush(Deadline deadline) = 0;
 
+  // For a clean stop: every read waiting now (for the site clock or the WAN
+  // gate), and every later one that would wait, ends at once with
+  // Unavailable "shard S is stopping", which a worker retries until the
+  // shard is back. Updates and clock advances are still taken (they do not
+  // wait for other workers), so what a worker sends before the server
+  // closes is kept. Irreversible.
+  virtual void BeginStop() = 0;
+
   // Replaces `out` with a copy of every chunk this shard owns, in key order;
   // used by inspection and tests. Not gated by the clock; each chunk is
   // copied atomically, the set of chunks is not.

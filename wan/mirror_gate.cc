@@ -125,12 +125,17 @@ Status MirrorGate::WaitReadable(std::span<const ChunkKey> keys, Clock shard_cloc
   auto now = SteadyClock::now();
   own_clock_ = std::max(own_clock_, shard_clock);
   local_finished_ = local_finished_ || site_finished;
+  if (!interrupted_.empty()) return UnavailableError(interrupted_);
   Hold hold = HoldLocked(keys, now);
   if (hold == Hold::kNone) return Status::Ok();
   ++stats_.reads_held;
   const auto start = now;
   auto last = now;
   while (hold != Hold::kNone) {
+    if (!interrupted_.empty()) {
+      if (waited != nullptr) *waited += std::chrono::duration<double>(now - start).count();
+      return UnavailableError(interrupted_);
+    }
     if (now >= deadline.when()) {
       ++stats_.reads_timed_out;
       std::string why = DescribeLocked(hold, keys, now);
@@ -150,6 +155,14 @@ Status MirrorGate::WaitReadable(std::span<const ChunkKey> keys, Clock shard_cloc
   }
   if (waited != nullptr) *waited += std::chrono::duration<double>(now - start).count();
   return Status::Ok();
+}
+
+void MirrorGate::Interrupt(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    interrupted_ = why.empty() ? "interrupted" : why;
+  }
+  changed_.notify_all();
 }
 
 void MirrorGate::SetOwnClock(Clock clock, bool local_finished) {

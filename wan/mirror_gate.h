@@ -71,6 +71,7 @@ class MirrorGate : public ReadGate {
   // `peers`: the other sites. ds < 0: no drift bound. lease > 0.
   MirrorGate(std::vector<SiteId> peers, int64_t ds, std::chrono::milliseconds lease);
 
+  void Interrupt(const std::string& why) override;
   Status WaitReadable(std::span<const ChunkKey> keys, Clock shard_clock, bool site_finished,
                       Deadline deadline, double* waited) override;
 
@@ -140,6 +141,7 @@ class MirrorGate : public ReadGate {
   const std::chrono::milliseconds lease_;
 
   mutable std::mutex mu_;
+  std::string interrupted_;  // GUARDED_BY(mu_); non-empty after Interrupt()
   mutable std::condition_variable changed_;
   Clock own_clock_ = 0;                      // GUARDED_BY(mu_)
   bool local_finished_ = false;              // GUARDED_BY(mu_)

@@ -175,5 +175,51 @@ TEST(ClientModelSiteTest, AWorkerBringsTheModelAndARestartedSiteKeepsIt) {
   for (int i = 0; i < 20; ++i) ASSERT_EQ(w->client->table(1)[i], model.b[i]) << i;
 }
 
+// SIGTERM (a supervisor's, or Kubernetes' stop) is a clean stop even while a
+// worker's read waits for a worker that never comes: the read ends at once
+// with Unavailable "shard 0 is stopping" (which a worker retries until the
+// shard is back) and the process commits and exits 0 within the grace.
+TEST(ClientModelSiteTest, SigtermStopsCleanlyWhileAReadWaits) {
+  const std::string dir = testing::FreshTestDir("client_model_sigterm");
+  const std::string topology = dir + "/client.toml";
+  std::ofstream(topology) << "[model]\nworkload = \"client\"\n"
+                             "[training]\nclocks = 10\nstaleness = 0\nrpc_timeout_ms = 60000\n"
+                             "[storage]\ndata_dir = \"" << dir << "/data\"\ndurability = \"sync\"\n"
+                             "[[sites]]\nname = \"local\"\nshards = 1\nworkers = 2\n";
+  const int port = FreePort();
+  UserModel model(1.0f);
+  SiteProcess site(topology, dir + "/store", port, dir + "/site.log");
+  auto w = StartWorker(port, model, 0);
+  ASSERT_TRUE(w.ok()) << w.status().ToString() << "\n" << testing::ReadFile(dir + "/site.log");
+  ASSERT_TRUE(w->client->Refresh().ok());
+  ASSERT_TRUE(w->client->Clock().ok());
+  // Worker 1 registers and never advances: worker 0's read at clock 1 waits.
+  rpc::ThriftClientOptions long_reads;
+  long_reads.rpc_timeout_ms = 60000;
+  auto factory = rpc::ThriftShardConnectionFactory::Create({"127.0.0.1:" + std::to_string(port)}, long_reads);
+  ASSERT_TRUE(factory.ok());
+  auto other = (*factory)->Connect(0);
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE((*other)->Register(1, model.spec.Fingerprint(), "").ok());
+
+  auto conn = (*factory)->Connect(0);
+  ASSERT_TRUE(conn.ok());
+  std::vector<ChunkKey> keys = model.spec.ChunksOfShard(0, 1);
+  std::vector<float> out(static_cast<size_t>(model.spec.total_elements()));
+  Status read;
+  std::thread reader([&] {
+    read = (*conn)->Read(0, 1, 0, keys, out.data(), 50000).status();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const auto start = std::chrono::steady_clock::now();
+  const int code = site.Stop();
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  reader.join();
+  EXPECT_EQ(code, 0) << testing::ReadFile(dir + "/site.log");
+  EXPECT_LT(took, 8.0);
+  EXPECT_EQ(read.code(), StatusCode::kUnavailable) << read.ToString();
+  EXPECT_NE(read.message().find("is stopping"), std::string::npos) << read.ToString();
+}
+
 }  // namespace
 }  // namespace geops::cli

@@ -50,10 +50,13 @@ struct CountingGate : ReadGate {
     last_clock = shard_clock;
     last_finished = finished;
     keys_seen = static_cast<int>(keys.size());
+    if (!interrupted.empty()) return UnavailableError(interrupted);
     if (refuse) return DeadlineExceededError("held by the test gate");
     *waited += 0.001;
     return Status::Ok();
   }
+  void Interrupt(const std::string& why) override { interrupted = why; }
+  std::string interrupted;
   std::atomic<int> calls{0};
   Clock last_clock = -1;
   bool last_finished = false;
