@@ -88,6 +88,26 @@ def test_nan_is_refused_before_sending(start_site):
             ps.push()
 
 
+def test_refused_repeated_push_keeps_the_staged_delta(start_site):
+    site = start_site(workers=1, clocks=10)
+    model = Mlp((4, 3, 2))
+    with connect(site, model=model) as ps:
+        ps.pull()
+        with torch.no_grad():
+            model.fc1.weight += 1.0
+        ps.push()
+        with torch.no_grad():
+            model.fc1.weight += 1.0
+            model.fc2.weight[1, 0] = math.inf
+        with pytest.raises(geops.InvalidArgumentError, match=r"'fc2.weight' holds inf at element 2 \(row 1, col 0\)"):
+            ps.push()
+        # The first push's delta is still the staged one.
+        ps.clock()
+        ps.pull(staleness=0)
+        assert float(model.fc1.weight.min()) == 1.0 and float(model.fc1.weight.max()) == 1.0
+        assert float(model.fc2.weight.abs().max()) == 0.0
+
+
 def test_float64_parameter_is_named(start_site):
     site = start_site(workers=1)
     with pytest.raises(geops.InvalidArgumentError, match=r"parameter 'fc1.weight' is torch.float64"):
