@@ -275,7 +275,8 @@ void PsClient::HeartbeatLoop() {
   }
 }
 
-Status PsClient::ReadShard(ShardId s, geops::Clock clock, int64_t staleness, geops::Clock* stamp) {
+Status PsClient::ReadShard(ShardId s, geops::Clock clock, int64_t staleness, geops::Clock* stamp,
+                           std::span<float* const> also_into) {
   const std::vector<ChunkKey>& keys = shard_keys_[s];
   if (keys.empty()) {
     *stamp = std::numeric_limits<geops::Clock>::max();
@@ -288,20 +289,27 @@ Status PsClient::ReadShard(ShardId s, geops::Clock clock, int64_t staleness, geo
     *stamp = r->shard_clock;
     return Status::Ok();
   }));
-  // Scatter the shard's chunks into the dense tables.
+  // Scatter the shard's chunks into the dense tables (and, while each chunk
+  // is still in the CPU's cache, into the caller's copy).
   for (ChunkKey k : keys) {
     const int64_t n = spec_.ChunkElements(k);
-    std::memcpy(cache_[k.table].data() + spec_.ChunkOffset(k), buf, n * sizeof(float));
+    const int64_t offset = spec_.ChunkOffset(k);
+    std::memcpy(cache_[k.table].data() + offset, buf, n * sizeof(float));
+    if (!also_into.empty()) std::memcpy(also_into[k.table] + offset, buf, n * sizeof(float));
     buf += n;
   }
   return Status::Ok();
 }
 
-Status PsClient::ReadAt(geops::Clock clock, int64_t staleness) {
+Status PsClient::ReadAt(geops::Clock clock, int64_t staleness, std::span<float* const> also_into) {
+  if (!also_into.empty() && static_cast<int64_t>(also_into.size()) != spec_.num_tables()) {
+    return InvalidArgumentError("ReadAt: " + std::to_string(also_into.size()) + " buffers for " +
+                                std::to_string(spec_.num_tables()) + " tables");
+  }
   const double start = NowSeconds();
   ++cache_version_;  // the shards' values overwrite the cache, even on error
   std::vector<geops::Clock> stamps(num_shards_, 0);
-  Status st = ForEachShard([&](ShardId s) { return ReadShard(s, clock, staleness, &stamps[s]); });
+  Status st = ForEachShard([&](ShardId s) { return ReadShard(s, clock, staleness, &stamps[s], also_into); });
   std::lock_guard<std::mutex> lock(stats_mu_);
   stats_.read_wait_seconds += NowSeconds() - start;
   if (!st.ok()) {
@@ -313,7 +321,7 @@ Status PsClient::ReadAt(geops::Clock clock, int64_t staleness) {
   return Status::Ok();
 }
 
-Status PsClient::Refresh() {
+Status PsClient::Refresh(std::span<float* const> also_into) {
   const int64_t s = options_.staleness;
   if (s != kAsync && cache_stamp_ >= 0 && cache_stamp_ >= clock_ - s) {
     std::lock_guard<std::mutex> lock(stats_mu_);
@@ -321,7 +329,7 @@ Status PsClient::Refresh() {
     stats_.max_staleness = std::max<int64_t>(stats_.max_staleness, clock_ - cache_stamp_);
     return Status::Ok();
   }
-  GEOPS_RETURN_IF_ERROR(ReadAt(clock_, s));
+  GEOPS_RETURN_IF_ERROR(ReadAt(clock_, s, also_into));
   std::lock_guard<std::mutex> lock(stats_mu_);
   stats_.max_staleness = std::max<int64_t>(stats_.max_staleness, std::max<geops::Clock>(0, clock_ - cache_stamp_));
   return Status::Ok();

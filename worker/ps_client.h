@@ -85,10 +85,15 @@ class PsClient {
 
   // Makes the cache fresh enough for the current clock (see above).
   // Blocks for at most rpc_timeout_ms per attempt.
-  Status Refresh();
+  // `also_into` (empty, or one dense row-major buffer per table): when the
+  // call reads from the shards, every chunk read is also written there, from
+  // the reply as it is scattered into the cache (a caller that keeps its own
+  // copy of the values, e.g. a framework's parameter tensors, saves a second
+  // pass over the whole model). Nothing is written there on a cache hit.
+  Status Refresh(std::span<float* const> also_into = {});
   // Reads from the shards at clock `clock` with staleness `staleness`,
   // whatever the cache holds (used for the final, exact read).
-  Status ReadAt(geops::Clock clock, int64_t staleness);
+  Status ReadAt(geops::Clock clock, int64_t staleness, std::span<float* const> also_into = {});
 
   // Moves whenever the cache's contents may have changed: by one at every
   // read from the shards (ReadAt, or a Refresh that reads, failed or not) and
@@ -141,7 +146,8 @@ class PsClient {
   // Runs fn(shard) for every shard in parallel and returns the first error.
   template <typename Fn>
   Status ForEachShard(Fn&& fn);
-  Status ReadShard(ShardId s, geops::Clock clock, int64_t staleness, geops::Clock* stamp);
+  Status ReadShard(ShardId s, geops::Clock clock, int64_t staleness, geops::Clock* stamp,
+                   std::span<float* const> also_into);
   Status FlushShard(ShardId s, bool finished);
   void HeartbeatLoop();
 

@@ -123,15 +123,22 @@ Status Client::Start(std::span<const TableView> initial) {
   return Status::Ok();
 }
 
-Status Client::Pull(int64_t staleness) {
+Status Client::Pull(int64_t staleness, std::span<const TableView> views) {
   GEOPS_RETURN_IF_ERROR(CheckStarted());
+  GEOPS_RETURN_IF_ERROR(CheckViews(views));
   if (staged_) {
     return FailedPreconditionError("pull() after push() in clock " + std::to_string(clock()) +
                                    ": call clock() first (a pull would overwrite the values the pushed "
                                    "delta was taken from)");
   }
-  if (staleness == kConfiguredStaleness) return client_->Refresh();
-  return client_->ReadAt(client_->clock(), staleness);
+  std::vector<float*> into(views.size());
+  for (size_t t = 0; t < views.size(); ++t) into[t] = views[t].data;
+  const uint64_t version = client_->cache_version();
+  GEOPS_RETURN_IF_ERROR(staleness == kConfiguredStaleness ? client_->Refresh(into)
+                                                          : client_->ReadAt(client_->clock(), staleness, into));
+  // A cache hit read nothing: the values come from the cache.
+  if (client_->cache_version() == version) return CopyOut(views);
+  return Status::Ok();
 }
 
 Status Client::CopyOut(std::span<const TableView> views) const {

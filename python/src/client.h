@@ -81,12 +81,16 @@ class Client {
   // started already; the shards' errors else (Start may then be retried).
   Status Start(std::span<const TableView> initial);
 
-  // Makes the cache fresh: with kConfiguredStaleness per SSP (a cache hit
-  // when allowed), else reads at the current clock with that staleness,
-  // waiting up to rpc_timeout_ms per attempt. Blocks; does not touch views.
-  // FailedPrecondition after StagePush in the same clock. (Pull, CopyOut,
-  // StagePush and Clock are FailedPrecondition before Start.)
-  Status Pull(int64_t staleness);
+  // Makes the cache fresh and copies it into `views`: with
+  // kConfiguredStaleness per SSP (a cache hit when allowed), else reads at
+  // the current clock with that staleness, waiting up to rpc_timeout_ms per
+  // attempt. A read from the shards writes each chunk into the cache and the
+  // views in one pass; a cache hit copies the cache. Blocks. On error (or
+  // cancellation) some chunks may have been written to both the cache and
+  // the views, never to one alone. FailedPrecondition after StagePush in
+  // the same clock. (Pull, CopyOut, StagePush and Clock are
+  // FailedPrecondition before Start.)
+  Status Pull(int64_t staleness, std::span<const TableView> views);
   // Copies the cache into `views`. InvalidArgument naming the table when a
   // size is wrong (nothing copied). Does not block.
   Status CopyOut(std::span<const TableView> views) const;

@@ -83,9 +83,7 @@ class PyClient {
     Client& c = client();
     Views v = TakeViews(out, c.spec());
     const int64_t s = staleness.value_or(Client::kConfiguredStaleness);
-    ThrowIfError(RunInterruptible(c.cancel_flag(), [&] { return c.Pull(s); }));
-    py::gil_scoped_release release;
-    ThrowIfError(c.CopyOut(v.tables));
+    ThrowIfError(RunInterruptible(c.cancel_flag(), [&] { return c.Pull(s, v.tables); }));
   }
 
   void Push(const py::list& in) {
