@@ -256,16 +256,12 @@ void Launcher::StartWorkers() {
       ChildRole role;
       role.site = s;
       role.index = w;
-      if (!o_.topology.command.empty()) {
-        // The user's own script, as torchrun starts one: GEOPS_* tell it who it is.
-        role.argv = o_.topology.command;
-        role.cwd = std::filesystem::path(o_.topology_path).parent_path().string();
-        WorkerEnvArgs env{s, w, shards, o_.topology_path, o_.out_dir, o_.python_path};
-        role.env = CommandWorkerEnv(o_.topology, env, environ);
-      } else {
-        role.argv = {o_.geops_binary, "worker", "--topology", o_.topology_path, "--site", site.name, "--worker",
-                     std::to_string(w), "--shards", shards, "--out", o_.out_dir, "--exit-with-parent"};
-      }
+      WorkerCommand command = BuildWorkerCommand(
+          o_.topology, WorkerEnvArgs{s, w, shards, o_.topology_path, o_.out_dir, o_.python_path}, o_.geops_binary,
+          environ);
+      role.argv = std::move(command.argv);
+      role.env = std::move(command.env);
+      role.cwd = std::move(command.cwd);
       if (SpawnChild(site.name + "-worker-" + std::to_string(w), std::move(role)) < 0) return;
       ++total;
     }

@@ -38,6 +38,21 @@ std::vector<std::string> CommandWorkerEnv(const Topology& t, const WorkerEnvArgs
   return out;
 }
 
+WorkerCommand BuildWorkerCommand(const Topology& t, const WorkerEnvArgs& a, const std::string& geops_binary,
+                                 char** base) {
+  WorkerCommand c;
+  if (t.command.empty()) {
+    c.argv = {geops_binary, "worker", "--topology", a.topology_path, "--site", t.sites[a.site].name, "--worker",
+              std::to_string(a.worker), "--shards", a.shards, "--out", a.out_dir, "--exit-with-parent"};
+    return c;
+  }
+  // The user's own program, as torchrun starts one: GEOPS_* tell it who it is.
+  c.argv = t.command;
+  c.env = CommandWorkerEnv(t, a, base);
+  c.cwd = std::filesystem::path(a.topology_path).parent_path().string();
+  return c;
+}
+
 std::string FindPythonPackage(const std::string& geops_binary) {
   namespace fs = std::filesystem;
   std::error_code ec;

@@ -37,6 +37,18 @@ struct WorkerEnvArgs {
 // "NAME=value" entries: `base` (e.g. environ) with the variables above set.
 std::vector<std::string> CommandWorkerEnv(const Topology& t, const WorkerEnvArgs& args, char** base);
 
+// How `geops launch` starts worker `args.worker` of site `args.site`: the
+// topology's [training] command, in the topology file's folder, with the
+// variables above; or, without one, `geops_binary worker ...` in the
+// launcher's folder and environment (env and cwd empty).
+struct WorkerCommand {
+  std::vector<std::string> argv;
+  std::vector<std::string> env;
+  std::string cwd;
+};
+WorkerCommand BuildWorkerCommand(const Topology& t, const WorkerEnvArgs& args, const std::string& geops_binary,
+                                 char** base);
+
 // The folder that holds the geops Python package built or installed next to
 // `geops_binary` (build tree: <build>/python; installed: <prefix>/lib/geops/python),
 // or "" when there is none.
