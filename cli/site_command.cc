@@ -221,6 +221,9 @@ int RunSite(const SiteArgs& args) {
   auto server = rpc::PsServer::Start(host.get(), server_options);
   if (!server.ok()) {
     std::fprintf(stderr, "geops site: %s\n", server.status().ToString().c_str());
+    // No mirror call may reach the host once it goes.
+    if (mirror) mirror->service()->Stop(Deadline::InMs(10000)).IgnoreError();
+    host_ptr.store(nullptr, std::memory_order_release);
     return 1;
   }
   const std::string address = spec_site.host + ":" + std::to_string((*server)->port());
