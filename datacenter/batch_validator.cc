@@ -58,7 +58,9 @@ Status BatchValidator::CheckKeys(std::span<const ChunkKey> keys, const char* wha
 }
 
 Status BatchValidator::CheckRead(std::span<const ChunkKey> keys, int64_t* total_elements) const {
-  return CheckKeys(keys, "read", total_elements);
+  GEOPS_RETURN_IF_ERROR(CheckKeys(keys, "read", total_elements));
+  // One chunk named many times would make a small request a huge reply.
+  return CheckNoRepeats(keys, "read");
 }
 
 Status BatchValidator::CheckNoRepeats(std::span<const ChunkKey> keys, const char* what) const {
@@ -71,7 +73,7 @@ Status BatchValidator::CheckNoRepeats(std::span<const ChunkKey> keys, const char
   auto repeat = std::adjacent_find(sorted.begin(), sorted.end());
   if (repeat == sorted.end()) return Status::Ok();
   return InvalidArgumentError(std::string(what) + ": " + ChunkName(*spec_, *repeat) +
-                              " appears more than once; send one delta per chunk");
+                              " appears more than once; name each chunk once");
 }
 
 Status BatchValidator::CheckFinite(std::span<const ChunkKey> keys, std::span<const float> values,
@@ -100,6 +102,9 @@ Status BatchValidator::CheckFinite(std::span<const ChunkKey> keys, std::span<con
 Status BatchValidator::CheckValues(std::span<const ChunkKey> keys, std::span<const float> values,
                                    const char* what) const {
   GEOPS_RETURN_IF_ERROR(CheckBytes(static_cast<int64_t>(values.size()) * int64_t{sizeof(float)}, what));
+  // An empty batch would take the (worker, clock) slot of the real one,
+  // which would then be dropped as a duplicate.
+  if (keys.empty()) return InvalidArgumentError(std::string(what) + ": the batch names no chunks");
   int64_t expected = 0;
   GEOPS_RETURN_IF_ERROR(CheckKeys(keys, what, &expected));
   GEOPS_RETURN_IF_ERROR(CheckNoRepeats(keys, what));

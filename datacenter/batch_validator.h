@@ -32,13 +32,13 @@ class BatchValidator {
   // chunks ModelSpec::ShardOf gives it.
   BatchValidator(const ModelSpec* spec, ShardId shard, int num_shards, int64_t max_batch_bytes);
 
-  // Checks the keys of a read: each exists and is owned by this shard, and
-  // the reply fits in max_batch_bytes. Repeats are allowed. On success sets
+  // Checks the keys of a read: each exists, is owned by this shard and is
+  // named once, and the reply fits in max_batch_bytes. On success sets
   // *total_elements to the sum of ChunkElements.
   Status CheckRead(std::span<const ChunkKey> keys, int64_t* total_elements) const;
 
-  // Checks a batch of chunk values in full: keys as for a read, no key
-  // repeated, values.size() equal to the sum of ChunkElements, every value
+  // Checks a batch of chunk values in full: at least one key, keys as for a
+  // read, values.size() equal to the sum of ChunkElements, every value
   // finite. `what` starts each message ("update batch", "initial values").
   Status CheckValues(std::span<const ChunkKey> keys, std::span<const float> values,
                      const char* what = "update batch") const;

@@ -106,7 +106,7 @@ class Shard : public ReplicaTarget {
   virtual Result<RegisterReply> RegisterWorker(WorkerId worker, uint64_t model_fingerprint,
                                                const std::string& auth_token) = 0;
 
-  // Copies the chunks `keys` (all owned by this shard; repeats allowed) into
+  // Copies the chunks `keys` (all owned by this shard, each named once) into
   // `out`, in order, back to back (ChunkElements floats each). Blocks until
   // the shard clock is >= clock - staleness, or until `deadline` (capped by
   // max_read_wait_ms), then DeadlineExceeded naming the reader's clock, the

@@ -146,6 +146,31 @@ TEST(ShardSspTest, AsyncReadNeverWaits) {
   EXPECT_TRUE(r.ok()) << r.status().ToString();
 }
 
+// A chunk named twice would let a small request ask for a huge reply (one
+// chunk named 262,144 times); an empty update batch would take the clock's
+// slot of the worker's real batch, which would then be dropped as a duplicate.
+TEST(ShardSspTest, RefusesAReadNamingAChunkTwiceAndAnEmptyUpdate) {
+  const ModelSpec spec = TestModel();
+  auto shard = MakeShard(spec, TestOptions(1, 2, 1));
+  ASSERT_TRUE(shard->RegisterWorker(0, 0, "").ok());
+  const testing::ShardSnapshot snap = SnapshotOf(*shard);
+  std::vector<ChunkKey> keys = {snap.front().first, snap.back().first, snap.front().first};
+  std::vector<float> buf(ElementsOf(spec, keys), -1.0f);
+  auto r = shard->Read(0, 0, 0, keys, buf.data(), Deadline::InMs(1000));
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("appears more than once"), std::string::npos) << r.status().ToString();
+
+  auto empty = shard->Update(0, 0, {}, {});
+  EXPECT_EQ(empty.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(empty.status().message().find("names no chunks"), std::string::npos) << empty.status().ToString();
+  // The worker's real batch for clock 0 is still applied.
+  std::vector<ChunkKey> one = {snap.front().first};
+  std::vector<float> delta(ElementsOf(spec, one), 1.0f);
+  auto real = shard->Update(0, 0, one, delta);
+  ASSERT_TRUE(real.ok()) << real.status().ToString();
+  EXPECT_TRUE(real->applied);
+}
+
 TEST(ShardSspTest, ReadCopiesChunksInRequestOrder) {
   const ModelSpec spec = TestModel();
   auto shard = MakeShard(spec, TestOptions(1, 2, 1));
@@ -153,7 +178,6 @@ TEST(ShardSspTest, ReadCopiesChunksInRequestOrder) {
   const testing::ShardSnapshot snap = SnapshotOf(*shard);
   std::vector<ChunkKey> keys;
   for (auto it = snap.rbegin(); it != snap.rend(); ++it) keys.push_back(it->first);
-  keys.push_back(snap.back().first);  // a repeat is fine for a read
   std::vector<float> buf(ElementsOf(spec, keys), -1.0f);
   ASSERT_TRUE(shard->Read(0, 0, 0, keys, buf.data(), Deadline::InMs(1000)).ok());
   size_t offset = 0;

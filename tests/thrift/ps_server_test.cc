@@ -91,15 +91,17 @@ TEST(PsServerTest, RoundTripsEveryCall) {
   ASSERT_TRUE(conn->Read(0, 1, 0, keys, after.data(), 1000).ok());
   for (size_t i = 0; i < after.size(); ++i) ASSERT_FLOAT_EQ(after[i], expected[i] + delta[i]) << i;
 
-  // A partial read in any order, with a repeat.
-  std::vector<ChunkKey> some = {ChunkKey{1, 0}, ChunkKey{0, 2}, ChunkKey{1, 0}};
+  // A partial read in any order; a chunk named twice is refused.
+  std::vector<ChunkKey> some = {ChunkKey{1, 0}, ChunkKey{0, 2}};
   std::vector<float> part(ElementsOf(*spec, some));
   ASSERT_TRUE(conn->Read(0, 1, kAsync, some, part.data(), 0).ok());
   // In `after` (key order) w's 160 floats come first, then b's 5.
   std::vector<float> want(after.begin() + 160, after.begin() + 165);
   want.insert(want.end(), after.begin() + 128, after.begin() + 160);
-  want.insert(want.end(), after.begin() + 160, after.begin() + 165);
   EXPECT_EQ(part, want);
+  std::vector<ChunkKey> twice = {ChunkKey{1, 0}, ChunkKey{0, 2}, ChunkKey{1, 0}};
+  std::vector<float> ignored(ElementsOf(*spec, twice));
+  EXPECT_EQ(conn->Read(0, 1, kAsync, twice, ignored.data(), 0).status().code(), StatusCode::kInvalidArgument);
 
   EXPECT_TRUE(conn->Heartbeat(0).ok());
   Result<ShardStatus> st = conn->GetStatus();
@@ -116,7 +118,7 @@ TEST(PsServerTest, RoundTripsEveryCall) {
   EXPECT_TRUE(st->workers[0].live);
 
   worker::TransferStats ts = conn->stats();
-  EXPECT_EQ(ts.calls, 9);
+  EXPECT_EQ(ts.calls, 10);  // the refused read counts too
   EXPECT_EQ(ts.retries, 0);
   EXPECT_GT(ts.bytes_sent, static_cast<int64_t>(2 * delta.size() * sizeof(float)));
   EXPECT_GT(ts.bytes_received, static_cast<int64_t>(2 * values.size() * sizeof(float)));
