@@ -12,7 +12,7 @@ import sys
 
 from conftest import HERE, geops_bin
 
-SCRIPT = os.path.join(HERE, "workers", "launch_counter_worker.py")
+SCRIPT = os.path.join(HERE, "workers", "client_counter_worker.py")
 
 
 def write(folder, clocks, faults=""):

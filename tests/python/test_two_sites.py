@@ -37,7 +37,7 @@ def test_every_site_counts_exactly_from_the_first_workers_initial_values(start_s
     sites = start_sites(SITES, workload="client", shards=2, workers=workers, clocks=clocks, staleness=1,
                         chunk_kib=1)
     results = run_workers(sites, "client_counter_worker.py", tmp_path, workers,
-                          TEST_TOTAL_WORKERS=workers * len(SITES), TEST_SEED=7)
+                          TEST_SEED=7)
     for who, record, _ in results:
         assert record["clocks"] == clocks, who
         assert record["max_abs_error"] == 0.0, f"{who}: {record}"

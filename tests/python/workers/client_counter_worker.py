@@ -1,10 +1,12 @@
-"""Counter worker over a model of its own (topology workload "client"): the
+"""Counter worker over a model of its own (topology workload "client"), as a
+user's script runs by hand or under `geops launch` ([training] command): the
 model starts from seeded values in multiples of 1/8 (so that every sum below
 is exact in float32), and every clock the worker adds exactly 1.0 to every
-element. At the end it reads the final model (which waits for every worker of
-every site) and records how far it is from initial + 1.0 x all workers x
-clocks. TEST_SEED, TEST_TOTAL_WORKERS (of all sites) and TEST_RESULT (a JSON
-file) come from the test."""
+element. At the end every worker reads the final model (which waits for every
+worker of every site) and checks it is initial + 1.0 x world_size x clocks;
+worker 0 of each site also reports that check through ``evaluate`` (the
+launcher's summary). Settings from the GEOPS_* variables; TEST_SEED (model
+seed) and TEST_RESULT (a JSON file for the check) from the test, if set."""
 
 import json
 import os
@@ -20,9 +22,21 @@ with torch.no_grad():
     for p in model.parameters():
         p.copy_(torch.randint(-64, 64, p.shape).float() / 8)
 initial = [p.detach().clone() for p in model.parameters()]
-total_workers = int(os.environ["TEST_TOTAL_WORKERS"])
+config = geops.resolve()
+
+
+def max_error(m, clocks):
+    added = config.world_size * clocks
+    return max(float((p.detach() - (p0 + added)).abs().max()) for p, p0 in zip(m.parameters(), initial))
+
+
+def evaluate(m):
+    return {"counter_expected": float(config.world_size * config.clocks),
+            "counter_max_abs_error": max_error(m, config.clocks)}
+
+
 record = {}
-with geops.init(model) as ps:
+with geops.init(model, evaluate=evaluate) as ps:
     for step in ps.steps():
         ps.pull()
         with torch.no_grad():
@@ -30,12 +44,9 @@ with geops.init(model) as ps:
                 p += 1.0
         ps.push()
         ps.clock()
-        ps.report(loss=0.0)
+        ps.report(loss=0.0, examples=1)
     ps.pull(staleness=0)
-    clocks = ps.current_clock
-    errors = [float((p.detach() - (p0 + total_workers * clocks)).abs().max())
-              for p, p0 in zip(model.parameters(), initial)]
-    record["max_abs_error"] = max(errors)
-    record["clocks"] = clocks
-with open(os.environ["TEST_RESULT"], "w") as f:
-    json.dump(record, f)
+    record = {"max_abs_error": max_error(model, ps.current_clock), "clocks": ps.current_clock}
+if os.environ.get("TEST_RESULT"):
+    with open(os.environ["TEST_RESULT"], "w") as f:
+        json.dump(record, f)
