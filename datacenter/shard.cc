@@ -150,6 +150,8 @@ class ShardImpl final : public Shard {
     return reply;
   }
 
+  void CountRefused() override { rejected_.fetch_add(1, std::memory_order_relaxed); }
+
   void BeginStop() override {
     const std::string why = "shard " + std::to_string(options_.shard_id) + " is stopping";
     tracker_.Interrupt(why);

@@ -104,6 +104,7 @@ Result<datacenter::Shard*> PsHandler::ServingShard() const {
 template <typename Body>
 void PsHandler::Serve(std::string_view call, Body&& body) {
   Status status;
+  handed_to_ = nullptr;
   try {
     status = body();
   } catch (const std::bad_alloc&) {
@@ -114,6 +115,11 @@ void PsHandler::Serve(std::string_view call, Body&& body) {
     status = InternalError("unexpected exception serving " + std::string(call));
   }
   if (status.ok()) return;
+  // A refusal made here, before the shard had the call, counts in the
+  // shard's requests_rejected too (the shard counts its own).
+  if (handed_to_ == nullptr) {
+    if (datacenter::Shard* shard = host_->shard()) shard->CountRefused();
+  }
   spdlog::log(LogLevel(status.code()), "shard {}: {} from {} refused: {}",
               host_->options().shard_id, call, peer_, status.ToString());
   throw ToGeopsError(status);
@@ -122,6 +128,7 @@ void PsHandler::Serve(std::string_view call, Body&& body) {
 void PsHandler::registerWorker(gen::RegisterReply& reply, const gen::RegisterRequest& req) {
   Serve("registerWorker", [&]() -> Status {
     GEOPS_ASSIGN_OR_RETURN(datacenter::Shard * shard, ServingShard());
+    handed_to_ = shard;
     GEOPS_ASSIGN_OR_RETURN(
         RegisterReply r,
         shard->RegisterWorker(req.worker_id, static_cast<uint64_t>(req.model_fingerprint),
@@ -158,6 +165,7 @@ Status PsHandler::DoRead(datacenter::Shard* shard, gen::ReadReply& reply, const 
     bounce.resize(static_cast<size_t>(elements));
     out = bounce.data();
   }
+  handed_to_ = shard;
   Result<ReadReply> r = shard->Read(req.worker_id, req.clock, req.staleness, keys, out, deadline);
   if (r.ok() && !bounce.empty()) {
     std::memcpy(reply.values.data(), bounce.data(), static_cast<size_t>(bytes));
@@ -193,6 +201,7 @@ Status PsHandler::DoUpdate(datacenter::Shard* shard, gen::UpdateReply& reply,
                                 " floats, expected " + std::to_string(elements) + " for " +
                                 std::to_string(keys.size()) + " chunks");
   }
+  handed_to_ = shard;
   GEOPS_ASSIGN_OR_RETURN(UpdateReply r, shard->Update(req.worker_id, req.clock, keys, values));
   reply.applied = r.applied;
   reply.shard_clock = r.shard_clock;
@@ -202,6 +211,7 @@ Status PsHandler::DoUpdate(datacenter::Shard* shard, gen::UpdateReply& reply,
 void PsHandler::clock(gen::ClockReply& reply, const gen::ClockRequest& req) {
   Serve("clock", [&]() -> Status {
     GEOPS_ASSIGN_OR_RETURN(datacenter::Shard * shard, ServingShard());
+    handed_to_ = shard;
     GEOPS_ASSIGN_OR_RETURN(Clock c, shard->AdvanceClock(req.worker_id, req.clock, req.finished));
     reply.shard_clock = c;
     return Status::Ok();
@@ -211,6 +221,7 @@ void PsHandler::clock(gen::ClockReply& reply, const gen::ClockRequest& req) {
 void PsHandler::heartbeat(int32_t worker_id) {
   Serve("heartbeat", [&]() -> Status {
     GEOPS_ASSIGN_OR_RETURN(datacenter::Shard * shard, ServingShard());
+    handed_to_ = shard;
     return shard->Heartbeat(worker_id);
   });
 }

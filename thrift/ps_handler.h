@@ -57,6 +57,9 @@ class PsHandler : public gen::ParameterServerIf {
 
   datacenter::ShardHost* const host_;
   const std::string peer_;
+  // The shard of the call in progress once it was handed over (the shard
+  // counts its own refusals); Serve counts the others in the shard.
+  datacenter::Shard* handed_to_ = nullptr;
 };
 
 class PsHandlerFactory : public gen::ParameterServerIfFactory {

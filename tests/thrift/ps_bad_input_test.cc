@@ -73,6 +73,21 @@ class BadInputTest : public ::testing::Test {
   ShardSnapshot before_;
 };
 
+// A refusal made by the RPC layer (here a payload that is not whole floats,
+// caught before the shard sees the call) counts in requests_rejected like
+// the shard's own refusals, once each.
+TEST_F(BadInputTest, RefusalsBeforeTheShardCountInRequestsRejected) {
+  RawClient raw(server_->port());
+  gen::UpdateReply up;
+  Status torn = CallRaw([&] { raw->update(up, Update({ChunkKey{0, 0}}, std::string(7, '\0'))); });
+  EXPECT_EQ(torn.code(), StatusCode::kInvalidArgument) << torn.ToString();
+  EXPECT_EQ(shard_->GetStatus().requests_rejected, 1);
+  Status unknown = CallRaw([&] { raw->update(up, Update({ChunkKey{9, 0}}, std::string(256, '\0'))); });
+  EXPECT_EQ(unknown.code(), StatusCode::kInvalidArgument) << unknown.ToString();
+  EXPECT_EQ(shard_->GetStatus().requests_rejected, 2);
+  ExpectUnchangedAndServing();
+}
+
 TEST_F(BadInputTest, UnknownTableOrChunkIsRefused) {
   RawClient raw(server_->port());
   gen::UpdateReply up;
