@@ -59,6 +59,16 @@ std::optional<std::string> StringField(const nlohmann::json& event, const char* 
   return it->get<std::string>();
 }
 
+int PortOf(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return -1;
+  try {
+    return std::stoi(address.substr(colon + 1));
+  } catch (...) {
+    return -1;
+  }
+}
+
 std::string DumpJsonLine(const nlohmann::json& value) {
   return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }

@@ -36,6 +36,9 @@ ChildLine ParseChildLine(std::string_view line);
 std::optional<double> NumberField(const nlohmann::json& event, const char* key);
 std::optional<int64_t> IntField(const nlohmann::json& event, const char* key);
 std::optional<std::string> StringField(const nlohmann::json& event, const char* key);
+// The port of a "host:port" address a child announced (its `listening`
+// event), or -1.
+int PortOf(const std::string& address);
 
 // One line of JSON; invalid UTF-8 is replaced rather than thrown on.
 std::string DumpJsonLine(const nlohmann::json& value);

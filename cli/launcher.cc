@@ -62,17 +62,6 @@ struct FaultTimer {
 
 uint64_t ToMs(double s) { return s <= 0 ? 1 : static_cast<uint64_t>(s * 1000.0); }
 
-// "host:port" -> port, or -1.
-int PortOf(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos) return -1;
-  try {
-    return std::stoi(address.substr(colon + 1));
-  } catch (...) {
-    return -1;
-  }
-}
-
 class Launcher {
  public:
   explicit Launcher(const LauncherOptions& o)

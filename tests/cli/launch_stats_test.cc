@@ -36,6 +36,13 @@ json Final(const std::string& site, int worker, double loss, int64_t sent, int64
               {"counter_max_abs_error", json()},     {"examples", 3200}};
 }
 
+TEST(ChildEventTest, PortOfAnAnnouncedAddress) {
+  EXPECT_EQ(PortOf("127.0.0.1:7700"), 7700);
+  EXPECT_EQ(PortOf("[::1]:9000"), 9000);
+  EXPECT_EQ(PortOf("no-port"), -1);
+  EXPECT_EQ(PortOf("host:x"), -1);
+}
+
 TEST(ChildEventTest, ClassifiesPlainEventAndMalformedLines) {
   EXPECT_EQ(ParseChildLine("hello").kind, ChildLineKind::kPlain);
   EXPECT_EQ(ParseChildLine("@geops").kind, ChildLineKind::kPlain);
