@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "cli/client_options.h"  // BuildClientOptions, with the other option builders
 #include "cli/topology.h"
 #include "common/model_spec.h"
 #include "common/options.h"
@@ -22,12 +23,6 @@ ShardOptions BuildShardOptions(const Topology& topology, int site, int shard);
 // The storage options of a shard whose store lives in `data_dir` ("" keeps
 // it in memory). REQUIRES: the topology validated (its durability parses).
 StorageOptions BuildStorageOptions(const Topology& topology, const std::string& data_dir);
-
-// Calls to a shard that is down are retried (back-off doubling to 2 s) for
-// [training] retry_window_ms; with [[faults]] that restart shards, for at
-// least the longest restart_after_s plus kRestartRetryMarginMs.
-WorkerClientOptions BuildClientOptions(const Topology& topology, int worker);
-inline constexpr int64_t kRestartRetryMarginMs = 60000;
 
 // Worker `worker` of site `site`: its data share, whether it evaluates.
 worker::TrainerOptions BuildTrainerOptions(const Topology& topology, int site, int worker);

@@ -7,6 +7,7 @@
 #include <string>
 #include <system_error>
 
+#include "cli/client_options.h"
 #include "cli/topology.h"
 #include "client/throw_status.h"
 #include "geops/options.h"
@@ -70,13 +71,13 @@ Options OptionsFromTopology(const std::string& topology_path, const std::string&
   if (s.base_port != 0) {
     for (int i = 0; i < s.shards; ++i) o.shards.push_back(s.host + ":" + std::to_string(s.base_port + i));
   }
-  o.staleness = t.staleness;
-  o.rpc_timeout_ms = t.rpc_timeout_ms;
-  o.retry_window_ms = t.retry_window_ms;
-  // As `geops worker` does: several heartbeats per lease, so one lost
-  // heartbeat does not cost the worker its place.
-  o.heartbeat_ms = std::max<int64_t>(10, t.worker_lease_ms / 5);
-  o.auth_token = t.auth_token;
+  // The settings `geops worker` and the Python package derive, derived once.
+  const WorkerClientOptions w = cli::BuildClientOptions(t, worker);
+  o.staleness = w.staleness;
+  o.rpc_timeout_ms = w.rpc_timeout_ms;
+  o.retry_window_ms = w.retry_window_ms;
+  o.heartbeat_ms = w.heartbeat_ms;
+  o.auth_token = w.auth_token;
   o.chunk_bytes = t.chunk_kib * 1024;
   o.clocks = t.clocks;
   return o;

@@ -1,0 +1,24 @@
+// The worker client options a topology implies (staleness, timeouts, retry
+// window, heartbeat, token), shared by `geops worker`, the Python package
+// and the C++ client library so that they derive them one way. A pure
+// function of a Topology; thread-compatible.
+#ifndef GEOPS_CLI_CLIENT_OPTIONS_H_
+#define GEOPS_CLI_CLIENT_OPTIONS_H_
+
+#include <cstdint>
+
+#include "cli/topology.h"
+#include "common/options.h"
+
+namespace geops::cli {
+
+// Calls to a shard that is down are retried (back-off doubling to 2 s) for
+// [training] retry_window_ms; with [[faults]] that restart shards, for at
+// least the longest restart_after_s plus kRestartRetryMarginMs. Heartbeats
+// come several times per worker lease.
+WorkerClientOptions BuildClientOptions(const Topology& topology, int worker);
+inline constexpr int64_t kRestartRetryMarginMs = 60000;
+
+}  // namespace geops::cli
+
+#endif  // GEOPS_CLI_CLIENT_OPTIONS_H_
