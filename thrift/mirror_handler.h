@@ -35,9 +35,9 @@ inline constexpr int64_t kMaxNoticeKeys = int64_t{1} << 22;
 // model is fixed: the fingerprint is 0 (heartbeats unchecked) until it is.
 struct MirrorModelInfo {
   std::atomic<uint64_t> fingerprint{0};
-  // The model fixed or served (schema only), nullopt while none is; empty:
-  // the `schema` call answers with the fingerprint's absence. Set before the
-  // server starts.
+  // The model fixed or served (schema only), nullopt while none is. Empty
+  // (a server that serves no client-defined model): `schema` answers that
+  // no model is fixed. Set before the server starts.
   std::function<std::optional<ModelSpec>()> schema;
   // Called (from a handler thread) when a peer's heartbeat names another
   // model than this shard's: two sites fixed different client-defined
