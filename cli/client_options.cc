@@ -22,4 +22,26 @@ WorkerClientOptions BuildClientOptions(const Topology& t, int worker) {
   return o;
 }
 
+Result<std::vector<std::string>> SiteShardAddresses(const Topology& topology, int site, const std::string& shards) {
+  const SiteSpec& s = topology.sites.at(static_cast<size_t>(site));
+  std::vector<std::string> addresses;
+  if (shards.empty()) {
+    if (s.base_port == 0) return InvalidArgumentError("site " + s.name + " has no base_port; pass --shards");
+    for (int i = 0; i < s.shards; ++i) addresses.push_back(s.host + ":" + std::to_string(s.base_port + i));
+    return addresses;
+  }
+  size_t start = 0;
+  while (start <= shards.size()) {
+    size_t comma = shards.find(',', start);
+    if (comma == std::string::npos) comma = shards.size();
+    addresses.push_back(shards.substr(start, comma - start));
+    start = comma + 1;
+  }
+  if (static_cast<int>(addresses.size()) != s.shards) {
+    return InvalidArgumentError("--shards names " + std::to_string(addresses.size()) + " addresses, site " + s.name +
+                                " has " + std::to_string(s.shards) + " shards");
+  }
+  return addresses;
+}
+
 }  // namespace geops::cli

@@ -4,6 +4,7 @@
 #ifndef GEOPS_CLI_COMMANDS_H_
 #define GEOPS_CLI_COMMANDS_H_
 
+#include <cstdint>
 #include <string>
 
 namespace geops::cli {
@@ -48,9 +49,31 @@ struct WorkerArgs {
   std::string shards;     // "host:port,host:port" in shard order; empty: from the topology
   std::string out_dir;    // metrics JSONL goes to OUT/metrics/
   bool exit_with_parent = false;  // see ExitWithParent
+  double progress_every_s = 0.5;  // seconds between progress events
 };
 // Runs one worker's training to the end.
 int RunWorker(const WorkerArgs& args);
+
+// `geops worker --check`: prints the site's replica per table, registering
+// no worker; for the counter workload 0 only when every value is the exact
+// end count (polling up to `wait_seconds` for it), else 1; 2 for bad
+// arguments or configuration.
+int RunCheck(const WorkerArgs& args, double wait_seconds);
+
+struct ChaosArgs {
+  std::string topology_path;
+  std::string out_dir;
+  uint64_t seed = 1;
+  int kills = 5;
+  int drain_kills = 1;
+  std::string kinds = "worker,shard,site";
+  int64_t restart_min_ms = 1000;
+  int64_t restart_max_ms = 10000;
+  double stall_bound_s = 120;
+  double timeout_s = 1800;
+};
+// Kills and restarts the processes of a topology at random (cli/chaos.h).
+int RunChaosCommand(const ChaosArgs& args);
 
 struct TraceShowArgs {
   std::string topology_path;

@@ -21,14 +21,38 @@ int BadArgs(const std::string& message) {
   return 2;
 }
 
-std::string Absolute(const std::string& path) {
+}  // namespace
+
+std::string AbsolutePath(const std::string& path) {
   std::error_code ec;
   std::filesystem::path abs = std::filesystem::absolute(path, ec);
   return ec ? path : abs.lexically_normal().string();
 }
 
-// Each child holds a log file and three pipes open in the launcher; a large
-// topology needs more descriptors than the usual soft limit of 1024.
+Result<std::string> ResolveGeopsBinary(const std::string& given) {
+  std::string binary = given;
+  if (binary.empty()) {
+    char buf[4096];
+    size_t size = sizeof(buf);
+    if (uv_exepath(buf, &size) != 0) return InvalidArgumentError("cannot find the geops executable's own path");
+    binary.assign(buf, size);
+  }
+  if (::access(binary.c_str(), X_OK) != 0) {
+    return InvalidArgumentError("cannot execute " + binary + ": " + std::strerror(errno));
+  }
+  return AbsolutePath(binary);
+}
+
+Status MakeResultsFolder(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir)) {
+    return InvalidArgumentError("cannot create results folder " + dir + ": " +
+                                (ec ? ec.message() : std::string("not a directory")));
+  }
+  return Status::Ok();
+}
+
 void RaiseOpenFileLimit() {
   struct rlimit rl;
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
@@ -36,8 +60,6 @@ void RaiseOpenFileLimit() {
     setrlimit(RLIMIT_NOFILE, &rl);
   }
 }
-
-}  // namespace
 
 int RunLaunch(const LaunchArgs& args) {
   if (args.topology_path.empty()) return BadArgs("missing topology file");
@@ -49,30 +71,16 @@ int RunLaunch(const LaunchArgs& args) {
   Result<Topology> topology = LoadTopology(args.topology_path);
   if (!topology.ok()) return BadArgs(topology.status().message());
 
-  std::string binary = args.geops_binary;
-  if (binary.empty()) {
-    char buf[4096];
-    size_t size = sizeof(buf);
-    if (uv_exepath(buf, &size) != 0) return BadArgs("cannot find the geops executable's own path");
-    binary.assign(buf, size);
-  }
-  if (::access(binary.c_str(), X_OK) != 0) {
-    return BadArgs("cannot execute " + binary + ": " + std::strerror(errno));
-  }
-
-  std::error_code ec;
-  std::filesystem::create_directories(args.out_dir, ec);
-  if (ec || !std::filesystem::is_directory(args.out_dir)) {
-    return BadArgs("cannot create results folder " + args.out_dir + ": " +
-                   (ec ? ec.message() : std::string("not a directory")));
-  }
+  Result<std::string> binary = ResolveGeopsBinary(args.geops_binary);
+  if (!binary.ok()) return BadArgs(binary.status().message());
+  if (Status made = MakeResultsFolder(args.out_dir); !made.ok()) return BadArgs(made.message());
   RaiseOpenFileLimit();
 
   LauncherOptions o;
   o.topology = std::move(topology).value();
-  o.topology_path = Absolute(args.topology_path);
-  o.out_dir = Absolute(args.out_dir);
-  o.geops_binary = Absolute(binary);
+  o.topology_path = AbsolutePath(args.topology_path);
+  o.out_dir = AbsolutePath(args.out_dir);
+  o.geops_binary = *binary;
   o.python_path = FindPythonPackage(o.geops_binary);
   o.timeout_seconds = args.timeout_seconds;
   o.listen_timeout_seconds = args.listen_timeout_seconds;

@@ -12,6 +12,8 @@
 
 #include <string>
 
+#include "common/status.h"
+
 namespace geops::cli {
 
 struct LaunchArgs {
@@ -32,6 +34,20 @@ struct LaunchArgs {
 //   130  interrupted by SIGINT (143 by SIGTERM): everything was stopped and a
 //        partial summary.json (with "interrupted": true) written.
 int RunLaunch(const LaunchArgs& args);
+
+// `path` made absolute and normal (as is when that fails).
+std::string AbsolutePath(const std::string& path);
+
+// The program to spawn for `site` and `worker`: `given`, or this executable
+// when empty; absolute, and checked to be executable (InvalidArgument why not).
+Result<std::string> ResolveGeopsBinary(const std::string& given);
+
+// Creates `dir` (mkdir -p); InvalidArgument naming it when that fails.
+Status MakeResultsFolder(const std::string& dir);
+
+// Each child holds a log file and three pipes open in the supervisor; a
+// large topology needs more descriptors than the usual soft limit of 1024.
+void RaiseOpenFileLimit();
 
 }  // namespace geops::cli
 

@@ -4,7 +4,9 @@
 //   geops site   --topology T --site S --shard I [--port P] [--data-dir D]
 //   geops inspect DATA_DIR                  show what a shard's store holds
 //   geops worker --topology T --site S --worker W [--shards H:P,...]
+//   geops worker --check --topology T --site S [--wait SECONDS]   check a site's replica
 //   geops trace show TOPOLOGY.toml          print the effective WAN link table
+//   geops chaos TOPOLOGY.toml --out DIR     kill and restart processes at random; check the end state
 //
 // Exit codes: 0 success, 1 runtime failure, 2 bad arguments or configuration;
 // `launch` returns 130 / 143 when stopped by SIGINT / SIGTERM.
@@ -66,12 +68,40 @@ int main(int argc, char** argv) {
   CLI::App* worker_cmd = app.add_subcommand("worker", "Run one training worker");
   worker_cmd->add_option("--topology", worker.topology_path, "Topology TOML file")->required();
   worker_cmd->add_option("--site", worker.site, "Site name")->required();
-  worker_cmd->add_option("--worker", worker.worker, "Worker index within the site")
-      ->required()->check(CLI::NonNegativeNumber);
+  CLI::Option* worker_index = worker_cmd->add_option("--worker", worker.worker, "Worker index within the site")
+                                  ->check(CLI::NonNegativeNumber);
+  bool check = false;
+  double check_wait = 0;
+  worker_cmd->add_flag("--check", check,
+                       "Print the site's replica per table instead of training (no worker registers); for the "
+                       "counter workload exit 0 only when every value is exact");
+  worker_cmd->add_option("--wait", check_wait, "With --check: poll up to this many seconds for an exact counter")
+      ->check(CLI::NonNegativeNumber);
   worker_cmd->add_option("--shards", worker.shards, "Shard addresses host:port,... in shard order");
   worker_cmd->add_option("--out", worker.out_dir, "Results folder");
+  worker_cmd->add_option("--progress-every", worker.progress_every_s, "Seconds between progress events")
+      ->check(CLI::PositiveNumber);
   worker_cmd->add_flag("--exit-with-parent", worker.exit_with_parent,
                        "Stop when standard input closes (set by geops launch)");
+
+  geops::cli::ChaosArgs chaos;
+  CLI::App* chaos_cmd = app.add_subcommand(
+      "chaos", "Run a topology's processes as a supervisor would, kill and restart them at random, check the end");
+  chaos_cmd->add_option("topology", chaos.topology_path, "Topology TOML file (fixed ports, sync storage, counter)")
+      ->required();
+  chaos_cmd->add_option("--out", chaos.out_dir, "Results folder (chaos.json, events.jsonl, logs)")->required();
+  chaos_cmd->add_option("--seed", chaos.seed, "Seed of the kill schedule");
+  chaos_cmd->add_option("--kills", chaos.kills, "Kills in all")->check(CLI::NonNegativeNumber);
+  chaos_cmd->add_option("--drain-kills", chaos.drain_kills, "Of them, kills once a worker has finished")
+      ->check(CLI::NonNegativeNumber);
+  chaos_cmd->add_option("--kinds", chaos.kinds, "Victims to choose from: worker,shard,site");
+  chaos_cmd->add_option("--restart-min-ms", chaos.restart_min_ms, "Shortest delay before a restart")
+      ->check(CLI::NonNegativeNumber);
+  chaos_cmd->add_option("--restart-max-ms", chaos.restart_max_ms, "Longest delay before a restart")
+      ->check(CLI::NonNegativeNumber);
+  chaos_cmd->add_option("--stall-bound", chaos.stall_bound_s, "Fail when a worker advances no clock this long, s")
+      ->check(CLI::PositiveNumber);
+  chaos_cmd->add_option("--timeout", chaos.timeout_s, "Fail when the run takes longer, s")->check(CLI::PositiveNumber);
 
   try {
     app.parse(argc, argv);
@@ -87,6 +117,12 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("[%H:%M:%S.%e] [%l] %v");
 
   if (*launch_cmd) return geops::cli::RunLaunch(launch);
+  if (*chaos_cmd) return geops::cli::RunChaosCommand(chaos);
+  if (*worker_cmd && check) return geops::cli::RunCheck(worker, check_wait);
+  if (*worker_cmd && worker_index->count() == 0) {
+    std::fprintf(stderr, "geops worker: --worker is required (or --check)\n");
+    return 2;
+  }
   site.data_dir_given = data_dir_opt->count() > 0;
   if (*site_cmd) return geops::cli::RunSite(site);
   if (*inspect_cmd) return geops::cli::RunInspect(inspect);

@@ -124,27 +124,12 @@ int RunWorker(const WorkerArgs& args) {
                  s.workers - 1, s.name.c_str());
     return 2;
   }
-  std::vector<std::string> addresses;
-  if (args.shards.empty()) {
-    if (s.base_port == 0) {
-      std::fprintf(stderr, "geops worker: site %s has no base_port; pass --shards\n", s.name.c_str());
-      return 2;
-    }
-    for (int i = 0; i < s.shards; ++i) addresses.push_back(s.host + ":" + std::to_string(s.base_port + i));
-  } else {
-    size_t start = 0;
-    while (start <= args.shards.size()) {
-      size_t comma = args.shards.find(',', start);
-      if (comma == std::string::npos) comma = args.shards.size();
-      addresses.push_back(args.shards.substr(start, comma - start));
-      start = comma + 1;
-    }
-  }
-  if (static_cast<int>(addresses.size()) != s.shards) {
-    std::fprintf(stderr, "geops worker: --shards names %zu addresses, site %s has %d shards\n",
-                 addresses.size(), s.name.c_str(), s.shards);
+  auto listed = SiteShardAddresses(*topology, *site, args.shards);
+  if (!listed.ok()) {
+    std::fprintf(stderr, "geops worker: %s\n", listed.status().message().c_str());
     return 2;
   }
+  const std::vector<std::string>& addresses = *listed;
   auto model = BuildModelSpec(*topology);
   if (!model.ok()) {
     std::fprintf(stderr, "geops worker: %s\n", model.status().ToString().c_str());
@@ -160,6 +145,7 @@ int RunWorker(const WorkerArgs& args) {
     return 2;
   }
   worker::TrainerOptions trainer_options = BuildTrainerOptions(*topology, *site, args.worker);
+  trainer_options.progress_every_seconds = args.progress_every_s;
   auto client = worker::PsClient::Create(*model, s.shards, BuildClientOptions(*topology, args.worker),
                                          factory->get());
   if (!client.ok()) {

@@ -71,11 +71,13 @@ struct WorkerClientOptions {
   int64_t rpc_timeout_ms = 30000;   // deadline of one RPC, server-side waits included
   // A shard that answers Unavailable (down, restarting, not ready) is tried
   // again with capped exponential back-off for retry_window_ms (long enough
-  // for a supervisor to restart it) before the call gives up.
+  // for a supervisor to restart it) before the call gives up. A read the
+  // shard held past rpc_timeout_ms (DeadlineExceeded: waiting for a live
+  // worker or peer site that is behind) is asked again within the same window.
   int64_t retry_window_ms = 300000;
   int max_attempts = 0;             // also give up after this many tries; 0 = only the window
   int64_t retry_backoff_ms = 20;    // first back-off, doubled per retry
-  int64_t max_backoff_ms = 2000;    // cap of the back-off
+  int64_t max_backoff_ms = 500;     // cap of the back-off: a restarted shard is used within it
   int64_t heartbeat_ms = 1000;      // heartbeat period while idle
   std::string auth_token;           // presented at registration
 

@@ -66,6 +66,23 @@ struct ShardStatus {
   std::vector<WorkerState> workers;
 };
 
+// What one shard holds of one table (Shard::Summarize): the values as they
+// are now, not waiting for any clock.
+struct TableSummary {
+  TableId table = 0;
+  int64_t elements = 0;
+  double min = 0;        // over the finite values; 0 when there are none
+  double max = 0;
+  double sum = 0;        // of the finite values
+  int64_t nonfinite = 0;  // NaN or +-Inf
+};
+
+struct ReplicaSummary {
+  ShardId shard_id = 0;
+  Clock shard_clock = 0;
+  std::vector<TableSummary> tables;  // tables with chunks on the shard, by id
+};
+
 }  // namespace geops
 
 #endif  // GEOPS_COMMON_PS_TYPES_H_

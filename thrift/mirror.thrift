@@ -65,6 +65,7 @@ struct MirrorHeartbeat {
   2: i32 shard_id,
   3: i64 model_fingerprint,  // 0 skips the check
   4: i64 incarnation,
+  5: i64 boot,               // the sending process's start id (new at every restart); 0: not given
 }
 
 struct MirrorHeartbeatReply {

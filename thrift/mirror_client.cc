@@ -1,5 +1,8 @@
 #include "thrift/mirror_client.h"
 
+#include <chrono>
+#include <random>
+
 #include "gen-cpp/Mirror.h"
 #include "thrift/bounded_protocol.h"
 #include "thrift/error_convert.h"
@@ -12,6 +15,18 @@ namespace {
 // Envelope of a pushBatch around its payload; for refusing oversized frames
 // before building them.
 constexpr int64_t kEnvelopeBytes = 256;
+
+// This process's start id, which heartbeats carry: different at every start
+// (random, never 0), so a peer can tell a restart from a reconnection.
+uint64_t ProcessBootId() {
+  static const uint64_t id = [] {
+    std::random_device rd;
+    const uint64_t v = (uint64_t{rd()} << 32) ^ rd() ^
+                       static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+    return v == 0 ? 1 : v;
+  }();
+  return id;
+}
 
 }  // namespace
 
@@ -112,6 +127,7 @@ Result<MirrorIdentity> MirrorClient::Heartbeat(uint64_t incarnation) {
   req.shard_id = self_.shard;
   req.model_fingerprint = static_cast<int64_t>(self_.model_fingerprint);
   req.incarnation = static_cast<int64_t>(incarnation);
+  req.boot = static_cast<int64_t>(ProcessBootId());
   gen::MirrorHeartbeatReply reply;
   GEOPS_RETURN_IF_ERROR(Invoke("heartbeat", [&](gen::MirrorClient& c) { c.heartbeat(reply, req); }));
   MirrorIdentity peer{reply.site, reply.shard_id, static_cast<uint64_t>(reply.model_fingerprint)};

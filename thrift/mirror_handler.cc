@@ -123,6 +123,7 @@ void MirrorHandler::heartbeat(gen::MirrorHeartbeatReply& reply, const gen::Mirro
                                      "); every site must train the same model from the same initial values");
     }
     GEOPS_RETURN_IF_ERROR(receiver_->OnHeartbeat(req.origin, static_cast<uint64_t>(req.incarnation)));
+    if (req.boot != 0) receiver_->OnPeerBoot(req.origin, static_cast<uint64_t>(req.boot));
     reply.site = self_.site;
     reply.shard_id = self_.shard;
     reply.model_fingerprint = static_cast<int64_t>(ours);

@@ -92,6 +92,23 @@ struct ShardStatus {
   13: list<WorkerState> workers,
 }
 
+// What one shard holds of one table, summarised (replicaSummary): for an
+// operator's check of a site's replica without running a training worker.
+struct TableSummary {
+  1: i32 table,
+  2: i64 elements,           // of this table held by the shard
+  3: double min_value,       // over the finite values; 0 when there are none
+  4: double max_value,
+  5: double sum,             // of the finite values, in double precision
+  6: i64 nonfinite,          // NaN or +-Inf values (never expected)
+}
+
+struct ReplicaSummary {
+  1: i32 shard_id,
+  2: i64 shard_clock,
+  3: list<TableSummary> tables,  // one per table the shard holds chunks of, by table id
+}
+
 // A client-defined model (topology workload "client"): its tables as the
 // worker's framework made them. The first schema a shard receives fixes its
 // model; a later one must match it (names, order, shapes, checksums, chunk
@@ -138,4 +155,6 @@ service ParameterServer {
   ClockReply clock(1: ClockRequest req) throws (1: GeopsError err),
   void heartbeat(1: i32 worker_id) throws (1: GeopsError err),
   ShardStatus status() throws (1: GeopsError err),
+  // Reads nothing through the clock or the WAN gate and registers no one.
+  ReplicaSummary replicaSummary() throws (1: GeopsError err),
 }

@@ -280,6 +280,12 @@ Result<ShardStatus> ThriftShardConnection::GetStatus() {
   return FromThrift(reply);
 }
 
+Result<ReplicaSummary> ThriftShardConnection::GetReplicaSummary() {
+  gen::ReplicaSummary reply;
+  GEOPS_RETURN_IF_ERROR(Invoke("replicaSummary", 0, [&](gen::ParameterServerClient& c) { c.replicaSummary(reply); }));
+  return FromThrift(reply);
+}
+
 Result<std::unique_ptr<ThriftShardConnectionFactory>> ThriftShardConnectionFactory::Create(
     const std::vector<std::string>& shards, const ThriftClientOptions& options,
     std::shared_ptr<const ModelSpec> spec) {

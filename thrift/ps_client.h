@@ -82,6 +82,7 @@ class ThriftShardConnection : public worker::ShardConnection {
   Result<Clock> AdvanceClock(WorkerId worker, Clock new_clock, bool finished) override;
   Status Heartbeat(WorkerId worker) override;
   Result<ShardStatus> GetStatus() override;
+  Result<ReplicaSummary> GetReplicaSummary() override;
 
   // bytes_*: exact socket bytes, all connections of this object together.
   // calls: calls attempted. retries: reconnections after a lost connection.

@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/deadline.h"
+#include "datacenter/replica_summary.h"
 #include "thrift/counting_socket.h"
 #include "thrift/error_convert.h"
 #include "thrift/type_convert.h"
@@ -230,6 +231,15 @@ void PsHandler::status(gen::ShardStatus& reply) {
   Serve("status", [&]() -> Status {
     GEOPS_ASSIGN_OR_RETURN(datacenter::Shard * shard, ServingShard());
     reply = ToThrift(shard->GetStatus());
+    return Status::Ok();
+  });
+}
+
+void PsHandler::replicaSummary(gen::ReplicaSummary& reply) {
+  Serve("replicaSummary", [&]() -> Status {
+    GEOPS_ASSIGN_OR_RETURN(datacenter::Shard * shard, ServingShard());
+    GEOPS_ASSIGN_OR_RETURN(ReplicaSummary summary, datacenter::SummarizeReplica(*shard));
+    reply = ToThrift(summary);
     return Status::Ok();
   });
 }

@@ -42,6 +42,7 @@ class PsHandler : public gen::ParameterServerIf {
   void clock(gen::ClockReply& reply, const gen::ClockRequest& req) override;
   void heartbeat(int32_t worker_id) override;
   void status(gen::ShardStatus& reply) override;
+  void replicaSummary(gen::ReplicaSummary& reply) override;
 
  private:
   // Runs `body` (returning Status); on failure or exception logs and throws

@@ -86,6 +86,33 @@ ShardStatus FromThrift(const gen::ShardStatus& in) {
   return out;
 }
 
+gen::ReplicaSummary ToThrift(const ReplicaSummary& in) {
+  gen::ReplicaSummary out;
+  out.shard_id = in.shard_id;
+  out.shard_clock = in.shard_clock;
+  for (const TableSummary& t : in.tables) {
+    gen::TableSummary g;
+    g.table = t.table;
+    g.elements = t.elements;
+    g.min_value = t.min;
+    g.max_value = t.max;
+    g.sum = t.sum;
+    g.nonfinite = t.nonfinite;
+    out.tables.push_back(g);
+  }
+  return out;
+}
+
+ReplicaSummary FromThrift(const gen::ReplicaSummary& in) {
+  ReplicaSummary out;
+  out.shard_id = in.shard_id;
+  out.shard_clock = in.shard_clock;
+  for (const gen::TableSummary& g : in.tables) {
+    out.tables.push_back(TableSummary{static_cast<TableId>(g.table), g.elements, g.min_value, g.max_value, g.sum, g.nonfinite});
+  }
+  return out;
+}
+
 std::vector<gen::TableSchema> SchemaToThrift(const ModelSpec& spec) {
   std::vector<gen::TableSchema> out;
   out.reserve(static_cast<size_t>(spec.num_tables()));

@@ -33,6 +33,8 @@ Result<ModelSpec> SchemaFromThrift(const std::vector<gen::TableSchema>& tables, 
 
 gen::ShardStatus ToThrift(const ShardStatus& in);
 ShardStatus FromThrift(const gen::ShardStatus& in);
+gen::ReplicaSummary ToThrift(const ReplicaSummary& in);
+ReplicaSummary FromThrift(const gen::ReplicaSummary& in);
 
 }  // namespace geops::rpc
 

@@ -46,7 +46,9 @@ Status LaneSender::SendOne(const WanMessage& m) {
 void LaneSender::Loop() {
   const char* lane = lane_ == Lane::kBulk ? "bulk" : "priority";
   std::unique_lock<std::mutex> lock(mu_);
-  auto last_sent = std::chrono::steady_clock::now();
+  // An idle lane greets the peer at once (see below).
+  auto last_sent = std::chrono::steady_clock::now() - std::chrono::milliseconds(options_.heartbeat_ms);
+  bool greeted = false;  // a heartbeat has reached the peer
   while (!stop_) {
     if (queue_.empty()) {
       if (options_.heartbeat_ms > 0) {
@@ -58,6 +60,7 @@ void LaneSender::Loop() {
           if (!channel_) channel_ = factory_(peer_, lane_);
           if (channel_) {
             Status s = channel_->Heartbeat();
+            greeted = greeted || s.ok();
             wire_bytes_.store(channel_->wire_bytes(), std::memory_order_relaxed);
             if (!s.ok() && s.code() != StatusCode::kUnavailable) {
               spdlog::warn("wan: heartbeat to site {}: {}", peer_, s.ToString());
@@ -75,6 +78,13 @@ void LaneSender::Loop() {
     queue_.pop_front();
     busy_ = true;
     lock.unlock();
+    if (!greeted && options_.heartbeat_ms > 0) {
+      // The first message of this process to the peer is a heartbeat: it
+      // carries this process's boot id, so a peer learns of a restart at
+      // once, even on a lane that never goes idle (MirrorClient::Heartbeat).
+      if (!channel_) channel_ = factory_(peer_, lane_);
+      greeted = channel_ && channel_->Heartbeat().ok();
+    }
     int64_t backoff = options_.retry_backoff_ms;
     bool sent = false;
     while (true) {

@@ -30,7 +30,7 @@ using WanMessage = std::variant<WanBatch, WanClockReport, WanNotice>;
 
 struct LaneSenderOptions {
   int64_t retry_backoff_ms = 10;  // first back-off after a failed send, ms
-  int64_t max_backoff_ms = 1000;  // back-off cap, ms
+  int64_t max_backoff_ms = 250;   // back-off cap, ms: a restarted peer is reached within it
   int64_t heartbeat_ms = 0;       // idle heartbeat period, ms; 0 = none
 };
 

@@ -39,4 +39,11 @@ Status ReceiverSlot::OnHeartbeat(SiteId origin, uint64_t incarnation) {
   return Forward([&](WanReceiver* r) { return r->OnHeartbeat(origin, incarnation); });
 }
 
+void ReceiverSlot::OnPeerBoot(SiteId origin, uint64_t boot) {
+  Forward([&](WanReceiver* r) {
+    r->OnPeerBoot(origin, boot);
+    return Status::Ok();
+  }).IgnoreError();
+}
+
 }  // namespace geops::wan

@@ -33,6 +33,7 @@ class ReceiverSlot : public WanReceiver {
   Status OnClock(const WanClockReport& report) override;
   Status OnNotice(const WanNotice& notice) override;
   Status OnHeartbeat(SiteId origin, uint64_t incarnation) override;
+  void OnPeerBoot(SiteId origin, uint64_t boot) override;
 
  private:
   template <typename Call>

@@ -130,6 +130,7 @@ Replicator::Replicator(const ModelSpec* spec, ReplicatorConfig config, ReplicaTa
       outboxes_(std::move(outboxes)),
       encoder_(EncoderOptions{config_.options.compress, 1}) {
   lookup_ = [this](ChunkKey key) { return LookupValue(key); };
+  last_reports_.resize(outboxes_.size());
 }
 
 Replicator::~Replicator() {
@@ -452,7 +453,7 @@ void Replicator::Loop() {
   while (true) {
     cv_.wait_for(lock, std::chrono::milliseconds(100), [this] {
       return stop_ || target_clock_ > ticked_ || (finished_ && !drained_) || !acks_.empty() || !resets_.empty() ||
-             !records_.empty();
+             !records_.empty() || !report_again_.empty();
     });
     if (stop_) return;
     if (!resets_.empty()) {
@@ -464,6 +465,8 @@ void Replicator::Loop() {
     records.swap(records_);
     std::vector<std::pair<SiteId, uint64_t>> acks;
     acks.swap(acks_);
+    std::vector<SiteId> report_again;
+    report_again.swap(report_again_);
     const Clock k = target_clock_;
     const bool tick = k > ticked_;
     const bool finishing = finished_ && !drained_;
@@ -515,9 +518,18 @@ void Replicator::Loop() {
         const bool drained_to = finishing && !out.backlogged();
         drain_complete = drain_complete && drained_to;
         const bool tied = finishing || options_.mode == WanMode::kBsp || options_.mode == WanMode::kAvg;
-        transport_->SendClock(out.peer(),
-                              WanClockReport{config_.site, k, tied ? out.last_seq() : 0, drained_to, incarnation_,
-                                             inbox_.Incarnation(out.peer())});
+        const WanClockReport report{config_.site, k, tied ? out.last_seq() : 0, drained_to, incarnation_,
+                                    inbox_.Incarnation(out.peer())};
+        transport_->SendClock(out.peer(), report);
+        last_reports_[static_cast<size_t>(&out - outboxes_.data())] = report;
+      }
+    }
+    for (SiteId peer : report_again) {
+      for (size_t i = 0; i < outboxes_.size(); ++i) {
+        if (outboxes_[i].peer() != peer || !last_reports_[i]) continue;
+        spdlog::info("wan shard {}: site {} (re)started; sending it clock {} again{}", config_.shard, peer,
+                     last_reports_[i]->clock, last_reports_[i]->drained ? " (drained)" : "");
+        transport_->SendClock(peer, *last_reports_[i]);
       }
     }
     CheckCaughtUp();
@@ -537,6 +549,15 @@ void Replicator::Loop() {
     if (drained_ && !in_flight && !drain_acked_) drain_acked_ = true;
     drained_cv_.notify_all();
   }
+}
+
+void Replicator::OnPeerBoot(SiteId origin, uint64_t boot) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto [it, first] = boots_.try_emplace(origin, boot);
+  if (!first && it->second == boot) return;
+  it->second = boot;
+  report_again_.push_back(origin);
+  cv_.notify_all();
 }
 
 void Replicator::RunResets() {

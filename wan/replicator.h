@@ -60,6 +60,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <memory>
 #include <mutex>
@@ -166,6 +167,13 @@ class Replicator final : public ReplicationTap, public WanReceiver, public Outbo
   Status OnHeartbeat(SiteId origin, uint64_t incarnation) override {
     return inbox_.OnHeartbeat(origin, incarnation);
   }
+  // A peer process heard for the first time (a start or a restart) gets the
+  // last clock report this shard sent it once more: a restarted peer knows
+  // no clock of this site (its gate starts every peer at 0), and this site
+  // may be waiting for it at the drift bound, or done and drained, and so
+  // send no new report by itself. Repeating a report is harmless (clocks
+  // only rise; a drained report names the final batch).
+  void OnPeerBoot(SiteId origin, uint64_t boot) override;
 
   // This shard store's incarnation (a new one for a new store).
   uint64_t incarnation() const { return incarnation_; }
@@ -250,6 +258,9 @@ class Replicator final : public ReplicationTap, public WanReceiver, public Outbo
   bool drained_ = false;                  // GUARDED_BY(mu_)
   bool stop_ = false;                     // GUARDED_BY(mu_)
   std::vector<std::pair<SiteId, uint64_t>> acks_;  // GUARDED_BY(mu_)
+  std::map<SiteId, uint64_t> boots_;      // GUARDED_BY(mu_): each peer's process, as last heard
+  std::vector<SiteId> report_again_;      // GUARDED_BY(mu_): peers to send the last report again
+  std::vector<std::optional<WanClockReport>> last_reports_;  // tick thread: per outbox, the last sent
   bool drain_acked_ = false;              // GUARDED_BY(mu_): drained and nothing in flight
   ReplicatorStats stats_;                 // GUARDED_BY(mu_) (peers, inbox, gate filled on read)
   std::vector<OutboxStats> outbox_stats_; // GUARDED_BY(mu_): copies published by the tick thread

@@ -84,6 +84,11 @@ class WanReceiver {
   virtual Status OnClock(const WanClockReport& report) = 0;
   virtual Status OnNotice(const WanNotice& notice) = 0;
   virtual Status OnHeartbeat(SiteId origin, uint64_t incarnation) = 0;
+  // The peer's heartbeat named the process it comes from (`boot`, new at
+  // every start of that process). A boot not heard before means the peer
+  // (re)started and lost what it knew of this site's progress: the
+  // receiver sends it its current clock report again (Replicator).
+  virtual void OnPeerBoot(SiteId /*origin*/, uint64_t /*boot*/) {}
 };
 
 class WanTransport {

@@ -86,9 +86,11 @@ Status PsClient::CallShard(ShardId s, Fn&& call) {
         next_note = now + std::chrono::milliseconds(kWaitNoteMs);
       }
       retries_.fetch_add(1, std::memory_order_relaxed);
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(window_end - now).count();
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(backoff, std::max<int64_t>(left, 1))));
-      backoff = std::min<int64_t>(backoff * 2, options_.max_backoff_ms);
+      if (last.code() != StatusCode::kDeadlineExceeded) {  // a held read already waited at the shard
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(window_end - now).count();
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(backoff, std::max<int64_t>(left, 1))));
+        backoff = std::min<int64_t>(backoff * 2, options_.max_backoff_ms);
+      }
     }
     if (conns_[s] == nullptr) {
       auto conn = factory_->Connect(s);
@@ -101,7 +103,12 @@ Status PsClient::CallShard(ShardId s, Fn&& call) {
     }
     last = call(*conns_[s]);
     if (last.ok()) return last;
-    if (last.code() == StatusCode::kUnavailable) continue;
+    // Unavailable: the shard is down or restarting. DeadlineExceeded: the
+    // shard held a read (for its site's clock or the WAN gate) for a whole
+    // attempt; it holds reads only for parties still alive (a dead worker or
+    // peer site leaves the clock at its lease), so asking again is waiting
+    // for them to come back. Both retry until the window ends.
+    if (last.code() == StatusCode::kUnavailable || last.code() == StatusCode::kDeadlineExceeded) continue;
     if (last.code() == StatusCode::kAborted) {
       // The shard no longer knows this worker (it restarted): register again.
       spdlog::warn("worker {}: shard {} asks to re-register: {}", options_.worker_id, s,

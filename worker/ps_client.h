@@ -16,7 +16,11 @@
 // Calls that fail with Unavailable are retried with capped exponential
 // back-off for the options' retry window (minutes by default: long enough
 // for a supervisor to restart a shard), logging (and telling the wait
-// callback) every few seconds while they wait; Aborted (the shard forgot the worker, e.g. it restarted)
+// callback) every few seconds while they wait. A read the shard held for a
+// whole RPC deadline (DeadlineExceeded: the site clock or the WAN gate is
+// waiting for a worker or peer site that is alive but behind) is asked again
+// at once, within the same window, so a peer's slow restart does not kill
+// the survivors. Aborted (the shard forgot the worker, e.g. it restarted)
 // re-registers and retries. Update batches carry (worker, clock), so a retry
 // is applied once. A background thread sends heartbeats on its own
 // connections so a long computation does not cost the worker its lease.

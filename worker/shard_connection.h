@@ -58,6 +58,11 @@ class ShardConnection {
   virtual Result<Clock> AdvanceClock(WorkerId worker, Clock new_clock, bool finished) = 0;
   virtual Status Heartbeat(WorkerId worker) = 0;
   virtual Result<ShardStatus> GetStatus() = 0;
+  // The shard's values summarised per table (datacenter/replica_summary.h);
+  // registers nothing. Unimplemented where the carrier has no such call.
+  virtual Result<ReplicaSummary> GetReplicaSummary() {
+    return UnimplementedError("this connection cannot summarise a replica");
+  }
 
   virtual TransferStats stats() const = 0;
 };

@@ -42,7 +42,7 @@ struct Options {
   // Deadline of one call to a shard, server-side waits included.
   int64_t rpc_timeout_ms = 30000;
   // A shard that cannot be reached (down, restarting) is retried with
-  // back-off (doubling to 2 s) for this long before a call fails: long
+  // back-off (doubling to 0.5 s) for this long before a call fails: long
   // enough for a supervisor to restart it.
   int64_t retry_window_ms = 300000;
   // How often the client tells the shards it is alive while the application

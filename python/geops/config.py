@@ -54,7 +54,7 @@ class Config:
     heartbeat_ms: int = 1000
     retry_window_ms: int = 300000    # keep retrying a shard that is down this long (a supervisor restarts it)
     max_attempts: int = 0            # also give up after this many tries; 0: only the window
-    retry_backoff_ms: int = 20       # first back-off, doubled per retry up to 2 s
+    retry_backoff_ms: int = 20       # first back-off, doubled per retry up to 0.5 s
     # Where this worker stands (from the topology; not settings).
     site_index: int = 0
     num_sites: int = 1

@@ -156,17 +156,36 @@ def test_call_order_is_checked(start_site):
         ps.pull()
 
 
-def test_slow_peer_gives_deadline_exceeded_naming_it(start_site):
+def test_slow_peer_gives_deadline_exceeded_naming_it_after_the_retry_window(start_site):
     site = start_site(workers=2, lease_ms=60000)
-    with connect(site, worker=1, rpc_timeout_ms=60000), connect(site, worker=0, rpc_timeout_ms=1500) as ps:
+    with connect(site, worker=1, rpc_timeout_ms=60000), \
+            connect(site, worker=0, rpc_timeout_ms=1000, retry_window_ms=3000) as ps:
         ps.pull()
         ps.push()
         ps.clock()
         start = time.monotonic()
         with pytest.raises(geops.DeadlineExceededError) as err:
             ps.pull()  # clock 1 under BSP needs worker 1 at clock 1
-        assert 1.0 < time.monotonic() - start < 10
+        # Held for one rpc_timeout at a time and asked again, up to the window.
+        assert 2.5 < time.monotonic() - start < 15
+        assert ps.stats()["retries"] >= 2
         assert "held back by" in str(err.value) and "worker 1" in str(err.value)
+
+
+def test_a_read_held_past_the_rpc_timeout_waits_for_a_live_peer(start_site):
+    site = start_site(workers=2, lease_ms=60000)
+    with connect(site, worker=1, rpc_timeout_ms=60000) as slow, connect(site, worker=0, rpc_timeout_ms=1000) as ps:
+        for c in (ps, slow):
+            c.pull()
+            c.push()
+        ps.clock()
+        # Worker 1 is alive (heartbeats) but reaches clock 1 only after three
+        # of worker 0's read deadlines: the read waits instead of failing.
+        threading.Timer(3.0, slow.clock).start()
+        start = time.monotonic()
+        ps.pull()
+        assert time.monotonic() - start >= 2.5
+        assert ps.stats()["retries"] >= 2
 
 
 def test_bad_settings_are_named(monkeypatch):

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -252,6 +254,76 @@ TEST(ReplicatorTest, NoticeHoldsReadsOfExactlyTheAnnouncedChunks) {
   EXPECT_EQ(out[0], 2.0f);
   EXPECT_EQ(out[spec.ChunkElements(touched[0])], 2.0f);
   EXPECT_GE(sites.replicator(1, 0)->stats().gate.notices, 1);
+}
+
+// Records the clock reports a site receives.
+class ReportRecorder : public WanReceiver {
+ public:
+  Status OnBatch(const WanBatch&) override { return Status::Ok(); }
+  Status OnClock(const WanClockReport& r) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    clocks_.push_back(r.clock);
+    return Status::Ok();
+  }
+  Status OnNotice(const WanNotice&) override { return Status::Ok(); }
+  Status OnHeartbeat(SiteId, uint64_t) override { return Status::Ok(); }
+  std::vector<Clock> clocks() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return clocks_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<Clock> clocks_;
+};
+
+// Waits up to 5 s for `recorder` to hold more than `n` reports; returns them.
+std::vector<Clock> AwaitMore(const ReportRecorder& recorder, size_t n) {
+  for (int i = 0; i < 500 && recorder.clocks().size() <= n; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return recorder.clocks();
+}
+
+TEST(ReplicatorTest, APeerProcessHeardForTheFirstTimeGetsTheLastReportAgain) {
+  const ModelSpec spec = CounterModel();
+  ShardOptions so;
+  so.num_workers = 1;
+  auto shard = datacenter::Shard::Create(spec, so);
+  ASSERT_TRUE(shard.ok()) << shard.status().ToString();
+  testing::FakeWanNetwork net;
+  ReplicatorConfig rc;
+  rc.site = 0;
+  rc.peers = {1};
+  rc.options = Mode(WanMode::kAsp);
+  auto repl = Replicator::Create(&spec, rc, shard->get(), net.Transport(0));
+  ASSERT_TRUE(repl.ok()) << repl.status().ToString();
+  ReportRecorder peer;
+  net.Attach(0, repl->get());
+  net.Attach(1, &peer);
+  (*repl)->Start();
+
+  (*repl)->OnShardClock(3, false);
+  std::vector<Clock> seen;
+  for (int i = 0; i < 500 && (seen.empty() || seen.back() != 3); ++i) seen = AwaitMore(peer, seen.size());
+  ASSERT_EQ(seen.back(), 3);
+  // The peer's process starts (its first heartbeat names it): the report again.
+  (*repl)->OnPeerBoot(1, 77);
+  seen = AwaitMore(peer, seen.size());
+  ASSERT_EQ(seen.back(), 3);
+  const size_t before = seen.size();
+  // The same process again: nothing new.
+  (*repl)->OnPeerBoot(1, 77);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(peer.clocks().size(), before);
+  // A restart (another boot id): the report again.
+  (*repl)->OnPeerBoot(1, 78);
+  seen = AwaitMore(peer, before);
+  ASSERT_EQ(seen.size(), before + 1);
+  EXPECT_EQ(seen.back(), 3);
+  (*repl)->Stop();
+  net.Attach(0, nullptr);
+  net.Attach(1, nullptr);
 }
 
 }  // namespace
