@@ -280,6 +280,11 @@ class ShardImpl final : public Shard {
   void AttachReplication(ReplicationTap* tap, ReadGate* gate) override {
     tap_.store(tap, std::memory_order_release);
     gate_.store(gate, std::memory_order_release);
+    // The tap learns where the shard stands now: a shard recovered from its
+    // store may be far into the run, or have every worker finished, in which
+    // case no clock advance will come to say so and its site must still
+    // drain to its peers.
+    if (tap != nullptr) TapClock(tracker_.ShardClock());
   }
 
   // Remote deltas: validated and applied by RemoteApplier; with a store the

@@ -179,7 +179,8 @@ class Shard : public ReplicaTarget {
 
   // Attaches the WAN layer: `tap` hears every applied local batch and clock
   // advance, `gate` holds reads (either may be null). Call once, before
-  // serving; both must outlive the shard's last call.
+  // serving; both must outlive the shard's last call. The tap hears the
+  // current clock (and whether every worker has finished) at once.
   virtual void AttachReplication(ReplicationTap* tap, ReadGate* gate) = 0;
 
  protected:

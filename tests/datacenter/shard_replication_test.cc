@@ -166,9 +166,10 @@ TEST_F(ShardReplicationTest, TapHearsLocalBatchesAndClocksButNotRemoteDeltas) {
   EXPECT_EQ(tap.batches, 1);
   EXPECT_EQ(tap.floats, 69);
   EXPECT_EQ(tap.last_keys, keys);
-  ASSERT_EQ(tap.clocks.size(), 3u);
-  EXPECT_EQ(tap.clocks[0], 0);  // worker 1 still at 0
-  EXPECT_EQ(tap.clocks[1], 1);
+  ASSERT_EQ(tap.clocks.size(), 4u);
+  EXPECT_EQ(tap.clocks[0], 0);  // at attach: where the shard stands
+  EXPECT_EQ(tap.clocks[1], 0);  // worker 1 still at 0
+  EXPECT_EQ(tap.clocks[2], 1);
   EXPECT_TRUE(tap.all_finished);
 }
 

@@ -112,7 +112,9 @@ class WanRestartTest : public ::testing::Test {
     return so;
   }
 
-  void Build(SiteId s) {
+  // `register_worker`: false for a site whose worker had finished before it
+  // went down (a supervisor does not start a finished worker again).
+  void Build(SiteId s, bool register_worker = true) {
     Result<std::unique_ptr<datacenter::Shard>> shard =
         datacenter::Shard::Create(spec_, ShardOpts(), s == 0 ? store_.get() : peer_store_.get());
     ASSERT_TRUE(shard.ok()) << shard.status().ToString();
@@ -126,7 +128,7 @@ class WanRestartTest : public ::testing::Test {
     sites_[s].repl = std::move(r).value();
     net_.Attach(s, sites_[s].repl.get());
     sites_[s].shard->AttachReplication(sites_[s].repl.get(), sites_[s].repl->gate());
-    ASSERT_TRUE(sites_[s].shard->RegisterWorker(0, 0, "").ok());
+    if (register_worker) ASSERT_TRUE(sites_[s].shard->RegisterWorker(0, 0, "").ok());
     sites_[s].repl->Start();
   }
 
@@ -142,8 +144,8 @@ class WanRestartTest : public ::testing::Test {
     store_->Thaw();
   }
 
-  void Restart() {
-    Build(0);
+  void Restart(bool register_worker = true) {
+    Build(0, register_worker);
     net_.SetDown(0, false);
   }
 
@@ -241,6 +243,39 @@ TEST_F(WanRestartTest, ASiteThatCrashesAndRestartsLosesAndRepeatsNothing) {
   for (SiteId s = 0; s < kSites; ++s) {
     sites_[s].repl->Stop();
   }
+  net_.Attach(0, nullptr);
+  net_.Attach(1, nullptr);
+  for (SiteId s = 0; s < kSites; ++s) sites_[s].shard->AttachReplication(nullptr, nullptr);
+}
+
+TEST_F(WanRestartTest, ASiteRestartedAfterItsWorkersFinishedStillDrains) {
+  expected_.assign(static_cast<size_t>(elements_), 0.0);
+  Build(0);
+  Build(1);
+  for (Clock c = 0; c + 1 < kClocks; ++c) {
+    Step(0, c, false);
+    Step(1, c, false);
+  }
+  // Site 1 hears nothing more from site 0 until after its restart: site 0's
+  // worker finishes, and site 0 dies before its drain reaches site 1.
+  net_.SetDown(1, true);
+  Step(0, kClocks - 1, true);
+  Step(1, kClocks - 1, true);
+  Crash();
+  // Its worker is done, so nothing will ever advance its clock again: the
+  // restarted site must still drain by itself.
+  Restart(/*register_worker=*/false);
+  net_.SetDown(1, false);
+  for (SiteId s = 0; s < kSites; ++s) {
+    EXPECT_TRUE(sites_[s].repl->WaitFinal(Deadline::InMs(30000))) << "site " << s << " never got its peer's drain";
+  }
+  for (SiteId s = 0; s < kSites; ++s) {
+    const std::vector<float> v = Replica(s);
+    int64_t wrong = 0;
+    for (size_t i = 0; i < v.size(); ++i) wrong += double{v[i]} != expected_[i];
+    EXPECT_EQ(wrong, 0) << "site " << s << ": " << wrong << " elements differ from the acknowledged sum";
+  }
+  for (SiteId s = 0; s < kSites; ++s) sites_[s].repl->Stop();
   net_.Attach(0, nullptr);
   net_.Attach(1, nullptr);
   for (SiteId s = 0; s < kSites; ++s) sites_[s].shard->AttachReplication(nullptr, nullptr);
