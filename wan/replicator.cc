@@ -470,6 +470,7 @@ void Replicator::Loop() {
     const Clock k = target_clock_;
     const bool tick = k > ticked_;
     const bool finishing = finished_ && !drained_;
+    const bool was_drained = drained_;
     lock.unlock();
 
     // A wake-up with no tick, drain or acknowledgement only serves backlogs
@@ -515,9 +516,13 @@ void Replicator::Loop() {
         // bsp and avg tie the clock to the batches sent (a peer takes it
         // once they landed); asp and all-async report progress at once.
         // The drain always ties: "drained" means "you have everything".
-        const bool drained_to = finishing && !out.backlogged();
+        // Once drained, every later report says so too: a peer that
+        // restarts is sent the last report again, and it must still say
+        // that nothing more will come.
+        const bool drained_to = (finishing || was_drained) && !out.backlogged();
         drain_complete = drain_complete && drained_to;
-        const bool tied = finishing || options_.mode == WanMode::kBsp || options_.mode == WanMode::kAvg;
+        const bool tied =
+            finishing || was_drained || options_.mode == WanMode::kBsp || options_.mode == WanMode::kAvg;
         const WanClockReport report{config_.site, k, tied ? out.last_seq() : 0, drained_to, incarnation_,
                                     inbox_.Incarnation(out.peer())};
         transport_->SendClock(out.peer(), report);

@@ -263,6 +263,7 @@ class ReportRecorder : public WanReceiver {
   Status OnClock(const WanClockReport& r) override {
     std::lock_guard<std::mutex> lock(mu_);
     clocks_.push_back(r.clock);
+    drained_.push_back(r.drained);
     return Status::Ok();
   }
   Status OnNotice(const WanNotice&) override { return Status::Ok(); }
@@ -271,10 +272,15 @@ class ReportRecorder : public WanReceiver {
     std::lock_guard<std::mutex> lock(mu_);
     return clocks_;
   }
+  bool last_drained() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return !drained_.empty() && drained_.back();
+  }
 
  private:
   mutable std::mutex mu_;
   std::vector<Clock> clocks_;
+  std::vector<bool> drained_;
 };
 
 // Waits up to 5 s for `recorder` to hold more than `n` reports; returns them.
@@ -321,6 +327,46 @@ TEST(ReplicatorTest, APeerProcessHeardForTheFirstTimeGetsTheLastReportAgain) {
   seen = AwaitMore(peer, before);
   ASSERT_EQ(seen.size(), before + 1);
   EXPECT_EQ(seen.back(), 3);
+  (*repl)->Stop();
+  net.Attach(0, nullptr);
+  net.Attach(1, nullptr);
+}
+
+TEST(ReplicatorTest, OnceDrainedEveryLaterReportSaysSoAlsoWhenSentAgain) {
+  const ModelSpec spec = CounterModel();
+  ShardOptions so;
+  so.num_workers = 1;
+  auto shard = datacenter::Shard::Create(spec, so);
+  ASSERT_TRUE(shard.ok()) << shard.status().ToString();
+  testing::FakeWanNetwork net;
+  ReplicatorConfig rc;
+  rc.site = 0;
+  rc.peers = {1};
+  rc.options = Mode(WanMode::kAsp);
+  auto repl = Replicator::Create(&spec, rc, shard->get(), net.Transport(0));
+  ASSERT_TRUE(repl.ok()) << repl.status().ToString();
+  ReportRecorder peer;
+  net.Attach(0, repl->get());
+  net.Attach(1, &peer);
+  (*repl)->Start();
+  // Every local worker finished at shard clock 4: the drain.
+  (*repl)->OnShardClock(4, true);
+  std::vector<Clock> seen;
+  for (int i = 0; i < 500 && (seen.empty() || seen.back() != 4 || !peer.last_drained()); ++i) {
+    seen = AwaitMore(peer, seen.size());
+  }
+  ASSERT_TRUE(peer.last_drained());
+  // A later tick (the shard clock can still move: the slowest worker's last
+  // advance) must not take the drained mark back, nor must a report sent
+  // again to a restarted peer.
+  (*repl)->OnShardClock(5, true);
+  for (int i = 0; i < 500 && seen.back() != 5; ++i) seen = AwaitMore(peer, seen.size());
+  ASSERT_EQ(seen.back(), 5);
+  EXPECT_TRUE(peer.last_drained());
+  (*repl)->OnPeerBoot(1, 99);
+  seen = AwaitMore(peer, seen.size());
+  EXPECT_EQ(seen.back(), 5);
+  EXPECT_TRUE(peer.last_drained());
   (*repl)->Stop();
   net.Attach(0, nullptr);
   net.Attach(1, nullptr);
