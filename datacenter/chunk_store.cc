@@ -71,6 +71,40 @@ void ChunkStore::Read(int64_t local, float* out) const {
   std::copy(src, src + n, out);
 }
 
+ChunkStore::BatchGuard::BatchGuard(ChunkStore* store, std::span<const int64_t> locals)
+    : store_(store), locals_(locals), order_(locals.begin(), locals.end()) {
+  std::sort(order_.begin(), order_.end());
+  for (int64_t local : order_) store_->locks_[local].lock();
+}
+
+ChunkStore::BatchGuard::~BatchGuard() {
+  for (auto it = order_.rbegin(); it != order_.rend(); ++it) store_->locks_[*it].unlock();
+}
+
+std::optional<ChunkStore::BatchGuard::NonFinite> ChunkStore::BatchGuard::CheckSum(const float* deltas) const {
+  const float* src = deltas;
+  for (size_t c = 0; c < locals_.size(); ++c) {
+    const int64_t local = locals_[c];
+    const int64_t n = store_->elements(local);
+    const float* dst = store_->data_ + store_->offsets_[local];
+    if (!SumAllFinite(dst, src, n)) {
+      const int64_t e = FirstNonFiniteSum(dst, src, n);
+      return NonFinite{c, e, dst[e], src[e]};
+    }
+    src += n;
+  }
+  return std::nullopt;
+}
+
+void ChunkStore::BatchGuard::Add(const float* deltas) {
+  const float* src = deltas;
+  for (int64_t local : locals_) {
+    const int64_t n = store_->elements(local);
+    AddInto(store_->data_ + store_->offsets_[local], src, n);
+    src += n;
+  }
+}
+
 void ChunkStore::Add(int64_t local, const float* delta) {
   float* dst = data_ + offsets_[local];
   const int64_t n = elements(local);

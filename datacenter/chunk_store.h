@@ -11,13 +11,16 @@
 // Thread-safety: all methods may be called concurrently. The layout (keys,
 // offsets, ownership) is immutable after Create(); chunk values are guarded
 // by the chunk's lock. A method takes at most one chunk lock at a time and
-// never calls out while holding it.
+// never calls out while holding it; a BatchGuard holds the locks of a whole
+// batch, taken in local-index order (so two guards never deadlock).
 #ifndef GEOPS_DATACENTER_CHUNK_STORE_H_
 #define GEOPS_DATACENTER_CHUNK_STORE_H_
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <shared_mutex>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -55,6 +58,36 @@ class ChunkStore {
   // Adds `delta` (elements(local) floats) into chunk `local` under its
   // exclusive lock. REQUIRES: delta does not alias the store.
   void Add(int64_t local, const float* delta);
+
+  // The chunks of one batch, exclusively locked together for an add that
+  // is all or nothing: check every result first, add only when all are
+  // finite, so no update can make a stored value NaN or infinite, and a
+  // refused batch changes nothing. Release it before calling out.
+  class BatchGuard {
+   public:
+    // `locals`: the batch's chunks in batch order, each once.
+    BatchGuard(ChunkStore* store, std::span<const int64_t> locals);
+    ~BatchGuard();
+    BatchGuard(const BatchGuard&) = delete;
+    BatchGuard& operator=(const BatchGuard&) = delete;
+
+    struct NonFinite {
+      size_t chunk = 0;     // position in `locals`
+      int64_t element = 0;  // in the chunk
+      float stored = 0;
+      float delta = 0;
+    };
+    // Where adding `deltas` (the chunks' floats back to back, in batch
+    // order) would first give NaN or +-Inf, or nullopt.
+    std::optional<NonFinite> CheckSum(const float* deltas) const;
+    // Adds `deltas`. REQUIRES: CheckSum(deltas) found nothing.
+    void Add(const float* deltas);
+
+   private:
+    ChunkStore* store_;
+    std::span<const int64_t> locals_;
+    std::vector<int64_t> order_;  // locals_ sorted: the lock order
+  };
 
   // Replaces chunk `local` with `values` (elements(local) floats) under its
   // exclusive lock; used to load persisted values. REQUIRES: no aliasing.

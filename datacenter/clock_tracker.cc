@@ -88,8 +88,16 @@ Result<ClockTracker::Admission> ClockTracker::AdmitUpdate(WorkerId worker, Clock
     return FailedPreconditionError("worker " + std::to_string(worker) + " finished at clock " +
                                    std::to_string(s.clock) + " and cannot push updates; register again to continue");
   }
+  const Clock previous = s.last_update_clock;
   s.last_update_clock = clock;
-  return Admission{true, ShardClockLocked(now, nullptr)};
+  return Admission{true, ShardClockLocked(now, nullptr), previous};
+}
+
+void ClockTracker::RevokeAdmission(WorkerId worker, Clock clock, const Admission& admission) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (worker < 0 || worker >= static_cast<WorkerId>(slots_.size())) return;
+  Slot& s = slots_[worker];
+  if (admission.apply && s.last_update_clock == clock) s.last_update_clock = admission.previous;
 }
 
 Result<Clock> ClockTracker::Advance(WorkerId worker, Clock new_clock, bool finished) {

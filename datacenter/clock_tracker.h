@@ -65,6 +65,7 @@ class ClockTracker {
   struct Admission {
     bool apply = false;  // false: a retry of a batch already admitted
     Clock shard_clock = 0;
+    Clock previous = -1;  // for RevokeAdmission
   };
   // Admits the update batch (worker, clock). apply is true when the batch
   // must be applied (it is recorded as applied now, so the caller must apply
@@ -73,6 +74,10 @@ class ClockTracker {
   // FailedPrecondition for a new batch from a finished worker.
   // REQUIRES: clock >= 0.
   Result<Admission> AdmitUpdate(WorkerId worker, Clock clock);
+  // Forgets an admission whose batch was refused before anything of it was
+  // applied (its result would not be finite): a retry of (worker, clock) is
+  // then a new batch again. Same serialisation as AdmitUpdate.
+  void RevokeAdmission(WorkerId worker, Clock clock, const Admission& admission);
 
   // Moves the worker's clock to new_clock == held + 1 and wakes readers.
   // new_clock <= held is a retry: nothing changes, except that finished with

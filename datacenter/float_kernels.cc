@@ -42,6 +42,31 @@ bool AllFinite(const float* v, int64_t n) {
   return bad == 0;
 }
 
+bool SumAllFinite(const float* a, const float* b, int64_t n) {
+  uint32_t bad = 0;
+  int64_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    uint32_t block = 0;
+    for (int64_t j = 0; j < kBlock; ++j) {
+      const float s = a[i + j] + b[i + j];
+      block |= NonFiniteBit(Bits(&s));
+    }
+    bad |= block;
+  }
+  for (; i < n; ++i) {
+    const float s = a[i] + b[i];
+    bad |= NonFiniteBit(Bits(&s));
+  }
+  return bad == 0;
+}
+
+int64_t FirstNonFiniteSum(const float* a, const float* b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(a[i] + b[i])) return i;
+  }
+  return -1;
+}
+
 int64_t FirstNonFinite(const float* v, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     if (!std::isfinite(v[i])) return i;

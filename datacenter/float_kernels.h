@@ -22,6 +22,13 @@ bool AllFinite(const float* v, int64_t n);
 // Index of the first NaN or +-Inf in v[0..n), or -1 when all are finite.
 int64_t FirstNonFinite(const float* v, int64_t n);
 
+// True iff every a[i] + b[i] (i < n), rounded to float as AddInto rounds it,
+// is finite: catches NaN/Inf in either input and an overflow of the sum.
+bool SumAllFinite(const float* a, const float* b, int64_t n);
+
+// Index of the first i with a[i] + b[i] not finite, or -1.
+int64_t FirstNonFiniteSum(const float* a, const float* b, int64_t n);
+
 }  // namespace geops::datacenter
 
 #endif  // GEOPS_DATACENTER_FLOAT_KERNELS_H_

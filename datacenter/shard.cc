@@ -10,7 +10,10 @@
 //                  store, and a concurrent retry waits for the original.
 //   ClockTracker::mu_ and the per-chunk locks are taken inside those
 //                  classes and released before they return; neither is held
-//                  while taking the other.
+//                  while taking the other. An update holds the locks of all
+//                  its chunks at once (ChunkStore::BatchGuard, taken in
+//                  local-index order) while it checks that every result is
+//                  finite and adds: all or nothing.
 //   ShardPersister's Mutation scope (with a store) spans a batch's admission
 //                  and apply, or a clock advance, so that a commit never
 //                  holds half of one. It is entered under worker_mu_[w], and
@@ -50,6 +53,13 @@ namespace {
 constexpr int kMaxWorkers = 1 << 16;
 // Least time allowed for the first commit of a fresh store (every chunk).
 constexpr int64_t kFirstCommitWaitMs = 60000;
+
+// A float for an error message: "inf", "nan", or shortest round-trip digits.
+std::string FloatText(float v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.9g", static_cast<double>(v));
+  return buf;
+}
 
 std::string Hex(uint64_t v) {
   char buf[24];
@@ -183,12 +193,28 @@ class ShardImpl final : public Shard {
       if (!s.ok()) return Reject(std::move(s));
       return reply;
     }
-    const float* src = values.data();
-    for (const ChunkKey key : keys) {
-      const int64_t local = store_->LocalIndex(key);
-      store_->Add(local, src);
-      if (mutation) mutation->MarkChunk(local);
-      src += store_->elements(local);
+    std::vector<int64_t> locals(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) locals[i] = store_->LocalIndex(keys[i]);
+    std::optional<ChunkStore::BatchGuard::NonFinite> bad;
+    {
+      // All or nothing: no stored value may become NaN or infinite.
+      ChunkStore::BatchGuard guard(store_.get(), locals);
+      bad = guard.CheckSum(values.data());
+      if (!bad) guard.Add(values.data());
+    }
+    if (bad) {
+      tracker_.RevokeAdmission(worker, clock, *admission);
+      mutation.reset();
+      const ChunkKey key = keys[bad->chunk];
+      return Reject(InvalidArgumentError(
+          "update of worker " + std::to_string(worker) + " at clock " + std::to_string(clock) +
+          " refused, nothing applied: table '" + spec_.table(key.table).name + "' chunk " +
+          std::to_string(key.chunk) + " element " + std::to_string(bad->element) + " would become " +
+          FloatText(bad->stored + bad->delta) + " (stored " + FloatText(bad->stored) + " + update " +
+          FloatText(bad->delta) + "); every stored value must stay finite"));
+    }
+    if (mutation) {
+      for (int64_t local : locals) mutation->MarkChunk(local);
     }
     // Inside the persistence scope: what the tap records (the WAN layer's
     // unshipped mass) commits together with the chunks.

@@ -115,6 +115,35 @@ TEST_F(ShardValidationTest, RefusesNonFiniteValuesNamingWhere) {
   }
 }
 
+TEST_F(ShardValidationTest, RefusesAnUpdateWhoseResultWouldOverflowAndAppliesNothingOfIt) {
+  ASSERT_TRUE(shard_->RegisterWorker(1, spec_.Fingerprint(), "").ok());
+  // Worker 0 brings w/2 element 3 to 3e38 (finite). The test model starts
+  // from small uniform values, so the stored value is 3e38 + a little.
+  std::vector<float> big(96, 0.0f);
+  big[64 + 3] = 3e38f;
+  ASSERT_TRUE(Update(TwoKeys(), big).ok());
+  // Worker 1 adds 3e38 to it: each input is finite, the sum is not. The
+  // first chunk of the batch (clean) must not land either.
+  std::vector<float> also(96, 1.0f);
+  also[64 + 3] = 3e38f;
+  ExpectRefused([&] { return Update(TwoKeys(), also, 0, 1); }, StatusCode::kInvalidArgument,
+                "update of worker 1 at clock 0 refused, nothing applied: table 'w' chunk 2 element 3 would become "
+                "inf (stored 3");
+  // The refused batch did not take worker 1's clock-0 slot: a corrected
+  // batch for that clock is applied, not dropped as a duplicate.
+  std::vector<float> fixed(96, 1.0f);
+  Result<UpdateReply> r = shard_->Update(1, 0, TwoKeys(), fixed);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->applied);
+  // Going down past -max is refused the same way.
+  std::vector<float> low(96, 0.0f);
+  low[5] = -3e38f;
+  ASSERT_TRUE(shard_->AdvanceClock(0, 1, false).ok());
+  ASSERT_TRUE(Update(TwoKeys(), low, 1).ok());
+  ASSERT_TRUE(shard_->AdvanceClock(1, 1, false).ok());
+  ExpectRefused([&] { return Update(TwoKeys(), low, 1, 1); }, StatusCode::kInvalidArgument, "would become -inf");
+}
+
 TEST_F(ShardValidationTest, RefusesOversizedBatch) {
   ShardOptions o = TestOptions(2, 2, 0);
   o.max_batch_bytes = 1024;
