@@ -8,6 +8,7 @@ import glob
 import json
 import math
 import os
+import re
 import sys
 
 
@@ -22,7 +23,11 @@ def dist(values):
 
 def main():
     runs = {}
-    for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
+    # Natural order: mixed-seed2 before mixed-seed10.
+    def natural(path):
+        return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", path)]
+
+    for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.json")), key=natural):
         runs[os.path.basename(path)[:-5]] = json.load(open(path))
     out = []
     w = out.append
