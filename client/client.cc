@@ -89,6 +89,10 @@ Client Client::Connect(const Options& options, std::vector<Table> tables) {
 
   rpc::ThriftClientOptions thrift_options;
   thrift_options.rpc_timeout_ms = options.rpc_timeout_ms;
+  thrift_options.tls.ca_file = options.tls_ca_file;
+  thrift_options.tls.cert_file = options.tls_cert_file;
+  thrift_options.tls.key_file = options.tls_key_file;
+  thrift_options.tls.expect_peer = options.tls_expect_peer;
   // With the spec, pulled chunks land straight in the cache, their sizes checked.
   impl->factory = ValueOrThrow(rpc::ThriftShardConnectionFactory::Create(
       options.shards, thrift_options, std::make_shared<const ModelSpec>(impl->spec)));

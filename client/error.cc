@@ -23,6 +23,7 @@ GEOPS_SAME_CODE(Unimplemented);
 GEOPS_SAME_CODE(Internal);
 GEOPS_SAME_CODE(Unavailable);
 GEOPS_SAME_CODE(DataLoss);
+GEOPS_SAME_CODE(PermissionDenied);
 #undef GEOPS_SAME_CODE
 
 const char* ErrorCodeName(ErrorCode code) noexcept {

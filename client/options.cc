@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "cli/client_options.h"
+#include "cli/tls_options.h"
 #include "cli/topology.h"
 #include "client/throw_status.h"
 #include "geops/options.h"
@@ -80,6 +81,11 @@ Options OptionsFromTopology(const std::string& topology_path, const std::string&
   o.auth_token = w.auth_token;
   o.chunk_bytes = t.chunk_kib * 1024;
   o.clocks = t.clocks;
+  const rpc::TlsOptions tls = cli::WorkerTls(t, PickSite(t, site), worker);
+  o.tls_ca_file = tls.ca_file;
+  o.tls_cert_file = tls.cert_file;
+  o.tls_key_file = tls.key_file;
+  o.tls_expect_peer = tls.expect_peer;
   return o;
 }
 

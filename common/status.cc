@@ -19,6 +19,7 @@ std::string_view StatusCodeName(StatusCode code) {
     case StatusCode::kInternal: return "INTERNAL";
     case StatusCode::kUnavailable: return "UNAVAILABLE";
     case StatusCode::kDataLoss: return "DATA_LOSS";
+    case StatusCode::kPermissionDenied: return "PERMISSION_DENIED";
   }
   return "UNKNOWN";
 }
@@ -67,6 +68,7 @@ GEOPS_DEFINE_ERROR_(AbortedError, kAborted)
 GEOPS_DEFINE_ERROR_(ResourceExhaustedError, kResourceExhausted)
 GEOPS_DEFINE_ERROR_(OutOfRangeError, kOutOfRange)
 GEOPS_DEFINE_ERROR_(DataLossError, kDataLoss)
+GEOPS_DEFINE_ERROR_(PermissionDeniedError, kPermissionDenied)
 GEOPS_DEFINE_ERROR_(InternalError, kInternal)
 GEOPS_DEFINE_ERROR_(AlreadyExistsError, kAlreadyExists)
 GEOPS_DEFINE_ERROR_(UnimplementedError, kUnimplemented)

@@ -35,6 +35,7 @@ enum class StatusCode : int32_t {
   kDeadlineExceeded = 4,
   kNotFound = 5,
   kAlreadyExists = 6,
+  kPermissionDenied = 7,
   kResourceExhausted = 8,
   kFailedPrecondition = 9,
   kAborted = 10,
@@ -95,6 +96,7 @@ Status DataLossError(std::string_view message);
 Status InternalError(std::string_view message);
 Status AlreadyExistsError(std::string_view message);
 Status UnimplementedError(std::string_view message);
+Status PermissionDeniedError(std::string_view message);
 Status CancelledError(std::string_view message);
 
 // Result<T> holds a T or a non-OK Status.

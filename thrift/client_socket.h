@@ -1,5 +1,7 @@
 // ClientSocket: the connection under a geops Thrift client (the LAN
-// ThriftShardConnection and the WAN MirrorClient): a CountingSocket with
+// ThriftShardConnection and the WAN MirrorClient): a CountingSocket (or a
+// TlsSocket, when options.tls is set: the handshake and the server's
+// identity are checked at Open) with
 // the connect/send/receive timeouts, TCP_NODELAY and kernel buffers of
 // ThriftClientOptions, the framed transport that renews Thrift's message
 // budget at every frame (docs/wire_format.md, DESIGN §11) and the bounded
@@ -21,6 +23,7 @@
 namespace geops::rpc {
 
 class BoundedBinaryProtocol;
+class TlsContext;
 class FramedTransport;
 
 class ClientSocket {
@@ -44,14 +47,17 @@ class ClientSocket {
 
   // REQUIRES: is_open().
   const std::shared_ptr<BoundedBinaryProtocol>& protocol() const { return protocol_; }
-  CountingSocket& socket() const { return *socket_; }
+  apache::thrift::transport::TSocket& socket() const { return *socket_; }
+  // True when the connection is mutual TLS.
+  bool secure() const { return tls_ != nullptr; }
   const HostPort& address() const { return address_; }
 
  private:
   const HostPort address_;
   const ThriftClientOptions options_;
   const std::shared_ptr<ByteCounters> counters_;
-  std::shared_ptr<CountingSocket> socket_;
+  std::shared_ptr<TlsContext> tls_;  // built once, when options.tls is set
+  std::shared_ptr<apache::thrift::transport::TSocket> socket_;
   std::shared_ptr<FramedTransport> transport_;
   std::shared_ptr<BoundedBinaryProtocol> protocol_;
 };

@@ -7,6 +7,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "thrift/tls.h"
+
 namespace geops::rpc {
 
 using apache::thrift::TConfiguration;
@@ -40,23 +42,27 @@ std::string CountingSocket::PeerName() const {
   return getPeerAddress() + ":" + std::to_string(getPeerPort());
 }
 
-void CountingSocket::SetKernelBuffers(int64_t bytes) {
+void SetKernelBuffersOf(int fd, int64_t bytes, const std::string& peer) {
   if (bytes <= 0) return;
   int value = static_cast<int>(bytes);
   for (int opt : {SO_SNDBUF, SO_RCVBUF}) {
-    if (setsockopt(getSocketFD(), SOL_SOCKET, opt, &value, sizeof(value)) != 0) {
+    if (setsockopt(fd, SOL_SOCKET, opt, &value, sizeof(value)) != 0) {
       spdlog::warn("setsockopt({}, {} bytes) on {}: {}", opt == SO_SNDBUF ? "SO_SNDBUF" : "SO_RCVBUF",
-                   bytes, PeerName(), std::strerror(errno));
+                   bytes, peer, std::strerror(errno));
     }
   }
 }
 
+void CountingSocket::SetKernelBuffers(int64_t bytes) { SetKernelBuffersOf(getSocketFD(), bytes, PeerName()); }
+
 ListenSocket::ListenSocket(const std::string& host, int port, std::shared_ptr<TConfiguration> config,
-                           std::shared_ptr<ByteCounters> counters, int64_t socket_buffer_bytes)
+                           std::shared_ptr<ByteCounters> counters, int64_t socket_buffer_bytes,
+                           std::shared_ptr<TlsContext> tls)
     : TServerSocket(host, port),
       config_(std::move(config)),
       counters_(std::move(counters)),
-      socket_buffer_bytes_(socket_buffer_bytes) {
+      socket_buffer_bytes_(socket_buffer_bytes),
+      tls_(std::move(tls)) {
   if (socket_buffer_bytes_ > 0) {
     // Accepted sockets inherit the listener's buffer sizes.
     setTcpSendBuffer(static_cast<int>(socket_buffer_bytes_));
@@ -71,6 +77,7 @@ void ListenSocket::listen() {
 }
 
 std::shared_ptr<TSocket> ListenSocket::createSocket(THRIFT_SOCKET client) {
+  if (tls_ != nullptr) return tls_->Accepted(client, pChildInterruptSockReader_, config_, counters_);
   return std::make_shared<CountingSocket>(client, pChildInterruptSockReader_, config_, counters_);
 }
 

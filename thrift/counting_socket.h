@@ -31,7 +31,30 @@ struct ByteCounters {
   std::atomic<int64_t> received{0};
 };
 
-class CountingSocket : public apache::thrift::transport::TSocket {
+// What geops asks of a connection's socket, plain (CountingSocket) or TLS
+// (TlsSocket, thrift/tls.h), wherever the framed transport and the handlers
+// meet it.
+class WireSocket {
+ public:
+  virtual ~WireSocket() = default;
+  // A fresh per-message budget (see CountingSocket::ResetMessageBudget).
+  virtual void ResetMessageBudget() = 0;
+  // "address:port" of the peer, numeric (no DNS lookup).
+  virtual std::string PeerName() const = 0;
+  // SO_SNDBUF / SO_RCVBUF; bytes <= 0 leaves auto-tuning on.
+  virtual void SetKernelBuffers(int64_t bytes) = 0;
+  // The geops identity in the peer's verified certificate, e.g.
+  // "geops://site/us" or "geops://worker/us/0" (cli/cert_authority.h);
+  // empty on a plaintext connection. On TLS it completes the handshake first
+  // (throws TTransportException when that fails).
+  virtual std::string PeerIdentity() { return {}; }
+  virtual bool secure() const { return false; }
+};
+
+// setsockopt of both kernel buffers of `fd`, logged (not failed) when refused.
+void SetKernelBuffersOf(int fd, int64_t bytes, const std::string& peer);
+
+class CountingSocket : public apache::thrift::transport::TSocket, public WireSocket {
  public:
   // Client side: not yet connected; open() connects. `counters` outlive
   // reconnections when the owner passes the same object to each new socket.
@@ -50,25 +73,29 @@ class CountingSocket : public apache::thrift::transport::TSocket {
   // Gives this socket a fresh per-message budget (TConfiguration max message
   // size). Thrift 0.17's TSocket only checks reads against the budget and
   // never spends it, so this is a guard should a later release start to.
-  void ResetMessageBudget() { resetConsumedMessageSize(); }
+  void ResetMessageBudget() override { resetConsumedMessageSize(); }
 
   // "address:port" of the peer, numeric: unlike getOrigin() it never waits
   // for a reverse DNS lookup, so it is safe in logs on the serving path.
-  std::string PeerName() const;
+  std::string PeerName() const override;
 
   // Sets SO_SNDBUF and SO_RCVBUF; bytes <= 0 leaves kernel auto-tuning on.
   // Logs (does not fail) when the kernel refuses. REQUIRES: isOpen().
-  void SetKernelBuffers(int64_t bytes);
+  void SetKernelBuffers(int64_t bytes) override;
 
  private:
   std::shared_ptr<ByteCounters> counters_;
 };
 
+class TlsContext;
+
 class ListenSocket : public apache::thrift::transport::TServerSocket {
  public:
+  // With `tls`, accepted connections are server-side TlsSockets of it.
   ListenSocket(const std::string& host, int port,
                std::shared_ptr<apache::thrift::TConfiguration> config,
-               std::shared_ptr<ByteCounters> counters, int64_t socket_buffer_bytes);
+               std::shared_ptr<ByteCounters> counters, int64_t socket_buffer_bytes,
+               std::shared_ptr<TlsContext> tls = nullptr);
 
   // Binds and listens once; later calls do nothing. The owner calls it first
   // to learn the port and report bind errors, then TServerFramework::serve()
@@ -82,6 +109,7 @@ class ListenSocket : public apache::thrift::transport::TServerSocket {
   std::shared_ptr<apache::thrift::TConfiguration> config_;
   std::shared_ptr<ByteCounters> counters_;
   int64_t socket_buffer_bytes_;
+  std::shared_ptr<TlsContext> tls_;
   bool listening_ = false;
 };
 

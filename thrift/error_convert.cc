@@ -31,6 +31,7 @@ bool IsKnownCode(int32_t code) {
     case StatusCode::kInternal:
     case StatusCode::kUnavailable:
     case StatusCode::kDataLoss:
+    case StatusCode::kPermissionDenied:
       return true;
     case StatusCode::kOk:
       return false;

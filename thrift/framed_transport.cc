@@ -25,7 +25,7 @@ FramedTransport::FramedTransport(std::shared_ptr<TTransport> inner, const Transp
                                  std::shared_ptr<TConfiguration> config)
     : TFramedTransport(inner, static_cast<uint32_t>(options.write_buffer_bytes),
                        static_cast<uint32_t>(options.buffer_reclaim_bytes), std::move(config)),
-      socket_(dynamic_cast<CountingSocket*>(inner.get())) {}
+      socket_(dynamic_cast<WireSocket*>(inner.get())) {}
 
 std::string FramedTransport::PeerName() const {
   return socket_ != nullptr ? socket_->PeerName() : std::string("a non-TCP peer");

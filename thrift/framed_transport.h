@@ -63,7 +63,7 @@ class FramedTransport : public apache::thrift::transport::TFramedTransport {
   bool readFrame() override;
 
  private:
-  CountingSocket* socket_;  // `inner` when it is a CountingSocket, else null; owned by the base
+  WireSocket* socket_;  // `inner` when it is a CountingSocket, else null; owned by the base
 };
 
 class FramedTransportFactory : public apache::thrift::transport::TTransportFactory {

@@ -27,7 +27,7 @@ Result<MirrorClient*> MirrorChannel::Client() {
   if (client_ != nullptr) return client_.get();
   std::optional<HostPort> address = book_->Find(peer_);
   if (!address) return UnavailableError("the mirror address of site " + std::to_string(peer_) + " is not known yet");
-  GEOPS_ASSIGN_OR_RETURN(client_, MirrorClient::Create(*address, self_, options_));
+  GEOPS_ASSIGN_OR_RETURN(client_, MirrorClient::Create(*address, self_, ForMirrorPeer(options_, peer_)));
   return client_.get();
 }
 

@@ -29,8 +29,13 @@ spdlog::level::level_enum LogLevel(StatusCode code) {
 }  // namespace
 
 MirrorHandler::MirrorHandler(wan::WanReceiver* receiver, MirrorIdentity self, std::shared_ptr<MirrorModelInfo> model,
-                             std::string peer)
-    : receiver_(receiver), self_(self), model_(std::move(model)), peer_(std::move(peer)) {}
+                             std::string peer, WireSocket* wire, std::shared_ptr<const PeerNames> names)
+    : receiver_(receiver),
+      self_(self),
+      model_(std::move(model)),
+      peer_(std::move(peer)),
+      wire_(wire),
+      names_(names != nullptr ? std::move(names) : std::make_shared<const PeerNames>()) {}
 
 template <typename Body>
 void MirrorHandler::Serve(std::string_view call, Body&& body) {
@@ -50,7 +55,7 @@ void MirrorHandler::Serve(std::string_view call, Body&& body) {
   throw ToGeopsError(status);
 }
 
-Status MirrorHandler::CheckSender(int32_t origin, int32_t shard_id) const {
+Status MirrorHandler::CheckSender(int32_t origin, int32_t shard_id, const char* call) const {
   if (shard_id != self_.shard) {
     return FailedPreconditionError("mirror of shard " + std::to_string(shard_id) + " connected to shard " +
                                    std::to_string(self_.shard) + " of site " + std::to_string(self_.site) +
@@ -60,12 +65,19 @@ Status MirrorHandler::CheckSender(int32_t origin, int32_t shard_id) const {
     return InvalidArgumentError("message claims origin site " + std::to_string(origin) + ", this is site " +
                                 std::to_string(self_.site));
   }
+  if (wire_ != nullptr && wire_->secure()) {
+    return CheckSiteIdentity(wire_->PeerIdentity(), peer_, *names_, origin, call);
+  }
+  if (!names_->sites.empty() && origin >= static_cast<int32_t>(names_->sites.size())) {
+    return InvalidArgumentError(std::string(call) + " claims origin site " + std::to_string(origin) +
+                                ", which is not in the topology (" + std::to_string(names_->sites.size()) + " sites)");
+  }
   return Status::Ok();
 }
 
 void MirrorHandler::pushBatch(gen::PushBatchReply& reply, const gen::PushBatchRequest& req) {
   Serve("pushBatch", [&]() -> Status {
-    GEOPS_RETURN_IF_ERROR(CheckSender(req.origin, req.shard_id));
+    GEOPS_RETURN_IF_ERROR(CheckSender(req.origin, req.shard_id, "pushBatch"));
     if (req.seq <= 0) return InvalidArgumentError("pushBatch: seq must be >= 1, got " + std::to_string(req.seq));
     if (req.clock < 0) return InvalidArgumentError("pushBatch: clock must be >= 0");
     wan::WanBatch batch;
@@ -83,7 +95,7 @@ void MirrorHandler::pushBatch(gen::PushBatchReply& reply, const gen::PushBatchRe
 
 void MirrorHandler::notice(const gen::NoticeRequest& req) {
   Serve("notice", [&]() -> Status {
-    GEOPS_RETURN_IF_ERROR(CheckSender(req.origin, req.shard_id));
+    GEOPS_RETURN_IF_ERROR(CheckSender(req.origin, req.shard_id, "notice"));
     if (req.seq <= 0) return InvalidArgumentError("notice: seq must be >= 1");
     if (static_cast<int64_t>(req.chunk_keys.size()) > kMaxNoticeKeys) {
       return ResourceExhaustedError("notice names " + std::to_string(req.chunk_keys.size()) + " chunks, at most " +
@@ -103,7 +115,7 @@ void MirrorHandler::notice(const gen::NoticeRequest& req) {
 
 void MirrorHandler::reportClock(const gen::ClockReportRequest& req) {
   Serve("reportClock", [&]() -> Status {
-    GEOPS_RETURN_IF_ERROR(CheckSender(req.origin, req.shard_id));
+    GEOPS_RETURN_IF_ERROR(CheckSender(req.origin, req.shard_id, "reportClock"));
     if (req.clock < 0 || req.last_seq < 0) return InvalidArgumentError("reportClock: negative clock or seq");
     return receiver_->OnClock(wan::WanClockReport{req.origin, req.clock, static_cast<uint64_t>(req.last_seq),
                                                   req.drained, static_cast<uint64_t>(req.incarnation),
@@ -113,7 +125,7 @@ void MirrorHandler::reportClock(const gen::ClockReportRequest& req) {
 
 void MirrorHandler::heartbeat(gen::MirrorHeartbeatReply& reply, const gen::MirrorHeartbeat& req) {
   Serve("heartbeat", [&]() -> Status {
-    GEOPS_RETURN_IF_ERROR(CheckSender(req.origin, req.shard_id));
+    GEOPS_RETURN_IF_ERROR(CheckSender(req.origin, req.shard_id, "heartbeat"));
     const uint64_t theirs = static_cast<uint64_t>(req.model_fingerprint);
     const uint64_t ours = model_->fingerprint.load(std::memory_order_acquire);
     if (theirs != 0 && ours != 0 && theirs != ours) {
@@ -133,7 +145,7 @@ void MirrorHandler::heartbeat(gen::MirrorHeartbeatReply& reply, const gen::Mirro
 
 void MirrorHandler::schema(gen::MirrorSchemaReply& reply, const gen::MirrorSchemaRequest& req) {
   Serve("schema", [&]() -> Status {
-    GEOPS_RETURN_IF_ERROR(CheckSender(req.origin, req.shard_id));
+    GEOPS_RETURN_IF_ERROR(CheckSender(req.origin, req.shard_id, "schema"));
     std::optional<ModelSpec> spec = model_->schema ? model_->schema() : std::nullopt;
     reply.has_model = spec.has_value();
     if (spec) {
@@ -146,8 +158,9 @@ void MirrorHandler::schema(gen::MirrorSchemaReply& reply, const gen::MirrorSchem
 }
 
 gen::MirrorIf* MirrorHandlerFactory::getHandler(const apache::thrift::TConnectionInfo& info) {
-  auto* socket = dynamic_cast<CountingSocket*>(info.transport.get());
-  return new MirrorHandler(receiver_, self_, model_, socket != nullptr ? socket->PeerName() : std::string("unknown peer"));
+  auto* socket = dynamic_cast<WireSocket*>(info.transport.get());
+  return new MirrorHandler(receiver_, self_, model_, socket != nullptr ? socket->PeerName() : std::string("unknown peer"),
+                           socket, names_);
 }
 
 void MirrorHandlerFactory::releaseHandler(gen::MirrorIf* handler) { delete handler; }

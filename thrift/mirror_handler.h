@@ -21,6 +21,8 @@
 
 #include "common/model_spec.h"
 #include "common/status.h"
+#include "thrift/counting_socket.h"
+#include "thrift/peer_identity.h"
 #include "gen-cpp/Mirror.h"
 #include "thrift/mirror_identity.h"
 #include "wan/wan_transport.h"
@@ -48,8 +50,11 @@ struct MirrorModelInfo {
 class MirrorHandler : public gen::MirrorIf {
  public:
   // REQUIRES: `receiver` outlives the handler. `peer` names the client in logs.
+  // `wire` is the connection's socket: on TLS every message must come from
+  // the site its certificate names (thrift/peer_identity.h). `names`: the
+  // deployment's sites; when known, origins outside them are refused.
   MirrorHandler(wan::WanReceiver* receiver, MirrorIdentity self, std::shared_ptr<MirrorModelInfo> model,
-                std::string peer);
+                std::string peer, WireSocket* wire = nullptr, std::shared_ptr<const PeerNames> names = nullptr);
 
   void pushBatch(gen::PushBatchReply& reply, const gen::PushBatchRequest& req) override;
   void notice(const gen::NoticeRequest& req) override;
@@ -60,18 +65,21 @@ class MirrorHandler : public gen::MirrorIf {
  private:
   template <typename Body>
   void Serve(std::string_view call, Body&& body);
-  Status CheckSender(int32_t origin, int32_t shard_id) const;
+  Status CheckSender(int32_t origin, int32_t shard_id, const char* call) const;
 
   wan::WanReceiver* const receiver_;
   const MirrorIdentity self_;
   const std::shared_ptr<MirrorModelInfo> model_;
   const std::string peer_;
+  WireSocket* const wire_;
+  const std::shared_ptr<const PeerNames> names_;
 };
 
 class MirrorHandlerFactory : public gen::MirrorIfFactory {
  public:
-  MirrorHandlerFactory(wan::WanReceiver* receiver, MirrorIdentity self, std::shared_ptr<MirrorModelInfo> model)
-      : receiver_(receiver), self_(self), model_(std::move(model)) {}
+  MirrorHandlerFactory(wan::WanReceiver* receiver, MirrorIdentity self, std::shared_ptr<MirrorModelInfo> model,
+                       std::shared_ptr<const PeerNames> names = nullptr)
+      : receiver_(receiver), self_(self), model_(std::move(model)), names_(std::move(names)) {}
   gen::MirrorIf* getHandler(const apache::thrift::TConnectionInfo& info) override;
   void releaseHandler(gen::MirrorIf* handler) override;
 
@@ -79,6 +87,7 @@ class MirrorHandlerFactory : public gen::MirrorIfFactory {
   wan::WanReceiver* const receiver_;
   const MirrorIdentity self_;
   const std::shared_ptr<MirrorModelInfo> model_;
+  const std::shared_ptr<const PeerNames> names_;
 };
 
 }  // namespace geops::rpc

@@ -9,6 +9,7 @@
 #include "thrift/bounded_protocol.h"
 #include "thrift/error_convert.h"
 #include "thrift/framed_transport.h"
+#include "thrift/tls.h"
 #include "thrift/mirror_handler.h"
 
 namespace geops::rpc {
@@ -25,10 +26,14 @@ Result<std::unique_ptr<MirrorServer>> MirrorServer::Start(wan::WanReceiver* rece
   }
   GEOPS_RETURN_IF_ERROR(options.Validate());
   const std::string where = HostPort{options.host, options.port}.ToString();
+  std::shared_ptr<TlsContext> tls;
+  if (options.tls.enabled()) {
+    GEOPS_ASSIGN_OR_RETURN(tls, TlsContext::Create(options.tls, /*server=*/true));
+  }
   auto counters = std::make_shared<ByteCounters>();
   auto transport_factory = std::make_shared<FramedTransportFactory>(options.transport);
   auto listener = std::make_shared<ListenSocket>(options.host, options.port, transport_factory->configuration(),
-                                                 counters, options.transport.socket_buffer_bytes);
+                                                 counters, options.transport.socket_buffer_bytes, tls);
   if (options.idle_timeout_ms > 0) listener->setRecvTimeout(static_cast<int>(options.idle_timeout_ms));
   if (options.send_timeout_ms > 0) listener->setSendTimeout(static_cast<int>(options.send_timeout_ms));
   try {
@@ -37,7 +42,8 @@ Result<std::unique_ptr<MirrorServer>> MirrorServer::Start(wan::WanReceiver* rece
     return UnavailableError(StatusFromCurrentException("mirror listen on " + where).status.message());
   }
   const int port = listener->getPort();
-  auto processor = std::make_shared<gen::MirrorProcessorFactory>(std::make_shared<MirrorHandlerFactory>(receiver, self, std::move(model)));
+  auto processor = std::make_shared<gen::MirrorProcessorFactory>(std::make_shared<MirrorHandlerFactory>(
+      receiver, self, std::move(model), std::make_shared<const PeerNames>(options.peers)));
   auto server = std::make_shared<TThreadedServer>(processor, listener, transport_factory,
                                                   MakeProtocolFactory(options.transport));
   server->setConcurrentClientLimit(options.max_connections);

@@ -27,7 +27,7 @@ Result<std::optional<ModelSpec>> MirrorService::FetchPeerSchema(SiteId peer) con
   std::optional<HostPort> address = book_.Find(peer);
   if (!address) return UnavailableError("the mirror address of site " + std::to_string(peer) + " is not known yet");
   GEOPS_ASSIGN_OR_RETURN(std::unique_ptr<MirrorClient> client,
-                         MirrorClient::Create(*address, options_.self, options_.client));
+                         MirrorClient::Create(*address, options_.self, ForMirrorPeer(options_.client, peer)));
   return client->Schema();
 }
 

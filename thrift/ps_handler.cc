@@ -14,6 +14,7 @@
 #include "datacenter/replica_summary.h"
 #include "thrift/counting_socket.h"
 #include "thrift/error_convert.h"
+#include "thrift/peer_identity.h"
 #include "thrift/type_convert.h"
 
 namespace geops::rpc {
@@ -93,8 +94,12 @@ spdlog::level::level_enum LogLevel(StatusCode code) {
 
 }  // namespace
 
-PsHandler::PsHandler(datacenter::ShardHost* host, std::string peer)
-    : host_(host), peer_(std::move(peer)) {}
+PsHandler::PsHandler(datacenter::ShardHost* host, std::string peer, WireSocket* wire,
+                     std::shared_ptr<const PeerNames> names)
+    : host_(host),
+      peer_(std::move(peer)),
+      wire_(wire),
+      names_(names != nullptr ? std::move(names) : std::make_shared<const PeerNames>()) {}
 
 Result<datacenter::Shard*> PsHandler::ServingShard() const {
   datacenter::Shard* shard = host_->shard();
@@ -126,8 +131,14 @@ void PsHandler::Serve(std::string_view call, Body&& body) {
   throw ToGeopsError(status);
 }
 
+Status PsHandler::CheckActsFor(int32_t worker, const char* call) const {
+  if (wire_ == nullptr || !wire_->secure()) return Status::Ok();
+  return CheckWorkerIdentity(wire_->PeerIdentity(), peer_, *names_, worker, call);
+}
+
 void PsHandler::registerWorker(gen::RegisterReply& reply, const gen::RegisterRequest& req) {
   Serve("registerWorker", [&]() -> Status {
+    GEOPS_RETURN_IF_ERROR(CheckActsFor(req.worker_id, "registerWorker"));
     GEOPS_ASSIGN_OR_RETURN(datacenter::Shard * shard, ServingShard());
     handed_to_ = shard;
     GEOPS_ASSIGN_OR_RETURN(
@@ -141,6 +152,7 @@ void PsHandler::registerWorker(gen::RegisterReply& reply, const gen::RegisterReq
 
 void PsHandler::read(gen::ReadReply& reply, const gen::ReadRequest& req) {
   Serve("read", [&]() -> Status {
+    GEOPS_RETURN_IF_ERROR(CheckActsFor(req.worker_id, "read"));
     GEOPS_ASSIGN_OR_RETURN(datacenter::Shard * shard, ServingShard());
     return DoRead(shard, reply, req);
   });
@@ -181,6 +193,7 @@ Status PsHandler::DoRead(datacenter::Shard* shard, gen::ReadReply& reply, const 
 
 void PsHandler::update(gen::UpdateReply& reply, const gen::UpdateRequest& req) {
   Serve("update", [&]() -> Status {
+    GEOPS_RETURN_IF_ERROR(CheckActsFor(req.worker_id, "update"));
     GEOPS_ASSIGN_OR_RETURN(datacenter::Shard * shard, ServingShard());
     return DoUpdate(shard, reply, req);
   });
@@ -211,6 +224,7 @@ Status PsHandler::DoUpdate(datacenter::Shard* shard, gen::UpdateReply& reply,
 
 void PsHandler::clock(gen::ClockReply& reply, const gen::ClockRequest& req) {
   Serve("clock", [&]() -> Status {
+    GEOPS_RETURN_IF_ERROR(CheckActsFor(req.worker_id, "clock"));
     GEOPS_ASSIGN_OR_RETURN(datacenter::Shard * shard, ServingShard());
     handed_to_ = shard;
     GEOPS_ASSIGN_OR_RETURN(Clock c, shard->AdvanceClock(req.worker_id, req.clock, req.finished));
@@ -221,6 +235,7 @@ void PsHandler::clock(gen::ClockReply& reply, const gen::ClockRequest& req) {
 
 void PsHandler::heartbeat(int32_t worker_id) {
   Serve("heartbeat", [&]() -> Status {
+    GEOPS_RETURN_IF_ERROR(CheckActsFor(worker_id, "heartbeat"));
     GEOPS_ASSIGN_OR_RETURN(datacenter::Shard * shard, ServingShard());
     handed_to_ = shard;
     return shard->Heartbeat(worker_id);
@@ -229,6 +244,7 @@ void PsHandler::heartbeat(int32_t worker_id) {
 
 void PsHandler::status(gen::ShardStatus& reply) {
   Serve("status", [&]() -> Status {
+    GEOPS_RETURN_IF_ERROR(CheckActsFor(-1, "status"));
     GEOPS_ASSIGN_OR_RETURN(datacenter::Shard * shard, ServingShard());
     reply = ToThrift(shard->GetStatus());
     return Status::Ok();
@@ -237,6 +253,7 @@ void PsHandler::status(gen::ShardStatus& reply) {
 
 void PsHandler::replicaSummary(gen::ReplicaSummary& reply) {
   Serve("replicaSummary", [&]() -> Status {
+    GEOPS_RETURN_IF_ERROR(CheckActsFor(-1, "replicaSummary"));
     GEOPS_ASSIGN_OR_RETURN(datacenter::Shard * shard, ServingShard());
     GEOPS_ASSIGN_OR_RETURN(ReplicaSummary summary, datacenter::SummarizeReplica(*shard));
     reply = ToThrift(summary);
@@ -246,6 +263,7 @@ void PsHandler::replicaSummary(gen::ReplicaSummary& reply) {
 
 void PsHandler::registerSchema(gen::SchemaReply& reply, const gen::SchemaRequest& req) {
   Serve("registerSchema", [&]() -> Status {
+    GEOPS_RETURN_IF_ERROR(CheckActsFor(req.worker_id, "registerSchema"));
     GEOPS_ASSIGN_OR_RETURN(ModelSpec proposal, SchemaFromThrift(req.tables, req.chunk_bytes));
     GEOPS_ASSIGN_OR_RETURN(SchemaReply r, host_->RegisterSchema(req.worker_id, proposal, req.auth_token));
     reply.model_fingerprint = static_cast<int64_t>(r.model_fingerprint);
@@ -255,7 +273,10 @@ void PsHandler::registerSchema(gen::SchemaReply& reply, const gen::SchemaRequest
 }
 
 void PsHandler::initValues(gen::InitValuesReply& reply, const gen::InitValuesRequest& req) {
-  Serve("initValues", [&] { return DoInitValues(reply, req); });
+  Serve("initValues", [&]() -> Status {
+    GEOPS_RETURN_IF_ERROR(CheckActsFor(req.worker_id, "initValues"));
+    return DoInitValues(reply, req);
+  });
 }
 
 Status PsHandler::DoInitValues(gen::InitValuesReply& reply, const gen::InitValuesRequest& req) {
@@ -271,8 +292,8 @@ Status PsHandler::DoInitValues(gen::InitValuesReply& reply, const gen::InitValue
 gen::ParameterServerIf* PsHandlerFactory::getHandler(const apache::thrift::TConnectionInfo& info) {
   // The accepted socket is a CountingSocket (ListenSocket makes them); its
   // numeric peer name costs no DNS lookup.
-  auto* socket = dynamic_cast<CountingSocket*>(info.transport.get());
-  return new PsHandler(host_, socket != nullptr ? socket->PeerName() : std::string("unknown peer"));
+  auto* socket = dynamic_cast<WireSocket*>(info.transport.get());
+  return new PsHandler(host_, socket != nullptr ? socket->PeerName() : std::string("unknown peer"), socket, names_);
 }
 
 void PsHandlerFactory::releaseHandler(gen::ParameterServerIf* handler) { delete handler; }

@@ -20,11 +20,14 @@
 #define GEOPS_THRIFT_PS_HANDLER_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
 #include "common/status.h"
 #include "datacenter/shard_host.h"
+#include "thrift/counting_socket.h"
+#include "thrift/peer_identity.h"
 #include "gen-cpp/ParameterServer.h"
 
 namespace geops::rpc {
@@ -32,7 +35,11 @@ namespace geops::rpc {
 class PsHandler : public gen::ParameterServerIf {
  public:
   // REQUIRES: `host` outlives the handler. `peer` names the client in logs.
-  PsHandler(datacenter::ShardHost* host, std::string peer);
+  // `wire` is the connection's socket (on TLS, every call is checked against
+  // its certificate: thrift/peer_identity.h; null or plaintext: unchecked),
+  // `names` the deployment's sites for those checks.
+  PsHandler(datacenter::ShardHost* host, std::string peer, WireSocket* wire = nullptr,
+            std::shared_ptr<const PeerNames> names = nullptr);
 
   void registerSchema(gen::SchemaReply& reply, const gen::SchemaRequest& req) override;
   void initValues(gen::InitValuesReply& reply, const gen::InitValuesRequest& req) override;
@@ -52,12 +59,16 @@ class PsHandler : public gen::ParameterServerIf {
 
   // The shard, or the host's NotReady() error while the model is not in.
   Result<datacenter::Shard*> ServingShard() const;
+  // OK when the connection may act for `worker` (< 0: for its site), on TLS.
+  Status CheckActsFor(int32_t worker, const char* call) const;
   Status DoRead(datacenter::Shard* shard, gen::ReadReply& reply, const gen::ReadRequest& req);
   Status DoUpdate(datacenter::Shard* shard, gen::UpdateReply& reply, const gen::UpdateRequest& req);
   Status DoInitValues(gen::InitValuesReply& reply, const gen::InitValuesRequest& req);
 
   datacenter::ShardHost* const host_;
   const std::string peer_;
+  WireSocket* const wire_;
+  const std::shared_ptr<const PeerNames> names_;
   // The shard of the call in progress once it was handed over (the shard
   // counts its own refusals); Serve counts the others in the shard.
   datacenter::Shard* handed_to_ = nullptr;
@@ -66,13 +77,15 @@ class PsHandler : public gen::ParameterServerIf {
 class PsHandlerFactory : public gen::ParameterServerIfFactory {
  public:
   // REQUIRES: `host` outlives every handler made.
-  explicit PsHandlerFactory(datacenter::ShardHost* host) : host_(host) {}
+  PsHandlerFactory(datacenter::ShardHost* host, std::shared_ptr<const PeerNames> names)
+      : host_(host), names_(std::move(names)) {}
 
   gen::ParameterServerIf* getHandler(const apache::thrift::TConnectionInfo& info) override;
   void releaseHandler(gen::ParameterServerIf* handler) override;
 
  private:
   datacenter::ShardHost* const host_;
+  const std::shared_ptr<const PeerNames> names_;
 };
 
 }  // namespace geops::rpc

@@ -1,6 +1,8 @@
 #include "thrift/thrift_options.h"
 
+#include <fstream>
 #include <limits>
+#include <utility>
 
 namespace geops::rpc {
 namespace {
@@ -33,10 +35,36 @@ Status TransportOptions::Validate() const {
   return Status::Ok();
 }
 
+Status TlsOptions::Validate() const {
+  if (!enabled()) return Status::Ok();
+  const std::pair<const char*, const std::string*> files[] = {
+      {"ca", &ca_file}, {"cert", &cert_file}, {"key", &key_file}};
+  for (const auto& [name, path] : files) {
+    if (path->empty()) {
+      return InvalidArgumentError(std::string("tls: ") + name +
+                                  " file is not set (TLS needs the CA, a certificate and its key)");
+    }
+    std::ifstream in(*path);
+    if (!in) return InvalidArgumentError(std::string("tls: cannot read the ") + name + " file " + *path);
+  }
+  return Status::Ok();
+}
+
+ThriftClientOptions ForMirrorPeer(ThriftClientOptions options, int32_t peer) {
+  if (options.tls.enabled() && peer >= 0 && peer < static_cast<int32_t>(options.tls.site_names.size())) {
+    options.tls.expect_peer = SiteIdentityUri(options.tls.site_names[static_cast<size_t>(peer)]);
+  }
+  return options;
+}
+
 Status PsServerOptions::Validate() const {
   if (host.empty()) return InvalidArgumentError("server host must not be empty");
   if (port < 0 || port > 65535) return InvalidArgumentError("server port must be in [0, 65535], got " + Str(port));
   GEOPS_RETURN_IF_ERROR(transport.Validate().WithContext("server transport"));
+  GEOPS_RETURN_IF_ERROR(tls.Validate());
+  if (tls.enabled() && !peers.known()) {
+    return InvalidArgumentError("tls: the server needs the deployment's site names and its own (peers)");
+  }
   if (max_connections < 1) {
     return InvalidArgumentError("max_connections must be >= 1, got " + Str(max_connections));
   }
@@ -60,6 +88,7 @@ Status ThriftClientOptions::Validate() const {
     return InvalidArgumentError("rpc_timeout_ms must be in [1, " + Str(kMaxTimeoutMs) + "], got " +
                                 Str(rpc_timeout_ms));
   }
+  GEOPS_RETURN_IF_ERROR(tls.Validate());
   return transport.Validate().WithContext("client transport");
 }
 

@@ -7,8 +7,10 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
+#include "thrift/peer_identity.h"
 
 namespace geops::rpc {
 
@@ -37,6 +39,26 @@ struct TransportOptions {
   Status Validate() const;
 };
 
+// Mutual TLS of one end of a connection (docs/security.md). Every path empty:
+// plaintext. Otherwise all three are needed: the deployment's CA (every peer's
+// certificate must chain to it), this process's certificate and its key, as
+// written by `geops certs`. TLS 1.3 only.
+struct TlsOptions {
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;
+  // Client side: the geops identity the server's certificate must carry
+  // ("geops://site/us"); empty accepts any certificate of the CA.
+  std::string expect_peer;
+  // The deployment's sites by SiteId: a mirror client sets expect_peer to
+  // the site it connects to (ForMirrorPeer).
+  std::vector<std::string> site_names;
+
+  bool enabled() const { return !ca_file.empty() || !cert_file.empty() || !key_file.empty(); }
+  // All three files or none, each readable.
+  Status Validate() const;
+};
+
 struct PsServerOptions {
   std::string host = "127.0.0.1";  // address to bind; "0.0.0.0" for all interfaces
   int port = 0;                    // TCP port; 0 picks a free one (see PsServer::port())
@@ -50,6 +72,12 @@ struct PsServerOptions {
   // A reply the peer does not drain within this is dropped with its
   // connection, ms; 0 = never.
   int64_t send_timeout_ms = 60000;
+  // Mutual TLS; off when empty. With it on, every connection must present a
+  // certificate of the CA, and handlers check that it speaks only for itself.
+  TlsOptions tls;
+  // The deployment's sites and this server's, for the identity checks of
+  // TLS; required with tls. The mirror also refuses origins outside it.
+  PeerNames peers;
 
   Status Validate() const;
 };
@@ -60,9 +88,14 @@ struct ThriftClientOptions {
   // receive timeout plus the server-side wait a Read allows (deadline_ms).
   int64_t rpc_timeout_ms = 30000;
   TransportOptions transport;
+  TlsOptions tls;  // mutual TLS; off when empty
 
   Status Validate() const;
 };
+
+// `options` for a mirror connection to site `peer`: with TLS, the server must
+// present that site's certificate.
+ThriftClientOptions ForMirrorPeer(ThriftClientOptions options, int32_t peer);
 
 }  // namespace geops::rpc
 

@@ -19,6 +19,7 @@ enum class ErrorCode : int {
   kDeadlineExceeded = 4,    // a wait ran out of time
   kNotFound = 5,            // e.g. no table or site of that name
   kAlreadyExists = 6,
+  kPermissionDenied = 7,    // the connection may not act for whom the call names (docs/security.md)
   kResourceExhausted = 8,   // e.g. a message larger than the RPC frame limit
   kFailedPrecondition = 9,  // e.g. the site trains another model
   kAborted = 10,

@@ -56,6 +56,14 @@ struct Options {
   // The topology's clock budget ([training] clocks), for the application's
   // loop; 0 when not read from a topology. The client does not enforce it.
   int64_t clocks = 0;
+  // Mutual TLS (docs/security.md): the deployment's CA, this worker's
+  // certificate and key, as `geops certs` writes them; all empty for a
+  // plaintext site. OptionsFromTopology fills them from [security] certs.
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  // The identity the shards' certificate must carry ("geops://site/NAME").
+  std::string tls_expect_peer;
 };
 
 // Options for worker `worker` of site `site` (empty: the topology's only

@@ -20,7 +20,8 @@ per geops status code: geops/errors.py.
 from . import errors as _errors
 from .errors import (AbortedError, AlreadyExistsError, CancelledError, DataLossError, DeadlineExceededError,
                      FailedPreconditionError, GeopsError, InternalError, InvalidArgumentError, NotFoundError,
-                     OutOfRangeError, ResourceExhaustedError, UnavailableError, UnimplementedError, UnknownError)
+                     OutOfRangeError, PermissionDeniedError, ResourceExhaustedError, UnavailableError,
+                     UnimplementedError, UnknownError)
 from . import _geops
 from .config import ASYNC, Config, resolve
 from .schema import table_shape, tables_of
@@ -63,5 +64,5 @@ __all__ = [
     "GeopsError", "CancelledError", "UnknownError", "InvalidArgumentError", "DeadlineExceededError",
     "NotFoundError", "AlreadyExistsError", "ResourceExhaustedError", "FailedPreconditionError",
     "AbortedError", "OutOfRangeError", "UnimplementedError", "InternalError", "UnavailableError",
-    "DataLossError",
+    "DataLossError", "PermissionDeniedError",
 ]

@@ -12,6 +12,7 @@ client that refused the call (``err.message``) and the code's name
   FailedPreconditionError the system is not in a state to serve it (model mismatch)
   ResourceExhaustedError  a bound (frame size, memory) was exceeded
   DataLossError           stored data is corrupt or missing; stop and shout
+  PermissionDeniedError   this connection may not act for whom the call names (TLS identity)
 
 Some also derive from the matching built-in exception (InvalidArgumentError
 is a ValueError, DeadlineExceededError a TimeoutError, UnavailableError a
@@ -86,6 +87,10 @@ class UnavailableError(GeopsError, ConnectionError):
 
 class DataLossError(GeopsError):
     code = "DATA_LOSS"
+
+
+class PermissionDeniedError(GeopsError, PermissionError):
+    code = "PERMISSION_DENIED"
 
 
 _BY_CODE = {cls.code: cls for cls in GeopsError.__subclasses__()}

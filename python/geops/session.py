@@ -65,7 +65,7 @@ class Session:
                 heartbeat_ms=config.heartbeat_ms, max_attempts=config.max_attempts,
                 retry_backoff_ms=config.retry_backoff_ms, auth_token=config.auth_token,
                 chunk_bytes=config.chunk_bytes, topology=config.topology,
-                retry_window_ms=config.retry_window_ms)
+                retry_window_ms=config.retry_window_ms, site=config.site)
             self._client.start(views(self._tables))
             self._step = self.current_clock
             # The model starts from the site's values (a resumed worker from where it left off).

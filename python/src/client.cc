@@ -111,6 +111,7 @@ Status Client::Start(std::span<const TableView> initial) {
   }
   rpc::ThriftClientOptions thrift_options;
   thrift_options.rpc_timeout_ms = config_.options.rpc_timeout_ms;
+  thrift_options.tls = config_.tls;
   // With the spec, pulled chunks land straight in the cache and their sizes are checked.
   GEOPS_ASSIGN_OR_RETURN(thrift_, rpc::ThriftShardConnectionFactory::Create(
                                       config_.shards, thrift_options, std::make_shared<const ModelSpec>(spec_)));

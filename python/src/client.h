@@ -30,6 +30,7 @@
 #include "common/model_spec.h"
 #include "common/options.h"
 #include "common/status.h"
+#include "thrift/thrift_options.h"
 #include "python/src/cancellable_connection.h"
 #include "python/src/model_schema.h"
 #include "worker/ps_client.h"
@@ -46,6 +47,7 @@ struct ClientConfig {
   WorkerClientOptions options;      // worker id, staleness, timeouts, token
   int64_t chunk_bytes = kDefaultChunkBytes;
   std::optional<ModelSpec> site_model;  // see model_schema.h
+  rpc::TlsOptions tls;                   // mutual TLS of this worker (cli/tls_options.h); off when empty
 };
 
 // One table's values in the caller's memory: `size` contiguous floats.

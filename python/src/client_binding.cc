@@ -14,6 +14,7 @@
 #include <pybind11/stl.h>
 
 #include "cli/model_from_topology.h"
+#include "cli/tls_options.h"
 #include "cli/topology.h"
 #include "python/src/bindings.h"
 #include "python/src/client.h"
@@ -131,7 +132,8 @@ class PyClient {
 std::unique_ptr<PyClient> MakeClient(const std::vector<TableTuple>& tables, const std::vector<std::string>& shards,
                                      int worker, int64_t staleness, int64_t rpc_timeout_ms, int64_t heartbeat_ms,
                                      int max_attempts, int64_t retry_backoff_ms, const std::string& auth_token,
-                                     int64_t chunk_bytes, const std::string& topology, int64_t retry_window_ms) {
+                                     int64_t chunk_bytes, const std::string& topology, int64_t retry_window_ms,
+                                     const std::string& site) {
   ClientConfig config;
   for (const auto& [name, rows, cols] : tables) config.tables.push_back(TableShape{name, rows, cols});
   config.shards = shards;
@@ -147,6 +149,11 @@ std::unique_ptr<PyClient> MakeClient(const std::vector<TableTuple>& tables, cons
   if (!topology.empty()) {
     const cli::Topology t = ValueOrThrow(cli::LoadTopology(topology));
     if (!t.client_model()) config.site_model = ValueOrThrow(cli::BuildModelSpec(t));
+    if (t.tls()) {
+      // The worker's own certificate: its shards accept it for this worker only.
+      const int index = ValueOrThrow(t.FindSite(site.empty() ? t.sites[0].name : site));
+      config.tls = cli::WorkerTls(t, index, worker);
+    }
   }
   return std::make_unique<PyClient>(ValueOrThrow(Client::Create(std::move(config))));
 }
@@ -158,7 +165,8 @@ void RegisterClient(py::module_& m) {
       .def(py::init(&MakeClient), py::kw_only(), py::arg("tables"), py::arg("shards"), py::arg("worker"),
            py::arg("staleness"), py::arg("rpc_timeout_ms"), py::arg("heartbeat_ms"), py::arg("max_attempts"),
            py::arg("retry_backoff_ms"), py::arg("auth_token"), py::arg("chunk_bytes"),
-           py::arg("topology") = "", py::arg("retry_window_ms") = WorkerClientOptions().retry_window_ms)
+           py::arg("topology") = "", py::arg("retry_window_ms") = WorkerClientOptions().retry_window_ms,
+           py::arg("site") = "")
       .def("start", &PyClient::Start, py::arg("initial"), "Registers with every shard (blocks).")
       .def("pull", &PyClient::Pull, py::arg("out"), py::arg("staleness") = py::none(),
            "Makes the cache fresh (SSP, or the given staleness) and copies it into `out` (blocks).")

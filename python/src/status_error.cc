@@ -12,7 +12,7 @@ constexpr StatusCode kErrorCodes[] = {
     StatusCode::kDeadlineExceeded,  StatusCode::kNotFound,      StatusCode::kAlreadyExists,
     StatusCode::kResourceExhausted, StatusCode::kFailedPrecondition, StatusCode::kAborted,
     StatusCode::kOutOfRange,        StatusCode::kUnimplemented, StatusCode::kInternal,
-    StatusCode::kUnavailable,       StatusCode::kDataLoss,
+    StatusCode::kUnavailable,       StatusCode::kDataLoss,      StatusCode::kPermissionDenied,
 };
 
 void SetPythonError(const Status& status) {
