@@ -19,6 +19,7 @@
 #include "cli/commands.h"
 #include "cli/event_line.h"
 #include "cli/model_from_topology.h"
+#include "cli/tls_options.h"
 #include "thrift/ps_client.h"
 
 namespace geops::cli {
@@ -122,6 +123,9 @@ int RunCheck(const WorkerArgs& args, double wait_seconds) {
   }
   rpc::ThriftClientOptions client_options;
   client_options.rpc_timeout_ms = topology->rpc_timeout_ms;
+  // An operator's check speaks with its site's own certificate.
+  client_options.tls = SiteTls(*topology, *site);
+  if (client_options.tls.enabled()) client_options.tls.expect_peer = rpc::SiteIdentityUri(topology->sites[*site].name);
   auto factory = rpc::ThriftShardConnectionFactory::Create(*addresses, client_options, spec);
   if (!factory.ok()) {
     std::fprintf(stderr, "geops worker --check: %s\n", factory.status().ToString().c_str());

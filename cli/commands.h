@@ -81,6 +81,17 @@ struct TraceShowArgs {
 // Prints the effective WAN link table of a topology (2: bad topology or links).
 int RunTraceShow(const TraceShowArgs& args);
 
+struct CertsArgs {
+  std::string topology_path;
+  std::string out_dir;
+  int days = 365;      // validity of every certificate
+  bool force = false;  // replace an existing CA and its certificates
+};
+// Makes the deployment's CA and the certificate of every site and worker
+// (cli/cert_authority.h) and lists the files. 2 for a bad topology or files
+// already there without --force, 1 when writing fails.
+int RunCerts(const CertsArgs& args);
+
 }  // namespace geops::cli
 
 #endif  // GEOPS_CLI_COMMANDS_H_

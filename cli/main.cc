@@ -7,6 +7,7 @@
 //   geops worker --check --topology T --site S [--wait SECONDS]   check a site's replica
 //   geops trace show TOPOLOGY.toml          print the effective WAN link table
 //   geops chaos TOPOLOGY.toml --out DIR     kill and restart processes at random; check the end state
+//   geops certs TOPOLOGY.toml --out DIR     make the deployment's CA and its mutual-TLS certificates
 //
 // Exit codes: 0 success, 1 runtime failure, 2 bad arguments or configuration;
 // `launch` returns 130 / 143 when stopped by SIGINT / SIGTERM.
@@ -103,6 +104,14 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   chaos_cmd->add_option("--timeout", chaos.timeout_s, "Fail when the run takes longer, s")->check(CLI::PositiveNumber);
 
+  geops::cli::CertsArgs certs;
+  CLI::App* certs_cmd = app.add_subcommand(
+      "certs", "Make the deployment's certificate authority and a certificate for every site and worker");
+  certs_cmd->add_option("topology", certs.topology_path, "Topology TOML file")->required();
+  certs_cmd->add_option("--out", certs.out_dir, "Folder for ca.pem, ca.key, sites/ and workers/")->required();
+  certs_cmd->add_option("--days", certs.days, "Validity of every certificate, days")->check(CLI::Range(1, 36500));
+  certs_cmd->add_flag("--force", certs.force, "Replace an existing CA and every certificate (old ones stop working)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -118,6 +127,7 @@ int main(int argc, char** argv) {
 
   if (*launch_cmd) return geops::cli::RunLaunch(launch);
   if (*chaos_cmd) return geops::cli::RunChaosCommand(chaos);
+  if (*certs_cmd) return geops::cli::RunCerts(certs);
   if (*worker_cmd && check) return geops::cli::RunCheck(worker, check_wait);
   if (*worker_cmd && worker_index->count() == 0) {
     std::fprintf(stderr, "geops worker: --worker is required (or --check)\n");

@@ -18,6 +18,7 @@
 #include "cli/model_from_topology.h"
 #include "cli/site_mirror.h"
 #include "cli/site_wan.h"
+#include "cli/tls_options.h"
 #include "common/shard_store.h"
 #include "datacenter/shard.h"
 #include "datacenter/shard_host.h"
@@ -218,6 +219,8 @@ int RunSite(const SiteArgs& args) {
   server_options.host = spec_site.host;
   server_options.port = args.port >= 0 ? args.port
                                        : (spec_site.base_port > 0 ? spec_site.base_port + args.shard : 0);
+  server_options.tls = SiteTls(*topology, *site);
+  server_options.peers = PeerNamesOf(*topology, *site);
   auto server = rpc::PsServer::Start(host.get(), server_options);
   if (!server.ok()) {
     std::fprintf(stderr, "geops site: %s\n", server.status().ToString().c_str());

@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "cli/tls_options.h"
 #include "thrift/host_port.h"
 
 namespace geops::cli {
@@ -25,6 +26,9 @@ Result<std::unique_ptr<SiteMirror>> SiteMirror::Start(const Topology& t, int sit
   o.server.port = m->args_.mirror_port >= 0 ? m->args_.mirror_port : (base > 0 ? base + 1000 + shard : 0);
   o.client.rpc_timeout_ms = std::max<int64_t>(t.rpc_timeout_ms, 30000);
   o.client.connect_timeout_ms = std::min<int64_t>(o.client.connect_timeout_ms, 3000);
+  o.server.tls = SiteTls(t, site);
+  o.server.peers = PeerNamesOf(t, site);
+  o.client.tls = SiteTls(t, site);
   o.schema = m->args_.schema;
   SiteMirror* self = m.get();
   o.on_conflict = [self](SiteId peer, uint64_t theirs) { self->OnConflict(peer, theirs); };

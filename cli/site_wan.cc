@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/event_line.h"
+#include "cli/tls_options.h"
 #include "cli/wan_links.h"
 
 namespace geops::cli {
@@ -46,6 +47,7 @@ Result<std::unique_ptr<SiteWan>> SiteWan::Start(const Topology& t, int site, int
   // dropped only when it is really gone.
   o.shaping.heartbeat_ms = std::clamp<int64_t>(t.wan.peer_lease_ms / 4, 10, 1000);
   o.client.rpc_timeout_ms = std::max<int64_t>(t.rpc_timeout_ms, 30000);
+  o.client.tls = SiteTls(t, site);
   GEOPS_ASSIGN_OR_RETURN(w->endpoint_, rpc::WanEndpoint::Start(spec, shard, o, mirror->service()));
   if (progress_ms > 0) {
     SiteWan* self = w.get();

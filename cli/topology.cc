@@ -260,7 +260,35 @@ Status ParseFaults(const toml::table& root, const std::string& origin, Topology*
   return Status::Ok();
 }
 
+// [security]: mutual TLS is required as soon as a site binds beyond
+// loopback; plaintext there needs an explicit insecure = true.
+Status ParseSecurity(const toml::table& root, const std::string& origin, bool require_tls, Topology* t) {
+  TableReader sec(root["security"].as_table(), "security", origin);
+  sec.RejectUnknown({"certs", "insecure"});
+  sec.Get("certs", &t->security.certs);
+  sec.Get("insecure", &t->security.insecure);
+  sec.Require(!(t->security.insecure && !t->security.certs.empty()), "insecure",
+              "contradicts certs: TLS is on when certs is set; remove one of them");
+  GEOPS_RETURN_IF_ERROR(sec.Check());
+  if (!require_tls || !t->security.certs.empty() || t->security.insecure) return Status::Ok();
+  for (const SiteSpec& s : t->sites) {
+    if (!IsLoopbackHost(s.host)) {
+      return InvalidArgumentError(origin + ": site " + s.name + " binds to " + s.host +
+                                  ", which is not loopback, so its ports need mutual TLS: make certificates "
+                                  "with `geops certs " + origin + " --out certs` and set [security] certs = \"certs\" "
+                                  "(or set [security] insecure = true to accept plaintext)");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+bool IsLoopbackHost(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+std::string Topology::CertsDir() const { return security.certs.empty() ? std::string() : Resolve(security.certs); }
 
 std::vector<int64_t> Topology::FaultClocks(int site) const {
   std::set<int64_t> clocks;
@@ -298,7 +326,7 @@ Result<int> Topology::FindSite(const std::string& name) const {
   return NotFoundError("no site '" + name + "' in topology " + path + " (sites: " + names + ")");
 }
 
-Result<Topology> ParseTopology(const std::string& text, const std::string& origin) {
+Result<Topology> ParseTopology(const std::string& text, const std::string& origin, bool require_tls) {
   toml::table root;
   try {
     root = toml::parse(text, origin);
@@ -311,7 +339,7 @@ Result<Topology> ParseTopology(const std::string& text, const std::string& origi
   t.path = origin;
 
   TableReader top(&root, "", origin);
-  top.RejectUnknown({"name", "model", "training", "storage", "sites", "wan", "links", "faults"});
+  top.RejectUnknown({"name", "model", "training", "storage", "security", "sites", "wan", "links", "faults"});
   top.Get("name", &t.name);
   GEOPS_RETURN_IF_ERROR(top.Check());
 
@@ -408,18 +436,19 @@ Result<Topology> ParseTopology(const std::string& text, const std::string& origi
     GEOPS_RETURN_IF_ERROR(r.Check());
     t.sites.push_back(s);
   }
+  GEOPS_RETURN_IF_ERROR(ParseSecurity(root, origin, require_tls, &t));
   GEOPS_RETURN_IF_ERROR(ParseWan(root, origin, &t));
   GEOPS_RETURN_IF_ERROR(ParseFaults(root, origin, &t));
   if (t.name.empty()) t.name = origin;
   return t;
 }
 
-Result<Topology> LoadTopology(const std::string& path) {
+Result<Topology> LoadTopology(const std::string& path, bool require_tls) {
   std::ifstream in(path);
   if (!in) return NotFoundError("cannot open topology file " + path);
   std::stringstream buf;
   buf << in.rdbuf();
-  return ParseTopology(buf.str(), path);
+  return ParseTopology(buf.str(), path, require_tls);
 }
 
 }  // namespace geops::cli

@@ -121,6 +121,18 @@ struct Topology {
   std::string storage_dir;
   std::string durability = "sync";  // "sync", "async" or "off" (see common/options.h)
 
+  // [security]: mutual TLS on every port (docs/security.md). `certs` is the
+  // folder `geops certs` wrote (relative: to the topology file); empty:
+  // plaintext, which a topology with a site beyond loopback refuses unless
+  // `insecure = true`.
+  struct Security {
+    std::string certs;
+    bool insecure = false;
+  } security;
+  bool tls() const { return !security.certs.empty(); }
+  // security.certs resolved; empty when TLS is off.
+  std::string CertsDir() const;
+
   std::vector<SiteSpec> sites;
   WanSpec wan;                    // used when there are >= 2 sites
   std::vector<LinkSpec> links;    // [[links]]
@@ -145,9 +157,14 @@ struct Topology {
 
 // Reads and validates a topology file. Errors name the file, and the line
 // where TOML reports one: "topo.toml:12: training.clocks must be >= 1".
-Result<Topology> LoadTopology(const std::string& path);
+// `require_tls` false skips only the [security] rule that a site beyond
+// loopback needs certificates (for `geops certs`, which makes them).
+Result<Topology> LoadTopology(const std::string& path, bool require_tls = true);
 // Same, from text (`origin` names it in errors).
-Result<Topology> ParseTopology(const std::string& text, const std::string& origin);
+Result<Topology> ParseTopology(const std::string& text, const std::string& origin, bool require_tls = true);
+
+// 127.0.0.0/8, ::1 or "localhost".
+bool IsLoopbackHost(const std::string& host);
 
 }  // namespace geops::cli
 

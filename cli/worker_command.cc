@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/event_line.h"
 #include "cli/model_from_topology.h"
+#include "cli/tls_options.h"
 #include "thrift/ps_client.h"
 #include "worker/ps_client.h"
 #include "worker/trainer.h"
@@ -137,6 +138,7 @@ int RunWorker(const WorkerArgs& args) {
   }
   rpc::ThriftClientOptions client_options;
   client_options.rpc_timeout_ms = topology->rpc_timeout_ms;
+  client_options.tls = WorkerTls(*topology, *site, args.worker);
   // With the spec, pulled chunks land straight in the cache and their sizes are checked.
   auto factory = rpc::ThriftShardConnectionFactory::Create(addresses, client_options,
                                                            std::make_shared<const ModelSpec>(*model));
