@@ -24,6 +24,7 @@ namespace {
 
 constexpr std::string_view kIdentityScheme = "geops://";
 constexpr size_t kReadBufferBytes = 256 * 1024;
+constexpr long kWriteBufferBytes = 256 * 1024;
 
 std::string OpenSslErrors() {
   std::string out;
@@ -78,10 +79,52 @@ uint32_t TlsSocket::read(uint8_t* buf, uint32_t len) {
   return got;
 }
 
+void TlsSocket::BufferWrites() {
+  if (write_buffer_ != nullptr || ssl_ == nullptr || SSL_is_init_finished(ssl_) != 1) return;
+  BIO* socket_bio = SSL_get_wbio(ssl_);
+  BIO* buffer = BIO_new(BIO_f_buffer());
+  if (socket_bio == nullptr || buffer == nullptr || BIO_set_write_buffer_size(buffer, kWriteBufferBytes) != 1 ||
+      BIO_up_ref(socket_bio) != 1) {
+    BIO_free(buffer);  // unbuffered writes still work, only slower
+    return;
+  }
+  BIO_push(buffer, socket_bio);  // the chain now holds the reference taken above
+  SSL_set0_wbio(ssl_, buffer);   // drops the SSL's own reference to the bare socket BIO
+  write_buffer_ = buffer;
+}
+
+void TlsSocket::write(const uint8_t* buf, uint32_t len) {
+  initializeHandshake();  // no-op once done
+  BufferWrites();
+  TSSLSocket::write(buf, len);
+  counters_->sent.fetch_add(len, std::memory_order_relaxed);
+}
+
 uint32_t TlsSocket::write_partial(const uint8_t* buf, uint32_t len) {
   uint32_t put = TSSLSocket::write_partial(buf, len);
   counters_->sent.fetch_add(put, std::memory_order_relaxed);
   return put;
+}
+
+void TlsSocket::flush() {
+  if (write_buffer_ == nullptr || ssl_ == nullptr) {
+    TSSLSocket::flush();
+    return;
+  }
+  // The socket is non-blocking (TSSLSocket): a full kernel buffer makes
+  // BIO_flush ask for a retry, which waits for the socket to drain.
+  while (BIO_flush(write_buffer_) != 1) {
+    if (!BIO_should_retry(write_buffer_)) {
+      throw TTransportException(TTransportException::UNKNOWN,
+                                "TLS write to " + PeerName() + " failed: " + OpenSslErrors());
+    }
+    waitForEvent(/*wantRead=*/false);  // throws TIMED_OUT past the send timeout
+  }
+}
+
+void TlsSocket::close() {
+  write_buffer_ = nullptr;
+  TSSLSocket::close();
 }
 
 std::string TlsSocket::PeerName() const { return getPeerAddress() + ":" + std::to_string(getPeerPort()); }

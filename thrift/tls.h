@@ -34,7 +34,18 @@ namespace geops::rpc {
 class TlsSocket : public apache::thrift::transport::TSSLSocket, public WireSocket {
  public:
   uint32_t read(uint8_t* buf, uint32_t len) override;
+  // TSSLSocket::write does not go through write_partial: both count.
+  // Records are gathered in a write buffer of kWriteBufferBytes (after the
+  // handshake) and reach the kernel at flush(), which the framed transport
+  // calls once per frame: a 2 MiB frame is 8 write(2) calls instead of 128,
+  // each waking the peer.
+  void write(const uint8_t* buf, uint32_t len) override;
   uint32_t write_partial(const uint8_t* buf, uint32_t len) override;
+  // Drains the write buffer, waiting for the socket up to the send timeout
+  // (TTransportException TIMED_OUT past it).
+  void flush() override;
+  // Frees the SSL object, and with it the write buffer.
+  void close() override;
 
   void ResetMessageBudget() override { resetConsumedMessageSize(); }
   std::string PeerName() const override;
@@ -56,7 +67,11 @@ class TlsSocket : public apache::thrift::transport::TSSLSocket, public WireSocke
             std::shared_ptr<THRIFT_SOCKET> interrupt_listener, std::shared_ptr<apache::thrift::TConfiguration> config,
             std::shared_ptr<ByteCounters> counters);
 
+  // Puts a buffer BIO in front of the socket BIO once the handshake is done.
+  void BufferWrites();
+
   std::shared_ptr<ByteCounters> counters_;
+  BIO* write_buffer_ = nullptr;  // owned by ssl_ once installed
   std::string identity_;  // cached once the handshake is done
 };
 
