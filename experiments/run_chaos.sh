@@ -12,18 +12,20 @@
 #           stall target: median under 2 s);
 #   size    restart -> training again for single-shard kills at 1M and 100M
 #           parameters (2 sites x 1 shard x 1 worker: three replicas of
-#           100M with their WAN state do not fit beside each other here).
+#           100M with their WAN state do not fit beside each other here);
+#   tls     5 runs of the mixed set with mutual TLS on every port
+#           ([security] certs, certificates made by `geops certs`).
 # Writes experiments/results/chaos/results.md (experiments/summarize_chaos.py)
 # and each run's chaos.json under experiments/results/chaos/runs/.
 #
-# Usage: bash experiments/run_chaos.sh [SET ...]   (default: mixed shard size)
+# Usage: bash experiments/run_chaos.sh [SET ...]   (default: mixed shard size tls)
 #   RUNS (20): runs of the mixed set. GEOPS: the geops binary (build/cli/geops).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 geops=${GEOPS:-build/cli/geops}
 results=experiments/results/chaos
 sets=("$@")
-[ ${#sets[@]} -eq 0 ] && sets=(mixed shard size)
+[ ${#sets[@]} -eq 0 ] && sets=(mixed shard size tls)
 runs=${RUNS:-20}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -44,6 +46,8 @@ run() {
   fi
   grep -E "PASSED|kill " "$work/$name.txt" | tail -8
   cp "$out/chaos.json" "$results/runs/$name.json"
+  # The record names paths relative to the checkout, temporary ones by role.
+  sed -i -e "s|$(pwd)/||g" -e "s|$work/|<temporary>/|g" "$results/runs/$name.json"
   rm -rf "$out"
 }
 
@@ -81,7 +85,18 @@ for set in "${sets[@]}"; do
       run "size-100m" "$(sized size-100m 10000 10000 16)" --seed 1 --kills 2 --drain-kills 0 --kinds shard \
         --restart-min-ms 500 --restart-max-ms 1000 --stall-bound 600 --timeout 3000 || failed=$((failed + 1))
       ;;
-    *) echo "run_chaos: unknown set '$set' (mixed, shard, size)" >&2; exit 2 ;;
+    tls)
+      # chaos.toml with a certificate folder beside it (paths in a topology
+      # are taken from its own folder).
+      mkdir -p "$work/tls"
+      cp experiments/topologies/chaos.toml "$work/tls/chaos.toml"
+      printf '\n[security]\ncerts = "certs"\n' >>"$work/tls/chaos.toml"
+      "$geops" certs "$work/tls/chaos.toml" --out "$work/tls/certs" >/dev/null
+      for s in 1 2 3 4 5; do
+        run "tls-seed$s" "$work/tls/chaos.toml" --seed "$s" --kills 5 --drain-kills 1 \
+          --restart-min-ms 1000 --restart-max-ms 10000 || failed=$((failed + 1))
+      done ;;
+    *) echo "run_chaos: unknown set '$set' (mixed, shard, size, tls)" >&2; exit 2 ;;
   esac
 done
 

@@ -56,6 +56,8 @@ def main():
     w("- `shard`: the same topology, 5 single-shard kills per run restarted after 0.2-1 s.")
     w("- `size`: single-shard kills restarted after 0.5-1 s, two sites of 1 shard and 1 worker, 1M "
       "(`layers = [1000, 1000]`) and 100M (`[10000, 10000]`) parameters, 10 Gbit/s links, 30 s leases.")
+    w("- `tls`: the `mixed` set with `[security] certs`: every LAN and WAN connection is mutual TLS 1.3, each "
+      "restarted process loads its own certificate (`geops certs`).")
     w("")
     w("What the figures mean:")
     w("- **stall**: for each kill, the longest time a surviving site (every site but the victim's for shard "
@@ -84,7 +86,8 @@ def main():
     w("")
     w(f"**{passed} of {len(runs)} runs passed.**")
     for prefix, title in (("mixed", "Mixed kills"), ("shard", "Single-shard kills restarted within 1 s"),
-                          ("size", "Restart to training by model size")):
+                          ("size", "Restart to training by model size"),
+                          ("tls", "Mixed kills with mutual TLS on every port")):
         sel = {n: r for n, r in runs.items() if n.startswith(prefix)}
         if not sel:
             continue
