@@ -55,6 +55,12 @@ void SetKernelBuffersOf(int fd, int64_t bytes, const std::string& peer) {
 
 void CountingSocket::SetKernelBuffers(int64_t bytes) { SetKernelBuffersOf(getSocketFD(), bytes, PeerName()); }
 
+int CountingSocket::ExchangeReceiveTimeout(int ms) {
+  const int old = recvTimeout_;
+  setRecvTimeout(ms);
+  return old;
+}
+
 ListenSocket::ListenSocket(const std::string& host, int port, std::shared_ptr<TConfiguration> config,
                            std::shared_ptr<ByteCounters> counters, int64_t socket_buffer_bytes,
                            std::shared_ptr<TlsContext> tls)

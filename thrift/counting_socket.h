@@ -43,6 +43,9 @@ class WireSocket {
   virtual std::string PeerName() const = 0;
   // SO_SNDBUF / SO_RCVBUF; bytes <= 0 leaves auto-tuning on.
   virtual void SetKernelBuffers(int64_t bytes) = 0;
+  // Sets the receive timeout of the next reads, ms (0: none), and returns
+  // the one it replaces.
+  virtual int ExchangeReceiveTimeout(int ms) = 0;
   // The geops identity in the peer's verified certificate, e.g.
   // "geops://site/us" or "geops://worker/us/0" (cli/cert_authority.h);
   // empty on a plaintext connection. On TLS it completes the handshake first
@@ -82,6 +85,7 @@ class CountingSocket : public apache::thrift::transport::TSocket, public WireSoc
   // Sets SO_SNDBUF and SO_RCVBUF; bytes <= 0 leaves kernel auto-tuning on.
   // Logs (does not fail) when the kernel refuses. REQUIRES: isOpen().
   void SetKernelBuffers(int64_t bytes) override;
+  int ExchangeReceiveTimeout(int ms) override;
 
  private:
   std::shared_ptr<ByteCounters> counters_;

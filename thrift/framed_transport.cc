@@ -2,6 +2,8 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <string>
 
@@ -25,7 +27,8 @@ FramedTransport::FramedTransport(std::shared_ptr<TTransport> inner, const Transp
                                  std::shared_ptr<TConfiguration> config)
     : TFramedTransport(inner, static_cast<uint32_t>(options.write_buffer_bytes),
                        static_cast<uint32_t>(options.buffer_reclaim_bytes), std::move(config)),
-      socket_(dynamic_cast<WireSocket*>(inner.get())) {}
+      socket_(dynamic_cast<WireSocket*>(inner.get())),
+      frame_timeout_ms_(options.frame_timeout_ms) {}
 
 std::string FramedTransport::PeerName() const {
   return socket_ != nullptr ? socket_->PeerName() : std::string("a non-TCP peer");
@@ -57,13 +60,68 @@ bool FramedTransport::readFrame() {
     spdlog::warn("{}; closing the connection", why);
     throw TTransportException(TTransportException::CORRUPTED_DATA, why);
   }
-  if (static_cast<uint32_t>(size) > rBufSize_) {
-    rBuf_.reset(new uint8_t[size]);
-    rBufSize_ = static_cast<uint32_t>(size);
-  }
-  transport_->readAll(rBuf_.get(), static_cast<uint32_t>(size));
+  ReadBody(static_cast<uint32_t>(size));
   setReadBuffer(rBuf_.get(), static_cast<uint32_t>(size));
   return true;
+}
+
+void FramedTransport::GrowReadBuffer(uint32_t keep, uint32_t size) {
+  std::unique_ptr<uint8_t[]> grown(new uint8_t[size]);
+  if (keep > 0) std::memcpy(grown.get(), rBuf_.get(), keep);
+  rBuf_.reset(grown.release());
+  rBufSize_ = size;
+}
+
+void FramedTransport::ReadBody(uint32_t frame) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  uint32_t have = 0;
+  int saved_timeout = -1;  // the socket's own receive timeout, while the frame deadline runs
+  bool deadline_running = false;
+  auto restore = [&] {
+    if (saved_timeout >= 0) socket_->ExchangeReceiveTimeout(saved_timeout);
+    saved_timeout = -1;
+  };
+  try {
+    while (have < frame) {
+      // The buffer follows the bytes that arrived: a header alone reserves
+      // at most kFirstBodyBytes, however large the frame it announces.
+      if (have == rBufSize_ || rBufSize_ < std::min(frame, kFirstBodyBytes)) {
+        const uint64_t want = std::max<uint64_t>(uint64_t{rBufSize_} * 2, kFirstBodyBytes);
+        GrowReadBuffer(have, static_cast<uint32_t>(std::min<uint64_t>(frame, want)));
+      }
+      // The whole body has frame_timeout_ms from the header on (two
+      // setsockopt calls per frame: nothing beside a frame's copy).
+      if (frame_timeout_ms_ > 0 && socket_ != nullptr) {
+        deadline_running = true;
+        const int64_t left =
+            frame_timeout_ms_ - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+        if (left <= 0) {
+          throw TTransportException(TTransportException::TIMED_OUT, "frame deadline passed");
+        }
+        const int previous = socket_->ExchangeReceiveTimeout(static_cast<int>(left));
+        if (saved_timeout < 0) saved_timeout = previous;
+      }
+      const uint32_t got = transport_->read(rBuf_.get() + have, std::min(rBufSize_, frame) - have);
+      if (got == 0) {
+        throw TTransportException(TTransportException::END_OF_FILE,
+                                  "connection from " + PeerName() + " closed after " + std::to_string(have) +
+                                      " of the " + std::to_string(frame) + " bytes of a frame");
+      }
+      have += got;
+    }
+  } catch (const TTransportException& e) {
+    restore();
+    if (e.getType() == TTransportException::TIMED_OUT && deadline_running) {
+      const std::string why = "frame of " + std::to_string(frame) + " bytes from " + PeerName() + ": only " +
+                              std::to_string(have) + " bytes arrived within frame_timeout_ms " +
+                              std::to_string(frame_timeout_ms_);
+      spdlog::warn("{}; closing the connection", why);
+      throw TTransportException(TTransportException::TIMED_OUT, why);
+    }
+    throw;
+  }
+  restore();
 }
 
 FramedTransportFactory::FramedTransportFactory(const TransportOptions& options)

@@ -58,12 +58,25 @@ class FramedTransport : public apache::thrift::transport::TFramedTransport {
  protected:
   // Renews the budgets, then reads the next frame whole: false when the peer
   // closed between frames; throws TTransportException on a truncated frame,
-  // and CORRUPTED_DATA (logged) on a negative or oversized length, before
-  // allocating anything for it.
+  // TIMED_OUT past the frame deadline, and CORRUPTED_DATA (logged) on a
+  // negative or oversized length, before allocating anything for it.
   bool readFrame() override;
 
  private:
-  WireSocket* socket_;  // `inner` when it is a CountingSocket, else null; owned by the base
+  // The first allocation for a frame larger than the buffer; it then doubles
+  // as bytes arrive.
+  static constexpr uint32_t kFirstBodyBytes = uint32_t{1} << 20;
+
+  // Reads the `frame` bytes after a header into rBuf_, growing it with what
+  // arrived, within frame_timeout_ms once the first read did not bring it all.
+  // Throws TTransportException: END_OF_FILE when the peer closes inside the
+  // frame, TIMED_OUT (logged, naming the peer and what arrived) past the deadline.
+  void ReadBody(uint32_t frame);
+  // rBuf_ of `size` bytes, keeping its first `keep`.
+  void GrowReadBuffer(uint32_t keep, uint32_t size);
+
+  WireSocket* socket_;  // `inner` when it is a CountingSocket or TlsSocket, else null; owned by the base
+  const int64_t frame_timeout_ms_;
 };
 
 class FramedTransportFactory : public apache::thrift::transport::TTransportFactory {

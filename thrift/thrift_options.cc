@@ -32,6 +32,10 @@ Status TransportOptions::Validate() const {
     return InvalidArgumentError("socket_buffer_bytes must be in [0, 1 GiB], got " +
                                 Str(socket_buffer_bytes));
   }
+  if (frame_timeout_ms < 0 || frame_timeout_ms > kMaxTimeoutMs) {
+    return InvalidArgumentError("frame_timeout_ms must be in [0, " + Str(kMaxTimeoutMs) + "], got " +
+                                Str(frame_timeout_ms));
+  }
   return Status::Ok();
 }
 

@@ -35,6 +35,13 @@ struct TransportOptions {
   // net.core.wmem_max / rmem_max; it did not beat auto-tuning on loopback
   // (experiments/results/lan_throughput.md).
   int64_t socket_buffer_bytes = 0;
+  // Once a frame's 4-byte header has arrived, the rest of the frame must
+  // arrive within this, ms; past it the connection is dropped (logged).
+  // Bounds what a slow or stalled sender holds: its thread, and the frame
+  // memory, which grows only with the bytes that really arrived (a header
+  // that claims 1 GiB reserves nothing). 0 = no deadline. Two minutes carry
+  // 1 GiB at 70 Mbit/s.
+  int64_t frame_timeout_ms = 120000;
 
   Status Validate() const;
 };

@@ -129,6 +129,12 @@ void TlsSocket::close() {
 
 std::string TlsSocket::PeerName() const { return getPeerAddress() + ":" + std::to_string(getPeerPort()); }
 
+int TlsSocket::ExchangeReceiveTimeout(int ms) {
+  const int old = recvTimeout_;
+  setRecvTimeout(ms);  // TSSLSocket waits for data with poll, bounded by it
+  return old;
+}
+
 void TlsSocket::SetKernelBuffers(int64_t bytes) { SetKernelBuffersOf(getSocketFD(), bytes, PeerName()); }
 
 std::string TlsSocket::PeerIdentity() {

@@ -50,6 +50,7 @@ class TlsSocket : public apache::thrift::transport::TSSLSocket, public WireSocke
   void ResetMessageBudget() override { resetConsumedMessageSize(); }
   std::string PeerName() const override;
   void SetKernelBuffers(int64_t bytes) override;
+  int ExchangeReceiveTimeout(int ms) override;
   std::string PeerIdentity() override;
   bool secure() const override { return true; }
 

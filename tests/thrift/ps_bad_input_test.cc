@@ -9,8 +9,11 @@
 
 #include <gtest/gtest.h>
 
+#include <malloc.h>
+
 #include <cmath>
 #include <limits>
+#include <thread>
 
 #include "tests/thrift/thrift_test_util.h"
 #include "thrift/error_convert.h"
@@ -225,6 +228,7 @@ class RawTcp {
   }
   ~RawTcp() { close(fd_); }
   bool connected() const { return connected_; }
+  int fd() const { return fd_; }
   void Send(const std::string& bytes) {
     ASSERT_EQ(send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
   }
@@ -293,6 +297,56 @@ TEST_F(BadInputTest, HostileLengthsAreRefusedWithoutAllocating) {
     EXPECT_LT(testing::MsSince(start), 1000) << "refused at once, not after clearing gigabytes";
   }
   ExpectUnchangedAndServing();
+}
+
+// Bytes the allocator has handed out (heap and mmapped blocks).
+size_t AllocatedBytes() {
+  struct mallinfo2 m = mallinfo2();
+  return m.uordblks + m.hblkhd;
+}
+
+// A header that announces a large frame and then nothing, and a sender that
+// dribbles a byte at a time: each holds its connection only for the frame
+// deadline, the announced size is never reserved, and other workers go on.
+TEST_F(BadInputTest, StalledAndSlowFramesAreDroppedAtTheFrameDeadline) {
+  auto spec = testing::FlatModel(64 << 10, 16 << 10);
+  auto shard = MakeShard(*spec, OneShard(1));
+  PsServerOptions so = testing::LoopbackServer();
+  so.transport.frame_timeout_ms = 400;
+  auto server = testing::Serve(shard.get(), so);
+  ASSERT_TRUE(shard->RegisterWorker(0, 0, "").ok());
+  ShardSnapshot before = SnapshotOf(*shard);
+  auto bystander = testing::Connect(*server, spec);
+  ASSERT_TRUE(bystander->Heartbeat(0).ok());
+  {
+    const size_t allocated = AllocatedBytes();
+    RawTcp tcp(server->port());
+    ASSERT_TRUE(tcp.connected());
+    auto start = std::chrono::steady_clock::now();
+    tcp.Send(BigEndian32(900u << 20) + "abc");  // 900 MiB announced (the bound is 1 GiB), 3 bytes sent
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    EXPECT_LT(AllocatedBytes(), allocated + (64u << 20)) << "the announced 900 MiB were reserved";
+    EXPECT_TRUE(bystander->Heartbeat(0).ok()) << "a stalled frame holds only its own connection";
+    EXPECT_TRUE(tcp.ClosedByPeerWithin(5000));
+    EXPECT_GE(testing::MsSince(start), 350);
+    EXPECT_LT(testing::MsSince(start), 3000);
+  }
+  {
+    RawTcp tcp(server->port());
+    auto start = std::chrono::steady_clock::now();
+    tcp.Send(BigEndian32(64 << 10));
+    bool closed = false;
+    for (int i = 0; i < 100 && !closed; ++i) {  // at most 5 s of one byte per 50 ms
+      const char byte = 'x';
+      (void)send(tcp.fd(), &byte, 1, MSG_NOSIGNAL);
+      closed = tcp.ClosedByPeerWithin(50);
+    }
+    EXPECT_TRUE(closed) << "a slow sender kept its connection past the frame deadline";
+    EXPECT_GE(testing::MsSince(start), 350);
+    EXPECT_LT(testing::MsSince(start), 3000);
+  }
+  EXPECT_TRUE(bystander->Heartbeat(0).ok());
+  EXPECT_TRUE(SameBytes(before, SnapshotOf(*shard)));
 }
 
 }  // namespace
