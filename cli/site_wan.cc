@@ -176,6 +176,7 @@ json SiteWan::StatsJson() const {
           {"inbox", {{"batches_applied", r.inbox.batches_applied},
                      {"batches_duplicate", r.inbox.batches_duplicate},
                      {"batches_refused", r.inbox.batches_refused},
+                     {"batches_quarantined", r.inbox.batches_quarantined},
                      {"elements_applied", r.inbox.elements_applied},
                      {"bytes_received", r.inbox.bytes_received},
                      {"stale_refused", r.inbox.stale_refused},

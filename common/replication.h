@@ -92,8 +92,13 @@ struct ChunkMass {
 
 // Outcome of one ApplyRemote.
 struct RemoteApplyResult {
-  bool applied = false;  // false: (origin, seq) was applied before; nothing changed
+  bool applied = false;  // false: (origin, seq) was applied before, or quarantined; nothing changed
   int64_t elements = 0;  // values added
+  // The batch was valid but adding it would have made a stored value NaN or
+  // infinite: nothing was applied, its seq is consumed (the stream goes on
+  // with seq + 1) and `quarantine` says where and why.
+  bool quarantined = false;
+  std::string quarantine;
 };
 
 class OutboundParticipant {
@@ -134,7 +139,11 @@ class ReplicaTarget {
   // batch is validated before anything changes: InvalidArgument for an
   // unknown or foreign chunk, a chunk named twice, num_elements that differ
   // from the chunk's size, indices not strictly increasing or out of range,
-  // indices and values of different lengths, or a NaN/Inf value. Remote
+  // indices and values of different lengths, or a NaN/Inf value. A valid
+  // batch whose sum with the replica would not be finite is quarantined
+  // whole (RemoteApplyResult::quarantined): nothing is added, its seq is
+  // consumed and durable like an applied one, so the stream never waits on
+  // it (docs/wan_replication.md). Remote
   // deltas are not passed to the ReplicationTap (no echo). With a store the
   // call returns once the batch and its seq are durable, so an acknowledged
   // batch is never lost in a crash.

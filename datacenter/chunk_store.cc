@@ -1,6 +1,7 @@
 #include "datacenter/chunk_store.h"
 
 #include <algorithm>
+#include <cmath>
 #include <mutex>
 #include <new>
 
@@ -103,6 +104,23 @@ void ChunkStore::BatchGuard::Add(const float* deltas) {
     AddInto(store_->data_ + store_->offsets_[local], src, n);
     src += n;
   }
+}
+
+std::optional<ChunkStore::BatchGuard::NonFinite> ChunkStore::BatchGuard::CheckSparseSum(
+    size_t chunk, std::span<const uint32_t> indices, std::span<const float> values) const {
+  const float* dst = store_->data_ + store_->offsets_[locals_[chunk]];
+  for (size_t i = 0; i < indices.size(); ++i) {
+    if (!std::isfinite(dst[indices[i]] + values[i])) {
+      return NonFinite{chunk, static_cast<int64_t>(indices[i]), dst[indices[i]], values[i]};
+    }
+  }
+  return std::nullopt;
+}
+
+void ChunkStore::BatchGuard::AddSparse(size_t chunk, std::span<const uint32_t> indices,
+                                       std::span<const float> values) {
+  float* dst = store_->data_ + store_->offsets_[locals_[chunk]];
+  for (size_t i = 0; i < indices.size(); ++i) dst[indices[i]] += values[i];
 }
 
 void ChunkStore::Add(int64_t local, const float* delta) {

@@ -82,6 +82,13 @@ class ChunkStore {
     std::optional<NonFinite> CheckSum(const float* deltas) const;
     // Adds `deltas`. REQUIRES: CheckSum(deltas) found nothing.
     void Add(const float* deltas);
+    // The same for a sparse delta of the chunk at position `chunk` in
+    // `locals`: values[i] adds to element indices[i]. REQUIRES: indices
+    // below the chunk's elements, as many as values; for AddSparse,
+    // CheckSparseSum found nothing.
+    std::optional<NonFinite> CheckSparseSum(size_t chunk, std::span<const uint32_t> indices,
+                                            std::span<const float> values) const;
+    void AddSparse(size_t chunk, std::span<const uint32_t> indices, std::span<const float> values);
 
    private:
     ChunkStore* store_;

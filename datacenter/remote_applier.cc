@@ -1,6 +1,7 @@
 #include "datacenter/remote_applier.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 
 #include "datacenter/float_kernels.h"
@@ -78,19 +79,48 @@ Result<RemoteApplyResult> RemoteApplier::Apply(SiteId origin, uint64_t seq,
                                    "; batches of an origin apply in order");
   }
   if (begin_apply) begin_apply();
-  for (const RemoteChunkDelta& d : deltas) {
-    if (d.indices.empty()) continue;
-    const int64_t local = store_->LocalIndex(d.key);
-    scratch_.assign(d.num_elements, 0.0f);
-    for (size_t j = 0; j < d.indices.size(); ++j) scratch_[d.indices[j]] = d.values[j];
-    store_->Add(local, scratch_.data());
-    if (mark) mark(local);
-    result.elements += static_cast<int64_t>(d.values.size());
+  // The batch's chunks, locked together: every sum is checked before any
+  // is stored, and only the shipped elements are touched.
+  locals_.clear();
+  touched_.clear();
+  for (size_t i = 0; i < deltas.size(); ++i) {
+    if (deltas[i].indices.empty()) continue;
+    locals_.push_back(store_->LocalIndex(deltas[i].key));
+    touched_.push_back(i);
+  }
+  {
+    ChunkStore::BatchGuard guard(store_, locals_);
+    for (size_t c = 0; c < touched_.size(); ++c) {
+      const RemoteChunkDelta& d = deltas[touched_[c]];
+      std::optional<ChunkStore::BatchGuard::NonFinite> bad = guard.CheckSparseSum(c, d.indices, d.values);
+      if (!bad) continue;
+      result.quarantined = true;
+      result.quarantine = "batch " + std::to_string(seq) + " from site " + std::to_string(origin) + ": " +
+                          ChunkName(*spec_, d.key) + " element " + std::to_string(bad->element) + ": stored " +
+                          std::to_string(bad->stored) + " + delta " + std::to_string(bad->delta) +
+                          " is not finite; nothing of the batch was applied";
+      last = seq;
+      ++quarantined_;
+      return result;
+    }
+    for (size_t c = 0; c < touched_.size(); ++c) {
+      const RemoteChunkDelta& d = deltas[touched_[c]];
+      guard.AddSparse(c, d.indices, d.values);
+      result.elements += static_cast<int64_t>(d.values.size());
+    }
+  }
+  if (mark) {
+    for (int64_t local : locals_) mark(local);
   }
   last = seq;
   ++applied_;
   result.applied = true;
   return result;
+}
+
+int64_t RemoteApplier::batches_quarantined() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return quarantined_;
 }
 
 uint64_t RemoteApplier::LastSeq(SiteId origin) const {

@@ -3,10 +3,11 @@
 //
 // It validates a whole batch before touching anything (see
 // ReplicaTarget::ApplyRemote in common/replication.h for the list), then
-// adds each sparse chunk delta into the ChunkStore: the delta is scattered
-// into a zeroed dense scratch of the chunk and added with the store's one
-// dense kernel, under the chunk's own lock, so local updates of other chunks
-// go on meanwhile. Remote deltas never reach the ReplicationTap.
+// locks the batch's chunks together (ChunkStore::BatchGuard), checks every
+// sum and adds only the shipped elements: a batch that would make a stored
+// value NaN or infinite is quarantined whole (nothing added, seq consumed).
+// Local updates of other chunks go on meanwhile. Remote deltas never reach
+// the ReplicationTap.
 //
 // Thread-safety: all methods may be called concurrently. mu_ serialises
 // batches (from every origin) and guards the per-origin seq marks; it is
@@ -53,6 +54,8 @@ class RemoteApplier {
 
   int64_t batches_applied() const;
   int64_t batches_duplicate() const;
+  // Valid batches refused whole because a sum would not be finite.
+  int64_t batches_quarantined() const;
 
  private:
   Status Validate(std::span<const RemoteChunkDelta> deltas) const;
@@ -64,9 +67,11 @@ class RemoteApplier {
 
   mutable std::mutex mu_;
   std::map<SiteId, uint64_t> last_seq_;  // GUARDED_BY(mu_)
-  std::vector<float> scratch_;           // GUARDED_BY(mu_): one dense chunk
+  std::vector<int64_t> locals_;          // GUARDED_BY(mu_): their local indices
+  std::vector<size_t> touched_;          // GUARDED_BY(mu_): their positions in the batch
   int64_t applied_ = 0;                  // GUARDED_BY(mu_)
   int64_t duplicate_ = 0;                // GUARDED_BY(mu_)
+  int64_t quarantined_ = 0;              // GUARDED_BY(mu_)
 };
 
 }  // namespace geops::datacenter

@@ -331,6 +331,11 @@ class ShardImpl final : public Shard {
         [&](int64_t local) {
           if (mutation) mutation->MarkChunk(local);
         });
+    if (mutation && r.ok() && r->quarantined) {
+      // Nothing applied, so nothing for the ledger; the consumed seq is
+      // durable like an applied one, or a restart would wait for it forever.
+      mutation->MarkOrigin(origin, seq);
+    }
     if (mutation && r.ok() && r->applied) {
       // In the same commit as the chunks: the seq, and the deltas in the
       // origin's ledger (what ResetOrigin would take back).

@@ -1,5 +1,7 @@
 #include "wan/remote_inbox.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <string>
 
@@ -191,7 +193,10 @@ Status RemoteInbox::ApplyLocked(SiteId origin, uint64_t seq, const DecodedBatch&
     ++stats_.batches_refused;
     return r.status().WithContext("batch " + std::to_string(seq) + " from site " + std::to_string(origin));
   }
-  if (r->applied) {
+  if (r->quarantined) {
+    ++stats_.batches_quarantined;
+    spdlog::error("WAN {}; quarantined (the stream goes on with seq {})", r->quarantine, seq + 1);
+  } else if (r->applied) {
     ++stats_.batches_applied;
     stats_.elements_applied += r->elements;
   } else {

@@ -53,6 +53,7 @@ struct InboxStats {
   int64_t batches_applied = 0;
   int64_t batches_duplicate = 0;
   int64_t batches_refused = 0;   // malformed or invalid
+  int64_t batches_quarantined = 0;  // valid, but a sum would not be finite: skipped whole
   int64_t batches_buffered = 0;  // arrived ahead of their turn
   int64_t elements_applied = 0;
   int64_t bytes_received = 0;    // batch payload bytes accepted

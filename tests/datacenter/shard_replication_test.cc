@@ -140,6 +140,36 @@ TEST_F(ShardReplicationTest, RefusesBadBatchesWholeAndChangesNothing) {
   EXPECT_EQ(shard_->LastAppliedSeq(1), 0u);
 }
 
+// Two finite deltas of 3e38 would store +inf: the second batch is
+// quarantined whole (its other, harmless chunk included), its seq is
+// consumed, and the stream goes on with the next batch.
+TEST_F(ShardReplicationTest, ABatchThatWouldOverflowIsQuarantinedWholeAndTheStreamGoesOn) {
+  std::vector<RemoteChunkDelta> first = {Delta({0, 1}, {0}, {3e38f})};
+  ASSERT_TRUE(shard_->ApplyRemote(1, 1, first).ok());
+  const ShardSnapshot before = SnapshotOf(*shard_);
+  std::vector<RemoteChunkDelta> second = {Delta({2, 3}, {63}, {4.0f}), Delta({0, 1}, {0, 1}, {3e38f, 1.0f})};
+  auto r = shard_->ApplyRemote(1, 2, second);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->quarantined);
+  EXPECT_FALSE(r->applied);
+  EXPECT_EQ(r->elements, 0);
+  EXPECT_NE(r->quarantine.find("batch 2 from site 1"), std::string::npos) << r->quarantine;
+  EXPECT_NE(r->quarantine.find("element 0"), std::string::npos) << r->quarantine;
+  EXPECT_NE(r->quarantine.find("not finite"), std::string::npos) << r->quarantine;
+  EXPECT_TRUE(SameBytes(before, SnapshotOf(*shard_))) << "nothing of a quarantined batch is applied";
+  EXPECT_EQ(At({0, 1}, 0), 3e38f);
+  EXPECT_EQ(shard_->LastAppliedSeq(1), 2u);
+  auto again = shard_->ApplyRemote(1, 2, second);  // the sender's retry is a duplicate
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->applied);
+  EXPECT_FALSE(again->quarantined);
+  std::vector<RemoteChunkDelta> third = {Delta({0, 1}, {0}, {-1e38f})};
+  auto next = shard_->ApplyRemote(1, 3, third);
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_TRUE(next->applied);
+  EXPECT_EQ(At({0, 1}, 0), 3e38f + -1e38f);
+}
+
 TEST_F(ShardReplicationTest, RefusesChunksOfAnotherShard) {
   auto other = MakeShard(spec_, TestOptions(1, 2, 1));
   std::vector<RemoteChunkDelta> d = {Delta({0, 0}, {0}, {1.0f})};  // shard 0 owns (w, 0)

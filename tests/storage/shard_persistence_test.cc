@@ -311,6 +311,34 @@ TEST(ShardPersistenceTest, AnAcknowledgedWanBatchAndItsOriginSeqSurviveACrash) {
   EXPECT_TRUE(SameBytes(SnapshotOf(*shard), applied));
 }
 
+TEST(ShardPersistenceTest, AQuarantinedWanBatchConsumesItsSeqDurably) {
+  // A batch skipped because it would overflow is acknowledged like an
+  // applied one, so its seq must survive a crash: else the restarted shard
+  // would wait for a batch its sender has forgotten.
+  const ModelSpec spec = TestModel(InitKind::kZeros);
+  const ShardOptions o = TestOptions(1);
+  FaultInjectingShardStore store(StoreFingerprint::Of(spec, o), Durability::kSync);
+  const ChunkKey key{2, 3};
+  const std::vector<uint32_t> indices = {0};
+  const std::vector<float> big = {3e38f};
+  const RemoteChunkDelta delta{key, static_cast<uint32_t>(spec.ChunkElements(key)), indices, big};
+  ShardSnapshot applied;
+  {
+    auto shard = MakeShard(spec, o, &store);
+    ASSERT_TRUE(shard->ApplyRemote(7, 1, {&delta, 1}).ok());
+    Result<RemoteApplyResult> r = shard->ApplyRemote(7, 2, {&delta, 1});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_TRUE(r->quarantined);
+    applied = SnapshotOf(*shard);
+    store.Freeze();
+  }
+  store.Thaw();
+  EXPECT_EQ(store.visible_image().origins.at(7), 2u);
+  auto shard = MakeShard(spec, o, &store);
+  EXPECT_EQ(shard->LastAppliedSeq(7), 2u);
+  EXPECT_TRUE(SameBytes(SnapshotOf(*shard), applied));
+}
+
 TEST(ShardPersistenceTest, AWanBatchIsNotAcknowledgedBeforeItIsDurable) {
   const ModelSpec spec = TestModel(InitKind::kZeros);
   const ShardOptions o = TestOptions(1);
