@@ -6,6 +6,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config ninja-build
+  clang libclang-rt-14-dev
   libthrift-dev thrift-compiler libboost-dev
   librocksdb-dev libuv1-dev liblz4-dev zlib1g-dev libssl-dev
   libopenblas-dev

@@ -7,7 +7,9 @@
 
 #include "wan/batch_format.h"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// GCC only: Clang 14's __builtin_cpu_supports does not know "f16c" (Clang
+// builds, such as the fuzz targets, take the portable path: same rounding).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #include <immintrin.h>
 #define GEOPS_WAN_F16C 1
 #endif

@@ -571,7 +571,11 @@ void Replicator::RunResets() {
     std::lock_guard<std::mutex> lock(mu_);
     resets = resets_;
   }
-  for (const auto& [peer, pending] : resets) {
+  for (const auto& entry : resets) {
+    // Named copies, not structured bindings: the lambdas below capture them
+    // (Clang before 16 cannot capture a binding).
+    const auto peer = entry.first;
+    const auto& pending = entry.second;
     StreamResetEvent event;
     event.peer = peer;
     event.incarnation = pending.first;
