@@ -23,6 +23,8 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include "common/file_io.h"
+
 namespace geops::cli {
 namespace {
 
@@ -208,8 +210,6 @@ Status CheckDays(int days) {
 
 // ---- files ----
 
-Status ErrnoError(const std::string& what) { return UnavailableError(what + ": " + std::strerror(errno)); }
-
 // Writes `content` to `path` through a temporary file in the same folder,
 // created with `mode` (and O_EXCL, so never through an existing file or
 // link), synced, then renamed over `path`.
@@ -225,20 +225,7 @@ Status WriteFileAtomically(const fs::path& path, std::string_view content, mode_
     fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
     if (fd < 0 && (errno != EEXIST || attempt >= 100)) return ErrnoError("cannot create " + tmp.string());
   }
-  size_t done = 0;
-  while (done < content.size()) {
-    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      Status s = ErrnoError("cannot write " + tmp.string());
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return s;
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    Status s = ErrnoError("cannot sync " + tmp.string());
+  if (Status s = WriteAllSynced(fd, content, tmp); !s.ok()) {
     ::close(fd);
     ::unlink(tmp.c_str());
     return s;
@@ -252,14 +239,6 @@ Status WriteFileAtomically(const fs::path& path, std::string_view content, mode_
   return Status::Ok();
 }
 
-Status SyncDirectory(const fs::path& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError("cannot open " + dir.string() + " to sync it");
-  const int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0) return ErrnoError("cannot sync " + dir.string());
-  return Status::Ok();
-}
 
 Status WritePair(const CertFiles& files, const KeyAndCert& pem) {
   GEOPS_RETURN_IF_ERROR(WriteFileAtomically(files.key_path, pem.key_pem, 0600));

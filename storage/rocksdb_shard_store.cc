@@ -20,6 +20,7 @@
 #include <mutex>
 #include <optional>
 
+#include "common/file_io.h"
 #include "storage/rocksdb_db.h"
 #include "storage/store_format.h"
 
@@ -31,38 +32,12 @@ namespace {
 constexpr int64_t kMinAutoBufferMib = 8;
 constexpr int64_t kMaxAutoBufferMib = 256;
 
-Status ErrnoError(const std::string& what) {
-  return UnavailableError(what + ": " + std::strerror(errno));
-}
-
-// Makes a directory entry (a new file, a rename) durable.
-Status SyncDirectory(const fs::path& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError("cannot open " + dir.string() + " to sync it");
-  const int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0) return ErrnoError("cannot sync " + dir.string());
-  return Status::Ok();
-}
-
 Status WriteFileSynced(const fs::path& path, std::string_view content) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoError("cannot create " + path.string());
-  size_t done = 0;
-  while (done < content.size()) {
-    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      Status s = ErrnoError("cannot write " + path.string());
-      ::close(fd);
-      return s;
-    }
-    done += static_cast<size_t>(n);
-  }
-  const int rc = ::fsync(fd);
+  Status s = WriteAllSynced(fd, content, path);
   ::close(fd);
-  if (rc != 0) return ErrnoError("cannot sync " + path.string());
-  return Status::Ok();
+  return s;
 }
 
 // The meta records of a store that has never committed.

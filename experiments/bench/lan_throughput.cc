@@ -71,15 +71,6 @@ std::shared_ptr<const ModelSpec> FlatModel(int64_t bytes) {
   return std::make_shared<const ModelSpec>(std::move(spec).value());
 }
 
-template <typename T>
-T Must(Result<T> r, const char* what) {
-  if (!r.ok()) {
-    std::fprintf(stderr, "%s: %s\n", what, r.status().ToString().c_str());
-    std::exit(1);
-  }
-  return std::move(r).value();
-}
-
 // A worker's connection and clock, kept across the push/pull/push+pull runs.
 struct WorkerRig {
   WorkerId id = 0;

@@ -7,9 +7,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -17,6 +20,23 @@
 namespace geops::bench {
 
 using SteadyTime = std::chrono::steady_clock::time_point;
+
+// Setup steps of a benchmark: the value, or exit(1) naming `what` and why.
+template <typename T>
+T Must(Result<T> r, const char* what) {
+  if (!r.ok()) {
+    std::fprintf(stderr, "%s: %s\n", what, r.status().ToString().c_str());
+    std::exit(1);
+  }
+  return std::move(r).value();
+}
+
+inline void Must(const Status& s, const char* what) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s: %s\n", what, s.ToString().c_str());
+    std::exit(1);
+  }
+}
 
 inline double Since(SteadyTime t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();

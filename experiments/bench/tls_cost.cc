@@ -32,22 +32,6 @@
 namespace geops::bench {
 namespace {
 
-template <typename T>
-T Must(Result<T> r, const char* what) {
-  if (!r.ok()) {
-    std::fprintf(stderr, "%s: %s\n", what, r.status().ToString().c_str());
-    std::exit(1);
-  }
-  return std::move(r).value();
-}
-
-void Must(const Status& s, const char* what) {
-  if (!s.ok()) {
-    std::fprintf(stderr, "%s: %s\n", what, s.ToString().c_str());
-    std::exit(1);
-  }
-}
-
 // One shard and one registered worker on loopback, plaintext or TLS.
 class Rig {
  public:
