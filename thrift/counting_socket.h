@@ -52,6 +52,10 @@ class WireSocket {
   // (throws TTransportException when that fails).
   virtual std::string PeerIdentity() { return {}; }
   virtual bool secure() const { return false; }
+  // True when bytes of the peer are already read from the kernel but not
+  // yet consumed (TLS records), so that polling the descriptor would miss
+  // them.
+  virtual bool HasBufferedInput() { return false; }
 };
 
 // setsockopt of both kernel buffers of `fd`, logged (not failed) when refused.

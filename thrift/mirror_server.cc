@@ -2,7 +2,6 @@
 
 #include <system_error>
 
-#include <thrift/server/TThreadedServer.h>
 
 #include <spdlog/spdlog.h>
 
@@ -14,7 +13,6 @@
 
 namespace geops::rpc {
 
-using apache::thrift::server::TThreadedServer;
 
 Result<std::unique_ptr<MirrorServer>> MirrorServer::Start(wan::WanReceiver* receiver, MirrorIdentity self,
                                                           const PsServerOptions& options,
@@ -34,7 +32,12 @@ Result<std::unique_ptr<MirrorServer>> MirrorServer::Start(wan::WanReceiver* rece
   auto transport_factory = std::make_shared<FramedTransportFactory>(options.transport);
   auto listener = std::make_shared<ListenSocket>(options.host, options.port, transport_factory->configuration(),
                                                  counters, options.transport.socket_buffer_bytes, tls);
-  if (options.idle_timeout_ms > 0) listener->setRecvTimeout(static_cast<int>(options.idle_timeout_ms));
+  // Reads start only once a request arrives (the idle wait is in epoll),
+  // so a read is bounded by the frame deadline: a sender that stalls inside
+  // a frame or a TLS handshake releases its thread then.
+  if (options.transport.frame_timeout_ms > 0) {
+    listener->setRecvTimeout(static_cast<int>(options.transport.frame_timeout_ms));
+  }
   if (options.send_timeout_ms > 0) listener->setSendTimeout(static_cast<int>(options.send_timeout_ms));
   try {
     listener->listen();
@@ -44,9 +47,10 @@ Result<std::unique_ptr<MirrorServer>> MirrorServer::Start(wan::WanReceiver* rece
   const int port = listener->getPort();
   auto processor = std::make_shared<gen::MirrorProcessorFactory>(std::make_shared<MirrorHandlerFactory>(
       receiver, self, std::move(model), std::make_shared<const PeerNames>(options.peers)));
-  auto server = std::make_shared<TThreadedServer>(processor, listener, transport_factory,
-                                                  MakeProtocolFactory(options.transport));
-  server->setConcurrentClientLimit(options.max_connections);
+  auto server = std::make_shared<ConnectionServer>(
+      processor, listener, transport_factory, MakeProtocolFactory(options.transport),
+      ConnectionServer::Limits{options.max_connections, options.max_active_requests, options.idle_timeout_ms},
+      "site " + std::to_string(self.site) + " shard " + std::to_string(self.shard) + " mirror");
   std::unique_ptr<MirrorServer> ms(new MirrorServer(options.host, port, counters, server));
   try {
     ms->thread_ = std::thread([m = ms.get()] {
@@ -83,7 +87,7 @@ Status MirrorServer::Stop(Deadline deadline) {
   }
   if (!done_cv_.wait_until(lock, deadline.when(), [this] { return done_; })) {
     return DeadlineExceededError("mirror server on port " + std::to_string(port_) + " still has " +
-                                 std::to_string(server_->getConcurrentClientCount()) + " connection(s) busy");
+                                 std::to_string(server_->active_requests()) + " request(s) busy");
   }
   if (thread_.joinable()) thread_.join();
   return Status::Ok();

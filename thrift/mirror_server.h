@@ -1,8 +1,8 @@
 // MirrorServer: serves one shard's WAN receiver (a wan::WanReceiver, the
 // shard's Replicator) to the same shard of the other sites over TCP, with
 // the WAN IDL (mirror.thrift), the framed transport of framed_transport.h
-// and the binary protocol; one thread per connection (TThreadedServer),
-// one MirrorHandler per connection. A refused frame closes only its own
+// and the binary protocol; idle connections wait in epoll, not in a thread
+// each (connection_server.h), with one MirrorHandler per connection. A refused frame closes only its own
 // connection.
 //
 // Lifecycle: Start() binds and serves; Stop() stops accepting, interrupts
@@ -21,16 +21,13 @@
 
 #include "common/deadline.h"
 #include "common/status.h"
+#include "thrift/connection_server.h"
 #include "thrift/counting_socket.h"
 #include "thrift/host_port.h"
 #include "thrift/mirror_handler.h"
 #include "thrift/mirror_identity.h"
 #include "thrift/thrift_options.h"
 #include "wan/wan_transport.h"
-
-namespace apache::thrift::server {
-class TThreadedServer;
-}  // namespace apache::thrift::server
 
 namespace geops::rpc {
 
@@ -59,13 +56,13 @@ class MirrorServer {
 
  private:
   MirrorServer(std::string host, int port, std::shared_ptr<ByteCounters> counters,
-               std::shared_ptr<apache::thrift::server::TThreadedServer> server)
+               std::shared_ptr<ConnectionServer> server)
       : host_(std::move(host)), port_(port), counters_(std::move(counters)), server_(std::move(server)) {}
 
   const std::string host_;
   const int port_;
   const std::shared_ptr<ByteCounters> counters_;
-  const std::shared_ptr<apache::thrift::server::TThreadedServer> server_;
+  const std::shared_ptr<ConnectionServer> server_;
 
   std::mutex mu_;
   std::condition_variable done_cv_;

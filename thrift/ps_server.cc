@@ -2,7 +2,6 @@
 
 #include <system_error>
 
-#include <thrift/server/TThreadedServer.h>
 
 #include <spdlog/spdlog.h>
 
@@ -14,7 +13,6 @@
 
 namespace geops::rpc {
 
-using apache::thrift::server::TThreadedServer;
 
 Result<std::unique_ptr<PsServer>> PsServer::Start(datacenter::Shard* shard,
                                                   const PsServerOptions& options) {
@@ -44,7 +42,12 @@ Result<std::unique_ptr<PsServer>> PsServer::Start(datacenter::ShardHost* host,
   auto listener = std::make_shared<ListenSocket>(options.host, options.port,
                                                  transport_factory->configuration(), counters,
                                                  options.transport.socket_buffer_bytes, tls);
-  if (options.idle_timeout_ms > 0) listener->setRecvTimeout(static_cast<int>(options.idle_timeout_ms));
+  // Reads start only once a request arrives (the idle wait is in epoll),
+  // so a read is bounded by the frame deadline: a sender that stalls inside
+  // a frame or a TLS handshake releases its thread then.
+  if (options.transport.frame_timeout_ms > 0) {
+    listener->setRecvTimeout(static_cast<int>(options.transport.frame_timeout_ms));
+  }
   if (options.send_timeout_ms > 0) listener->setSendTimeout(static_cast<int>(options.send_timeout_ms));
   try {
     // Bind here, not in serve(), so that the caller learns the port and
@@ -56,9 +59,10 @@ Result<std::unique_ptr<PsServer>> PsServer::Start(datacenter::ShardHost* host,
   const int port = listener->getPort();
   auto processor_factory = std::make_shared<gen::ParameterServerProcessorFactory>(
       std::make_shared<PsHandlerFactory>(host, std::make_shared<const PeerNames>(options.peers)));
-  auto server = std::make_shared<TThreadedServer>(processor_factory, listener, transport_factory,
-                                                  MakeProtocolFactory(options.transport));
-  server->setConcurrentClientLimit(options.max_connections);
+  auto server = std::make_shared<ConnectionServer>(
+      processor_factory, listener, transport_factory, MakeProtocolFactory(options.transport),
+      ConnectionServer::Limits{options.max_connections, options.max_active_requests, options.idle_timeout_ms},
+      "shard " + std::to_string(host->options().shard_id));
   std::unique_ptr<PsServer> ps(new PsServer(host, std::move(owned), options, port, counters, server));
   try {
     ps->serve_thread_ = std::thread([self = ps.get()] { self->ServeLoop(); });
@@ -85,7 +89,7 @@ void PsServer::ServeLoop() {
 
 PsServer::PsServer(datacenter::ShardHost* host, std::unique_ptr<datacenter::ShardHost> owned_host,
                    const PsServerOptions& options, int port, std::shared_ptr<ByteCounters> counters,
-                   std::shared_ptr<TThreadedServer> server)
+                   std::shared_ptr<ConnectionServer> server)
     : host_(host),
       owned_host_(std::move(owned_host)),
       options_(options),
@@ -109,17 +113,17 @@ Status PsServer::Stop(Deadline deadline) {
   std::unique_lock<std::mutex> lock(mu_);
   if (!stopping_) {
     stopping_ = true;
-    server_->stop();  // interrupts accept() and every connection blocked reading
+    server_->stop();  // interrupts accept() and every read in progress
   }
   if (!serve_done_cv_.wait_until(lock, deadline.when(), [this] { return serve_done_; })) {
     return DeadlineExceededError("server on port " + std::to_string(port_) + " still has " +
-                                 std::to_string(server_->getConcurrentClientCount()) +
-                                 " connection(s) busy in the shard");
+                                 std::to_string(server_->active_requests()) +
+                                 " request(s) busy in the shard");
   }
   if (serve_thread_.joinable()) serve_thread_.join();
   return Status::Ok();
 }
 
-int64_t PsServer::connections() const { return server_->getConcurrentClientCount(); }
+int64_t PsServer::connections() const { return server_->connections(); }
 
 }  // namespace geops::rpc

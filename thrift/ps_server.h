@@ -2,8 +2,8 @@
 // with the LAN IDL (parameter_server.thrift), the framed transport of
 // framed_transport.h and the bounded binary protocol of bounded_protocol.h.
 //
-// One thread per connection (Thrift's TThreadedServer) and one PsHandler per
-// connection. A request the shard refuses gets a GeopsError reply and a log
+// Connections wait for requests in epoll, not in a thread each
+// (connection_server.h), with one PsHandler per connection. A request the shard refuses gets a GeopsError reply and a log
 // line; the connection stays. A connection lives until the client closes it,
 // its idle timeout passes, a frame is refused (oversized, or a length that
 // does not fit its frame: logged, the connection is closed, other clients
@@ -29,13 +29,10 @@
 #include "common/status.h"
 #include "datacenter/shard.h"
 #include "datacenter/shard_host.h"
+#include "thrift/connection_server.h"
 #include "thrift/counting_socket.h"
 #include "thrift/host_port.h"
 #include "thrift/thrift_options.h"
-
-namespace apache::thrift::server {
-class TThreadedServer;
-}  // namespace apache::thrift::server
 
 namespace geops::rpc {
 
@@ -78,7 +75,7 @@ class PsServer {
                                                  std::unique_ptr<datacenter::ShardHost> owned);
   PsServer(datacenter::ShardHost* host, std::unique_ptr<datacenter::ShardHost> owned_host,
            const PsServerOptions& options, int port, std::shared_ptr<ByteCounters> counters,
-           std::shared_ptr<apache::thrift::server::TThreadedServer> server);
+           std::shared_ptr<ConnectionServer> server);
   void ServeLoop();
 
   datacenter::ShardHost* const host_;
@@ -86,7 +83,7 @@ class PsServer {
   const PsServerOptions options_;
   const int port_;
   const std::shared_ptr<ByteCounters> counters_;
-  const std::shared_ptr<apache::thrift::server::TThreadedServer> server_;
+  const std::shared_ptr<ConnectionServer> server_;
 
   std::mutex mu_;
   std::condition_variable serve_done_cv_;

@@ -72,6 +72,9 @@ Status PsServerOptions::Validate() const {
   if (max_connections < 1) {
     return InvalidArgumentError("max_connections must be >= 1, got " + Str(max_connections));
   }
+  if (max_active_requests < 1) {
+    return InvalidArgumentError("max_active_requests must be >= 1, got " + Str(max_active_requests));
+  }
   if (idle_timeout_ms < 0 || idle_timeout_ms > kMaxTimeoutMs) {
     return InvalidArgumentError("idle_timeout_ms must be in [0, " + Str(kMaxTimeoutMs) + "], got " +
                                 Str(idle_timeout_ms));

@@ -70,9 +70,13 @@ struct PsServerOptions {
   std::string host = "127.0.0.1";  // address to bind; "0.0.0.0" for all interfaces
   int port = 0;                    // TCP port; 0 picks a free one (see PsServer::port())
   TransportOptions transport;
-  // Connections served at once (one thread each); further clients wait in
-  // the accept backlog until one leaves.
-  int64_t max_connections = 1024;
+  // Connections open at once. An idle connection costs a descriptor, not a
+  // thread (thrift/connection_server.h); beyond this a new connection is
+  // accepted and closed at once, logged and counted.
+  int64_t max_connections = 10000;
+  // Requests in progress at once (threads, each possibly waiting in the
+  // shard for a clock); further ready connections wait their turn.
+  int64_t max_active_requests = 1024;
   // A connection silent this long between requests is closed, ms; 0 = never.
   // Workers reconnect by themselves, so a finite value only costs a retry.
   int64_t idle_timeout_ms = 0;

@@ -122,6 +122,8 @@ void TlsSocket::flush() {
   }
 }
 
+bool TlsSocket::HasBufferedInput() { return ssl_ != nullptr && SSL_has_pending(ssl_) == 1; }
+
 void TlsSocket::close() {
   write_buffer_ = nullptr;
   TSSLSocket::close();

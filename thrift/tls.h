@@ -53,6 +53,7 @@ class TlsSocket : public apache::thrift::transport::TSSLSocket, public WireSocke
   int ExchangeReceiveTimeout(int ms) override;
   std::string PeerIdentity() override;
   bool secure() const override { return true; }
+  bool HasBufferedInput() override;
 
   // Runs the handshake now (it otherwise runs at the first read or write) and
   // checks the server's identity against `expect` (empty: any). A client

@@ -2,12 +2,15 @@
 // shutdown.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <thread>
+#include <vector>
 
 #include "tests/thrift/thrift_test_util.h"
 
@@ -209,6 +212,90 @@ TEST(TransportTest, StopInterruptsIdleConnectionsAndWaitsForCallsInTheShard) {
   reader.join();
   EXPECT_EQ(waited.code(), StatusCode::kDeadlineExceeded) << waited.ToString();
   EXPECT_EQ(idle->Heartbeat(0).code(), StatusCode::kUnavailable);
+}
+
+// A plain TCP connection to 127.0.0.1:port that sends nothing.
+int IdleConnection(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+int ThreadsOfThisProcess() {
+  int n = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+// 1,500 idle connections (more than a thread-per-connection server would
+// serve at once) hold no thread, and a worker connecting after them is
+// served at once.
+TEST(TransportTest, IdleConnectionsHoldNoThreadAndAWorkerIsServedBesideThem) {
+  auto spec = testing::SmallModel();
+  auto shard = MakeShard(*spec, OneShard(1));
+  auto server = Serve(shard.get());
+  const int threads_before = ThreadsOfThisProcess();
+  std::vector<int> idle;
+  for (int i = 0; i < 1500; ++i) {
+    const int fd = IdleConnection(server->port());
+    if (fd < 0) break;
+    idle.push_back(fd);
+  }
+  ASSERT_EQ(idle.size(), 1500u) << "could not open the idle connections";
+  auto begin = std::chrono::steady_clock::now();
+  while (server->connections() < 1500 && MsSince(begin) < 10000) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(server->connections(), 1500);
+  EXPECT_LT(ThreadsOfThisProcess() - threads_before, 50) << "idle connections hold threads";
+  auto start = std::chrono::steady_clock::now();
+  auto conn = Connect(*server, spec);
+  ASSERT_TRUE(conn->Register(0, spec->Fingerprint(), "").ok());
+  std::vector<ChunkKey> keys = spec->ChunksOfTable(0);
+  std::vector<float> before(ElementsOf(*spec, keys));
+  ASSERT_TRUE(conn->Read(0, 0, kAsync, keys, before.data(), 0).ok());
+  std::vector<float> delta(before.size(), 1.0f);
+  ASSERT_TRUE(conn->Update(0, 0, keys, delta).ok());
+  std::vector<float> after(before.size());
+  ASSERT_TRUE(conn->Read(0, 0, kAsync, keys, after.data(), 0).ok());
+  EXPECT_EQ(after.front(), before.front() + 1.0f);
+  EXPECT_LT(MsSince(start), 2000);
+  for (int fd : idle) close(fd);
+}
+
+// Past max_connections a new connection is closed at once, and the ones
+// already open go on.
+TEST(TransportTest, ConnectionsPastTheLimitAreClosedAtOnce) {
+  auto spec = testing::SmallModel();
+  auto shard = MakeShard(*spec, OneShard(1));
+  PsServerOptions so = testing::LoopbackServer();
+  so.max_connections = 4;
+  auto server = Serve(shard.get(), so);
+  auto conn = Connect(*server, spec);
+  ASSERT_TRUE(conn->Register(0, spec->Fingerprint(), "").ok());
+  std::vector<int> idle;
+  for (int i = 0; i < 3; ++i) idle.push_back(IdleConnection(server->port()));
+  auto begin = std::chrono::steady_clock::now();
+  while (server->connections() < 4 && MsSince(begin) < 5000) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(server->connections(), 4);
+  const int extra = IdleConnection(server->port());
+  ASSERT_GE(extra, 0);
+  pollfd p{extra, POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 3000), 1) << "the fifth connection was not closed";
+  char byte;
+  EXPECT_EQ(recv(extra, &byte, 1, 0), 0) << "closed, not answered";
+  close(extra);
+  EXPECT_TRUE(conn->Heartbeat(0).ok());
+  for (int fd : idle) close(fd);
 }
 
 }  // namespace
