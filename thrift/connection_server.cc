@@ -235,7 +235,11 @@ void ConnectionServer::PollLoop() {
         if (it == by_id_.end() || it->second->busy || it->second->closed) continue;
         it->second->busy = true;
         ready_.push_back(it->second);
-        if (idle_workers_ == 0 && static_cast<int64_t>(workers_.size()) < limits_.max_active_requests) {
+        // Every queued connection needs a thread of its own: one waiting
+        // now, or a new one (threads woken but not yet running still count
+        // as waiting, and each takes one connection).
+        if (static_cast<int64_t>(ready_.size()) > idle_workers_ &&
+            static_cast<int64_t>(workers_.size()) < limits_.max_active_requests) {
           workers_.emplace_back([this] { WorkerLoop(); });
         }
         work_cv_.notify_one();

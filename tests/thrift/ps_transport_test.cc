@@ -270,6 +270,38 @@ TEST(TransportTest, IdleConnectionsHoldNoThreadAndAWorkerIsServedBesideThem) {
   for (int fd : idle) close(fd);
 }
 
+// Senders that stall inside a frame each hold a thread until the frame
+// deadline; a worker's requests still get one of their own at once.
+TEST(TransportTest, SlowSendersDoNotDelayAWorker) {
+  auto spec = testing::SmallModel();
+  auto shard = MakeShard(*spec, OneShard(1));
+  auto server = Serve(shard.get());
+  auto conn = Connect(*server, spec);
+  ASSERT_TRUE(conn->Register(0, spec->Fingerprint(), "").ok());
+  std::vector<int> slow;
+  for (int i = 0; i < 20; ++i) {
+    const int fd = IdleConnection(server->port());
+    ASSERT_GE(fd, 0);
+    const uint32_t be = htonl(64 << 10);
+    ASSERT_EQ(send(fd, &be, sizeof(be), MSG_NOSIGNAL), 4);
+    ASSERT_EQ(send(fd, "x", 1, MSG_NOSIGNAL), 1);
+    slow.push_back(fd);
+  }
+  auto begin = std::chrono::steady_clock::now();
+  while (server->connections() < 21 && MsSince(begin) < 5000) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // their frames are being read
+  std::vector<ChunkKey> keys = spec->ChunksOfTable(0);
+  std::vector<float> values(ElementsOf(*spec, keys));
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(conn->Read(0, 0, kAsync, keys, values.data(), 0).ok());
+  }
+  EXPECT_LT(MsSince(start), 2000);
+  for (int fd : slow) close(fd);
+}
+
 // Past max_connections a new connection is closed at once, and the ones
 // already open go on.
 TEST(TransportTest, ConnectionsPastTheLimitAreClosedAtOnce) {
