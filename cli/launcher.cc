@@ -146,15 +146,7 @@ int Launcher::Run() {
     return 2;
   }
   // Say how the ports are protected, before anything starts.
-  if (o_.topology.tls()) {
-    std::fprintf(stdout, "security: mutual TLS 1.3 on every port, certificates in %s\n",
-                 o_.topology.CertsDir().c_str());
-  } else if (o_.topology.security.insecure) {
-    std::fprintf(stdout, "security: INSECURE: plaintext on every port ([security] insecure = true); anyone who "
-                         "can reach a port can change the model\n");
-  } else {
-    std::fprintf(stdout, "security: plaintext, loopback only (add [security] certs for TLS)\n");
-  }
+  std::fprintf(stdout, "%s\n", SecuritySummary(o_.topology).c_str());
   for (const SiteSpec& s : o_.topology.sites) {
     shard_ids_.emplace_back(static_cast<size_t>(s.shards), -1);
     workers_.emplace_back(static_cast<size_t>(s.workers));

@@ -81,6 +81,8 @@ int RunSite(const SiteArgs& args) {
     std::fprintf(stderr, "geops site: %s\n", site.status().message().c_str());
     return 2;
   }
+  // An operator starting sites by hand hears how the ports are protected.
+  spdlog::info("site {} shard {}: {}", args.site, args.shard, SecuritySummary(*topology));
   const SiteSpec& spec_site = topology->sites[*site];
   if (args.shard < 0 || args.shard >= spec_site.shards) {
     std::fprintf(stderr, "geops site: --shard %d outside 0..%d of site %s\n", args.shard,

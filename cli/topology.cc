@@ -451,4 +451,13 @@ Result<Topology> LoadTopology(const std::string& path, bool require_tls) {
   return ParseTopology(buf.str(), path, require_tls);
 }
 
+std::string SecuritySummary(const Topology& t) {
+  if (t.tls()) return "security: mutual TLS 1.3 on every port, certificates in " + t.CertsDir();
+  if (t.security.insecure) {
+    return "security: INSECURE: plaintext on every port ([security] insecure = true); anyone who can reach a port "
+           "can change the model";
+  }
+  return "security: plaintext, loopback only (add [security] certs for TLS)";
+}
+
 }  // namespace geops::cli

@@ -166,6 +166,11 @@ Result<Topology> ParseTopology(const std::string& text, const std::string& origi
 // 127.0.0.0/8, ::1 or "localhost".
 bool IsLoopbackHost(const std::string& host);
 
+// One line saying how the topology's ports are protected ("security: ..."):
+// mutual TLS and where the certificates are, plaintext on loopback, or an
+// explicit insecure deployment.
+std::string SecuritySummary(const Topology& topology);
+
 }  // namespace geops::cli
 
 #endif  // GEOPS_CLI_TOPOLOGY_H_
