@@ -217,12 +217,9 @@ int RunSite(const SiteArgs& args) {
 
   host_ptr.store(host.get(), std::memory_order_release);
 
-  rpc::PsServerOptions server_options;
-  server_options.host = spec_site.host;
+  rpc::PsServerOptions server_options = ServerOptionsOf(*topology, *site);
   server_options.port = args.port >= 0 ? args.port
                                        : (spec_site.base_port > 0 ? spec_site.base_port + args.shard : 0);
-  server_options.tls = SiteTls(*topology, *site);
-  server_options.peers = PeerNamesOf(*topology, *site);
   auto server = rpc::PsServer::Start(host.get(), server_options);
   if (!server.ok()) {
     std::fprintf(stderr, "geops site: %s\n", server.status().ToString().c_str());
@@ -264,6 +261,14 @@ int RunSite(const SiteArgs& args) {
     stats = StatusJson(parts.shard->GetStatus());
   }
   stats["event"] = "shard_stats";
+  // At exit: the limits in force, and the connections refused at accept.
+  stats["lan_port"] = {{"connections_refused", (*server)->connections_refused()},
+                       {"max_connections", server_options.max_connections},
+                       {"max_active_requests", server_options.max_active_requests},
+                       {"idle_timeout_ms", server_options.idle_timeout_ms},
+                       {"frame_timeout_ms", server_options.transport.frame_timeout_ms},
+                       {"send_timeout_ms", server_options.send_timeout_ms},
+                       {"max_frame_bytes", server_options.transport.max_frame_bytes}};
   stats["site"] = spec_site.name;
   stats["shard"] = args.shard;
   if (parts.wan) {

@@ -21,13 +21,11 @@ Result<std::unique_ptr<SiteMirror>> SiteMirror::Start(const Topology& t, int sit
   m->args_ = std::move(args);
   rpc::MirrorServiceOptions o;
   o.self = rpc::MirrorIdentity{site, shard, 0};
-  o.server.host = t.sites[site].host;
+  o.server = ServerOptionsOf(t, site);
   const int base = t.sites[site].base_port;
   o.server.port = m->args_.mirror_port >= 0 ? m->args_.mirror_port : (base > 0 ? base + 1000 + shard : 0);
   o.client.rpc_timeout_ms = std::max<int64_t>(t.rpc_timeout_ms, 30000);
   o.client.connect_timeout_ms = std::min<int64_t>(o.client.connect_timeout_ms, 3000);
-  o.server.tls = SiteTls(t, site);
-  o.server.peers = PeerNamesOf(t, site);
   o.client.tls = SiteTls(t, site);
   o.schema = m->args_.schema;
   SiteMirror* self = m.get();

@@ -45,4 +45,17 @@ rpc::PeerNames PeerNamesOf(const Topology& t, int site) {
   return names;
 }
 
+rpc::PsServerOptions ServerOptionsOf(const Topology& t, int site) {
+  rpc::PsServerOptions o;
+  o.host = t.sites[static_cast<size_t>(site)].host;
+  o.tls = SiteTls(t, site);
+  o.peers = PeerNamesOf(t, site);
+  o.max_connections = t.server.max_connections;
+  o.max_active_requests = t.server.max_active_requests;
+  o.idle_timeout_ms = t.server.idle_timeout_ms;
+  o.send_timeout_ms = t.server.send_timeout_ms;
+  o.transport.frame_timeout_ms = t.server.frame_timeout_ms;
+  return o;
+}
+
 }  // namespace geops::cli

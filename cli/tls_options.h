@@ -1,6 +1,7 @@
 // The mutual-TLS options a topology implies for each geops process: the
 // files `geops certs` wrote under [security] certs (cli/cert_authority.h has
-// the layout), and the site names the identity checks need. Every function
+// the layout), the site names the identity checks need, and the servers'
+// [server] limits. Every function
 // returns disabled options (empty paths) when the topology has no certs.
 // Pure functions of a Topology; thread-compatible.
 #ifndef GEOPS_CLI_TLS_OPTIONS_H_
@@ -19,6 +20,9 @@ rpc::TlsOptions SiteTls(const Topology& topology, int site);
 rpc::TlsOptions WorkerTls(const Topology& topology, int site, int worker);
 // The sites of the deployment and `site`, for a server's identity checks.
 rpc::PeerNames PeerNamesOf(const Topology& topology, int site);
+// A port of a shard of `site` (LAN or mirror): its host, TLS, identity
+// checks and the [server] limits; the caller sets the port.
+rpc::PsServerOptions ServerOptionsOf(const Topology& topology, int site);
 
 }  // namespace geops::cli
 

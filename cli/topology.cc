@@ -282,6 +282,26 @@ Status ParseSecurity(const toml::table& root, const std::string& origin, bool re
   return Status::Ok();
 }
 
+// [server]: the ports' limits; each must be positive (timeouts: >= 0, 0 off).
+Status ParseServer(const toml::table& root, const std::string& origin, Topology* t) {
+  TableReader srv(root["server"].as_table(), "server", origin);
+  srv.RejectUnknown({"max_connections", "max_active_requests", "idle_timeout_ms", "frame_timeout_ms",
+                     "send_timeout_ms"});
+  Topology::Server& o = t->server;
+  srv.Get("max_connections", &o.max_connections);
+  srv.Get("max_active_requests", &o.max_active_requests);
+  srv.Get("idle_timeout_ms", &o.idle_timeout_ms);
+  srv.Get("frame_timeout_ms", &o.frame_timeout_ms);
+  srv.Get("send_timeout_ms", &o.send_timeout_ms);
+  srv.Require(o.max_connections >= 1, "max_connections", "must be >= 1");
+  srv.Require(o.max_active_requests >= 1, "max_active_requests", "must be >= 1");
+  constexpr int64_t kMaxMs = int64_t{1} << 30;
+  srv.Require(o.idle_timeout_ms >= 0 && o.idle_timeout_ms <= kMaxMs, "idle_timeout_ms", "must be in [0, 2^30]");
+  srv.Require(o.frame_timeout_ms >= 0 && o.frame_timeout_ms <= kMaxMs, "frame_timeout_ms", "must be in [0, 2^30]");
+  srv.Require(o.send_timeout_ms >= 0 && o.send_timeout_ms <= kMaxMs, "send_timeout_ms", "must be in [0, 2^30]");
+  return srv.Check();
+}
+
 }  // namespace
 
 bool IsLoopbackHost(const std::string& host) {
@@ -339,7 +359,7 @@ Result<Topology> ParseTopology(const std::string& text, const std::string& origi
   t.path = origin;
 
   TableReader top(&root, "", origin);
-  top.RejectUnknown({"name", "model", "training", "storage", "security", "sites", "wan", "links", "faults"});
+  top.RejectUnknown({"name", "model", "training", "storage", "security", "server", "sites", "wan", "links", "faults"});
   top.Get("name", &t.name);
   GEOPS_RETURN_IF_ERROR(top.Check());
 
@@ -437,6 +457,7 @@ Result<Topology> ParseTopology(const std::string& text, const std::string& origi
     t.sites.push_back(s);
   }
   GEOPS_RETURN_IF_ERROR(ParseSecurity(root, origin, require_tls, &t));
+  GEOPS_RETURN_IF_ERROR(ParseServer(root, origin, &t));
   GEOPS_RETURN_IF_ERROR(ParseWan(root, origin, &t));
   GEOPS_RETURN_IF_ERROR(ParseFaults(root, origin, &t));
   if (t.name.empty()) t.name = origin;

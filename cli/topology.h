@@ -130,6 +130,16 @@ struct Topology {
     bool insecure = false;
   } security;
   bool tls() const { return !security.certs.empty(); }
+
+  // [server]: limits of every shard's LAN and mirror ports, against broken
+  // or hostile clients (docs/security.md has what each does past its limit).
+  struct Server {
+    int64_t max_connections = 10000;     // open at once
+    int64_t max_active_requests = 1024;  // in progress at once (threads)
+    int64_t idle_timeout_ms = 0;         // close a silent connection; 0 = never
+    int64_t frame_timeout_ms = 120000;   // a frame's body, once its header came; 0 = no deadline
+    int64_t send_timeout_ms = 60000;     // a reply the peer does not drain
+  } server;
   // security.certs resolved; empty when TLS is off.
   std::string CertsDir() const;
 

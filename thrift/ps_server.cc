@@ -126,4 +126,6 @@ Status PsServer::Stop(Deadline deadline) {
 
 int64_t PsServer::connections() const { return server_->connections(); }
 
+int64_t PsServer::connections_refused() const { return server_->refused(); }
+
 }  // namespace geops::rpc

@@ -66,8 +66,10 @@ class PsServer {
   // Bytes moved on all connections so far, framing included.
   int64_t bytes_sent() const { return counters_->sent.load(std::memory_order_relaxed); }
   int64_t bytes_received() const { return counters_->received.load(std::memory_order_relaxed); }
-  // Connections being served now.
+  // Connections open now.
   int64_t connections() const;
+  // Connections closed at accept because max_connections were open.
+  int64_t connections_refused() const;
 
  private:
   static Result<std::unique_ptr<PsServer>> Start(datacenter::ShardHost* host,

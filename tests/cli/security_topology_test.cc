@@ -60,5 +60,33 @@ TEST(SecurityTopologyTest, EachProcessUsesItsOwnCertificate) {
   EXPECT_FALSE(WorkerTls(*plain, 0, 0).enabled());
 }
 
+// [server] sets every port's limits; a bad one is refused naming it.
+TEST(SecurityTopologyTest, ServerLimitsComeFromTheTopologyAndAreChecked) {
+  Result<Topology> t = ParseTopology(
+      TwoSites("127.0.0.1", "[server]\nmax_connections = 500\nmax_active_requests = 64\nidle_timeout_ms = 90000\n"
+                            "frame_timeout_ms = 5000\nsend_timeout_ms = 7000"),
+      "t.toml");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  const rpc::PsServerOptions o = ServerOptionsOf(*t, 1);
+  EXPECT_EQ(o.max_connections, 500);
+  EXPECT_EQ(o.max_active_requests, 64);
+  EXPECT_EQ(o.idle_timeout_ms, 90000);
+  EXPECT_EQ(o.transport.frame_timeout_ms, 5000);
+  EXPECT_EQ(o.send_timeout_ms, 7000);
+  EXPECT_EQ(o.peers.self_name(), "eu");
+  EXPECT_TRUE(o.Validate().ok()) << o.Validate().ToString();
+
+  const rpc::PsServerOptions defaults = ServerOptionsOf(*ParseTopology(TwoSites("127.0.0.1", ""), "t.toml"), 0);
+  EXPECT_EQ(defaults.max_connections, 10000);
+  EXPECT_EQ(defaults.transport.frame_timeout_ms, 120000);
+
+  for (const char* bad : {"[server]\nmax_connections = 0", "[server]\nframe_timeout_ms = -1",
+                          "[server]\nmax_active_requests = 0", "[server]\nmax_conections = 5"}) {
+    Result<Topology> r = ParseTopology(TwoSites("127.0.0.1", bad), "t.toml");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("server"), std::string::npos) << r.status().ToString();
+  }
+}
+
 }  // namespace
 }  // namespace geops::cli
