@@ -90,17 +90,19 @@ void FramedTransport::ReadBody(uint32_t frame) {
         const uint64_t want = std::max<uint64_t>(uint64_t{rBufSize_} * 2, kFirstBodyBytes);
         GrowReadBuffer(have, static_cast<uint32_t>(std::min<uint64_t>(frame, want)));
       }
-      // The whole body has frame_timeout_ms from the header on (two
-      // setsockopt calls per frame: nothing beside a frame's copy).
+      // The whole body has frame_timeout_ms from the header on: checked
+      // after every read (a clock read). A read that gets nothing waits the
+      // socket's receive timeout: its own for the first read (a server's
+      // is frame_timeout_ms already), frame_timeout_ms for the rest, set
+      // once, so a frame that comes in one read costs no system call.
       if (frame_timeout_ms_ > 0 && socket_ != nullptr) {
         deadline_running = true;
-        const int64_t left =
-            frame_timeout_ms_ - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
-        if (left <= 0) {
+        if (std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count() >= frame_timeout_ms_) {
           throw TTransportException(TTransportException::TIMED_OUT, "frame deadline passed");
         }
-        const int previous = socket_->ExchangeReceiveTimeout(static_cast<int>(left));
-        if (saved_timeout < 0) saved_timeout = previous;
+        if (have > 0 && saved_timeout < 0) {
+          saved_timeout = socket_->ExchangeReceiveTimeout(static_cast<int>(frame_timeout_ms_));
+        }
       }
       const uint32_t got = transport_->read(rBuf_.get() + have, std::min(rBufSize_, frame) - have);
       if (got == 0) {

@@ -68,7 +68,9 @@ class FramedTransport : public apache::thrift::transport::TFramedTransport {
   static constexpr uint32_t kFirstBodyBytes = uint32_t{1} << 20;
 
   // Reads the `frame` bytes after a header into rBuf_, growing it with what
-  // arrived, within frame_timeout_ms once the first read did not bring it all.
+  // arrived, within frame_timeout_ms (checked after each read; one read
+  // that gets nothing waits at most frame_timeout_ms, so a frame is dropped
+  // by twice that at the latest).
   // Throws TTransportException: END_OF_FILE when the peer closes inside the
   // frame, TIMED_OUT (logged, naming the peer and what arrived) past the deadline.
   void ReadBody(uint32_t frame);
