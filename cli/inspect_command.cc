@@ -104,6 +104,13 @@ int RunInspect(const InspectArgs& args) {
     }
     if (out.unknown > 0) std::printf("    %" PRId64 " records of no known kind\n", out.unknown);
   }
+  std::printf("  quarantined     %zu WAN batches (not added: a sum would not be finite)\n", info->quarantined.size());
+  for (const QuarantineRecord& q : info->quarantined) {
+    int64_t values = 0;
+    for (const LedgerAdd& c : q.chunks) values += static_cast<int64_t>(c.values.size());
+    std::printf("    site %d seq %" PRIu64 ", %zu chunks, %" PRId64 " values: %s\n", q.origin, q.seq, q.chunks.size(),
+                values, q.reason.c_str());
+  }
   std::printf("  on disk         %s in %" PRId64 " files\n", Bytes(info->disk_bytes).c_str(), info->files);
   std::printf("  checked         %" PRId64 " chunks: sizes and checksums ok\n", chunks);
   return 0;

@@ -159,6 +159,7 @@ json SiteWan::StatsJson() const {
                      {"backlog_batches", p.out.backlog_batches},
                      {"max_backlog_chunks", p.out.max_backlog_chunks},
                      {"notices_sent", p.out.notices_sent},
+                     {"quarantined_by_peer", p.quarantined_by_peer},
                      {"down_events", DownEventsJson(r.gate, p.peer)}});
   }
   return {{"mode", topology_->wan.mode},

@@ -114,6 +114,7 @@ void ShardCommit::Clear() {
   outbound_deletes.clear();
   ledger_clears.clear();
   ledger_adds.clear();
+  quarantined.clear();
   shard_clock = 0;
 }
 

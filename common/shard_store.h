@@ -145,6 +145,17 @@ struct LedgerRow {
   std::vector<double> values;
 };
 
+// A WAN batch the shard did not add to its replica because a sum would not
+// be finite (RemoteApplier quarantines it whole), kept in the store for an
+// operator to look at (`geops inspect`). The store never reads it back.
+struct QuarantineRecord {
+  SiteId origin = 0;
+  uint64_t seq = 0;
+  int64_t unix_micros = 0;       // when it was quarantined; with (origin, seq), the record's key
+  std::string reason;            // where and why, as logged
+  std::vector<LedgerAdd> chunks; // the batch's deltas as received
+};
+
 // One atomic unit of persistence: chunk values that changed and the meta
 // records that changed with them.
 struct ShardCommit {
@@ -155,11 +166,12 @@ struct ShardCommit {
   std::vector<std::string> outbound_deletes;    // removed; applied before the puts
   std::vector<SiteId> ledger_clears;            // origins whose whole ledger is removed; before the adds
   std::vector<LedgerAdd> ledger_adds;           // added to the ledgers, in order
+  std::vector<QuarantineRecord> quarantined;    // kept as they are
   Clock shard_clock = 0;
 
   bool empty() const {
     return chunks.empty() && workers.empty() && origins.empty() && outbound_puts.empty() &&
-           outbound_deletes.empty() && ledger_clears.empty() && ledger_adds.empty();
+           outbound_deletes.empty() && ledger_clears.empty() && ledger_adds.empty() && quarantined.empty();
   }
   void Clear();
 };

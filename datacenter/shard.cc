@@ -334,7 +334,15 @@ class ShardImpl final : public Shard {
     if (mutation && r.ok() && r->quarantined) {
       // Nothing applied, so nothing for the ledger; the consumed seq is
       // durable like an applied one, or a restart would wait for it forever.
+      // The batch itself is kept beside it, for an operator to look at.
       mutation->MarkOrigin(origin, seq);
+      QuarantineRecord q{origin, seq, static_cast<int64_t>(UnixSeconds() * 1e6), r->quarantine, {}};
+      q.chunks.reserve(deltas.size());
+      for (const RemoteChunkDelta& d : deltas) {
+        q.chunks.push_back(LedgerAdd{origin, d.key, d.num_elements, {d.indices.begin(), d.indices.end()},
+                                     {d.values.begin(), d.values.end()}});
+      }
+      mutation->Quarantine(std::move(q));
     }
     if (mutation && r.ok() && r->applied) {
       // In the same commit as the chunks: the seq, and the deltas in the

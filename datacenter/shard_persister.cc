@@ -75,6 +75,14 @@ void ShardPersister::Mutation::ClearLedger(SiteId origin) {
   marked_ = true;
 }
 
+void ShardPersister::Mutation::Quarantine(QuarantineRecord record) {
+  {
+    std::lock_guard<std::mutex> lock(p_->origin_mu_);
+    p_->quarantined_.push_back(std::move(record));
+  }
+  marked_ = true;
+}
+
 uint64_t ShardPersister::Mutation::Finish() {
   if (p_ == nullptr) return 0;
   ShardPersister* p = p_;
@@ -183,6 +191,7 @@ uint64_t ShardPersister::Capture() {
     origin_marks_.clear();
     commit_.ledger_clears.swap(ledger_clears_);
     commit_.ledger_adds.swap(ledger_adds_);
+    commit_.quarantined.swap(quarantined_);
   }
   if (OutboundParticipant* p = participant_.load(std::memory_order_acquire); p != nullptr) {
     p->CollectOutbound(&commit_.outbound_puts, &commit_.outbound_deletes);

@@ -88,6 +88,8 @@ class ShardPersister {
     void AddLedger(LedgerAdd add);
     // Removes the whole ledger of `origin` in the commit holding this scope.
     void ClearLedger(SiteId origin);
+    // Keeps a quarantined WAN batch in the commit holding this scope.
+    void Quarantine(QuarantineRecord record);
     // The outbound participant changed its state in this scope: the scope
     // gets a ticket, and the commit holding it collects the participant's
     // records.
@@ -148,6 +150,7 @@ class ShardPersister {
   std::map<SiteId, uint64_t> origin_marks_;  // GUARDED_BY(origin_mu_)
   std::vector<SiteId> ledger_clears_;        // GUARDED_BY(origin_mu_)
   std::vector<LedgerAdd> ledger_adds_;       // GUARDED_BY(origin_mu_)
+  std::vector<QuarantineRecord> quarantined_;  // GUARDED_BY(origin_mu_)
   std::atomic<OutboundParticipant*> participant_{nullptr};
 
   std::mutex barrier_mu_;

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "storage/ledger_merge_operator.h"
+#include "storage/quarantine_format.h"
 #include "storage/store_format.h"
 
 namespace geops::storage {
@@ -325,6 +326,22 @@ Result<int64_t> RocksDb::CountOutbox() const {
   for (it->SeekToFirst(); it->Valid(); it->Next()) ++n;
   GEOPS_RETURN_IF_ERROR(FromRocks(it->status(), "shard store " + dir_ + ": reading the outbox"));
   return n;
+}
+
+Status RocksDb::ReadQuarantine(std::vector<QuarantineRecord>* out) const {
+  const std::string where = "shard store " + dir_;
+  rocksdb::ReadOptions ro;
+  ro.fill_cache = false;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, meta_));
+  const rocksdb::Slice prefix(format::kQuarantinePrefix.data(), format::kQuarantinePrefix.size());
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    QuarantineRecord r;
+    GEOPS_RETURN_IF_ERROR(format::DecodeQuarantine(std::string_view(it->key().data(), it->key().size()),
+                                                   std::string_view(it->value().data(), it->value().size()), &r)
+                              .WithContext(where + " is damaged"));
+    out->push_back(std::move(r));
+  }
+  return FromRocks(it->status(), where + ": reading the quarantined batches");
 }
 
 Status RocksDb::ScanLedger(const format::KeyRange* range,

@@ -79,6 +79,9 @@ class RocksDb {
   Status ReadState(ShardState* state) const;
   // Number of records in the outbox column family.
   Result<int64_t> CountOutbox() const;
+  // Every quarantined WAN batch (storage/quarantine_format.h), in key order;
+  // DataLoss for one that does not decode.
+  Status ReadQuarantine(std::vector<QuarantineRecord>* out) const;
   // The rows of `origin`'s ledger, in key order, as of one consistent read.
   // DataLoss naming the row for a malformed key or value, or entries that do
   // not merge. REQUIRES: origin >= 0.

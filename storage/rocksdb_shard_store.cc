@@ -22,6 +22,7 @@
 
 #include "common/file_io.h"
 #include "storage/rocksdb_db.h"
+#include "storage/quarantine_format.h"
 #include "storage/store_format.h"
 
 namespace geops::storage {
@@ -153,6 +154,15 @@ class RocksDbShardStore final : public ShardStore {
       s = batch.Put(db_->outbox(), ToSlice(commit.outbound_puts[i].key), ToSlice(commit.outbound_puts[i].value));
     }
     if (s.ok()) s = AddLedgerWrites(commit, &batch);
+    for (size_t i = 0; i < commit.quarantined.size() && s.ok(); ++i) {
+      if (commit.quarantined[i].origin < 0) {
+        return InvalidArgumentError(name() + ": commit " + std::to_string(commits_ + 1) +
+                                    " quarantines a batch of the negative origin " +
+                                    std::to_string(commit.quarantined[i].origin));
+      }
+      s = batch.Put(db_->meta(), format::QuarantineKey(commit.quarantined[i]),
+                    format::EncodeQuarantine(commit.quarantined[i]));
+    }
     if (s.ok()) s = batch.Put(db_->meta(), ToSlice(format::kShardClockKey), format::EncodeI64(commit.shard_clock));
     if (s.ok()) s = batch.Put(db_->meta(), ToSlice(format::kCommitsKey), format::EncodeU64(commits_ + 1));
     if (!s.ok()) return FromRocks(s, name() + ": building commit " + std::to_string(commits_ + 1));
@@ -185,6 +195,7 @@ class RocksDbShardStore final : public ShardStore {
                    commit.chunks.size() * (format::kChunkKeySize + format::kChunkHeaderSize + 16) +
                    commit.workers.size() * 48 + commit.origins.size() * 32 + commit.ledger_clears.size() * 32 + 256;
     for (const OutboundRecord& r : commit.outbound_puts) bytes += r.key.size() + r.value.size() + 16;
+    for (const QuarantineRecord& r : commit.quarantined) bytes += format::kQuarantineKeySize + format::QuarantineBytes(r) + 16;
     for (const LedgerAdd& add : commit.ledger_adds) {
       bytes += format::kLedgerKeySize + format::kLedgerAddHeaderSize +
                add.indices.size() * format::kLedgerAddPairSize + 16;
@@ -318,6 +329,7 @@ Result<StoreInfo> InspectShardStore(const std::string& dir) {
     GEOPS_RETURN_IF_ERROR(db->ReadState(&info.state));
     GEOPS_ASSIGN_OR_RETURN(info.outbox_records, db->CountOutbox());
     GEOPS_ASSIGN_OR_RETURN(info.ledger_rows, db->CountLedgerRows());
+    GEOPS_RETURN_IF_ERROR(db->ReadQuarantine(&info.quarantined));
     GEOPS_RETURN_IF_ERROR(db->Close());
   }
   for (size_t i = 0; i < info.state.chunks.size(); ++i) {

@@ -61,6 +61,7 @@ struct StoreInfo {
   std::vector<Table> tables;  // tables with stored chunks, in id order
   int64_t outbox_records = 0;
   std::map<SiteId, int64_t> ledger_rows;  // ledger rows (chunks) per origin; origins with none absent
+  std::vector<QuarantineRecord> quarantined;  // WAN batches kept aside, by origin and seq
   int64_t disk_bytes = 0;     // sum of the sizes of the directory's files
   int64_t files = 0;
 };

@@ -34,6 +34,10 @@ struct PushBatchRequest {
 
 struct PushBatchReply {
   1: i64 seq,  // the batch acknowledged: applied now or before, or buffered to apply in order
+  // Set when the receiver quarantined the batch instead of applying it (its
+  // sum with the replica would not be finite): where and why. The seq is
+  // consumed all the same; the sender must not resend it.
+  2: optional string quarantined,
 }
 
 // Selective barrier: hold local reads of these chunks until batch `seq`

@@ -35,11 +35,11 @@ void MirrorChannel::Count() {
   if (client_ != nullptr) wire_bytes_.store(client_->bytes_sent(), std::memory_order_relaxed);
 }
 
-Status MirrorChannel::SendBatch(const wan::WanBatch& batch) {
+Result<wan::BatchAck> MirrorChannel::SendBatch(const wan::WanBatch& batch) {
   GEOPS_ASSIGN_OR_RETURN(MirrorClient * c, Client());
-  Status s = c->PushBatch(batch);
+  Result<wan::BatchAck> r = c->PushBatch(batch);
   Count();
-  return s;
+  return r;
 }
 
 Status MirrorChannel::SendClock(const wan::WanClockReport& report) {

@@ -42,7 +42,7 @@ class MirrorChannel : public wan::PeerChannel {
   // `book` must outlive the channel.
   MirrorChannel(const MirrorAddressBook* book, SiteId peer, MirrorIdentity self, ThriftClientOptions options);
 
-  Status SendBatch(const wan::WanBatch& batch) override;
+  Result<wan::BatchAck> SendBatch(const wan::WanBatch& batch) override;
   Status SendClock(const wan::WanClockReport& report) override;
   Status SendNotice(const wan::WanNotice& notice) override;
   Status Heartbeat() override;

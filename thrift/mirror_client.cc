@@ -75,7 +75,7 @@ Status MirrorClient::Invoke(const char* name, Call&& call) {
   }
 }
 
-Status MirrorClient::PushBatch(const wan::WanBatch& batch) {
+Result<wan::BatchAck> MirrorClient::PushBatch(const wan::WanBatch& batch) {
   if (static_cast<int64_t>(batch.payload.size()) + kEnvelopeBytes > options_.transport.max_frame_bytes) {
     return ResourceExhaustedError("a WAN batch of " + std::to_string(batch.payload.size()) +
                                   " bytes exceeds max_frame_bytes " + std::to_string(options_.transport.max_frame_bytes));
@@ -94,7 +94,10 @@ Status MirrorClient::PushBatch(const wan::WanBatch& batch) {
     return InternalError("mirror " + address_.ToString() + " acknowledged seq " + std::to_string(reply.seq) +
                          " for seq " + std::to_string(req.seq));
   }
-  return Status::Ok();
+  wan::BatchAck ack;
+  ack.seq = batch.seq;
+  if (reply.__isset.quarantined) ack.quarantined = reply.quarantined;
+  return ack;
 }
 
 Status MirrorClient::ReportClock(const wan::WanClockReport& report) {

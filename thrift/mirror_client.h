@@ -50,7 +50,7 @@ class MirrorClient {
 
   // OK: the peer applied the batch (now or before). Unavailable while it
   // waits for earlier batches: send it again.
-  Status PushBatch(const wan::WanBatch& batch);
+  Result<wan::BatchAck> PushBatch(const wan::WanBatch& batch);
   Status ReportClock(const wan::WanClockReport& report);
   Status Notice(const wan::WanNotice& notice);
   // The peer's identity; FailedPrecondition when it serves another shard or

@@ -89,6 +89,10 @@ void MirrorHandler::pushBatch(gen::PushBatchReply& reply, const gen::PushBatchRe
     batch.dest_incarnation = static_cast<uint64_t>(req.dest_incarnation);
     GEOPS_RETURN_IF_ERROR(receiver_->OnBatch(batch));
     reply.seq = req.seq;
+    std::string quarantined = receiver_->QuarantineOf(batch.origin, batch.seq);
+    if (!quarantined.empty()) {
+      reply.__set_quarantined(std::move(quarantined));
+    }
     return Status::Ok();
   });
 }

@@ -37,8 +37,13 @@ bool LaneSender::Idle() const {
   return queue_.empty() && !busy_;
 }
 
-Status LaneSender::SendOne(const WanMessage& m) {
-  if (auto* b = std::get_if<WanBatch>(&m)) return channel_->SendBatch(*b);
+Status LaneSender::SendOne(const WanMessage& m, BatchAck* ack) {
+  if (auto* b = std::get_if<WanBatch>(&m)) {
+    Result<BatchAck> r = channel_->SendBatch(*b);
+    if (!r.ok()) return r.status();
+    *ack = std::move(r).value();
+    return Status::Ok();
+  }
   if (auto* c = std::get_if<WanClockReport>(&m)) return channel_->SendClock(*c);
   return channel_->SendNotice(std::get<WanNotice>(m));
 }
@@ -87,9 +92,10 @@ void LaneSender::Loop() {
     }
     int64_t backoff = options_.retry_backoff_ms;
     bool sent = false;
+    BatchAck ack;
     while (true) {
       if (!channel_) channel_ = factory_(peer_, lane_);
-      Status s = channel_ ? SendOne(m) : UnavailableError("no channel to site " + std::to_string(peer_) + " yet");
+      Status s = channel_ ? SendOne(m, &ack) : UnavailableError("no channel to site " + std::to_string(peer_) + " yet");
       if (channel_) wire_bytes_.store(channel_->wire_bytes(), std::memory_order_relaxed);
       if (s.ok()) {
         sent = true;
@@ -105,7 +111,7 @@ void LaneSender::Loop() {
       if (cv_.wait_for(wait_lock, std::chrono::milliseconds(backoff), [this] { return stop_; })) break;
       backoff = std::min(backoff * 2, options_.max_backoff_ms);
     }
-    if (sent && on_sent_) on_sent_(m);
+    if (sent && on_sent_) on_sent_(m, ack);
     last_sent = std::chrono::steady_clock::now();
     lock.lock();
     busy_ = false;

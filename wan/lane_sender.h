@@ -36,7 +36,9 @@ struct LaneSenderOptions {
 
 class LaneSender {
  public:
-  using SentCallback = std::function<void(const WanMessage& message)>;
+  // After the peer accepted `message`; `ack` is its answer for a batch
+  // (default for other messages).
+  using SentCallback = std::function<void(const WanMessage& message, const BatchAck& ack)>;
 
   LaneSender(SiteId peer, Lane lane, PeerChannelFactory factory, LaneSenderOptions options, SentCallback on_sent);
   // Stops the thread; queued messages are dropped.
@@ -55,7 +57,8 @@ class LaneSender {
 
  private:
   void Loop();
-  Status SendOne(const WanMessage& m);
+  // Sends one message; a batch's acknowledgement goes into *ack.
+  Status SendOne(const WanMessage& m, BatchAck* ack);
 
   const SiteId peer_;
   const Lane lane_;

@@ -26,7 +26,8 @@ enum class Lane : int32_t { kBulk = 0, kPriority = 1 };
 class PeerChannel {
  public:
   virtual ~PeerChannel() = default;
-  virtual Status SendBatch(const WanBatch& batch) = 0;
+  // The peer's acknowledgement of the batch (BatchAck: quarantined or not).
+  virtual Result<BatchAck> SendBatch(const WanBatch& batch) = 0;
   virtual Status SendClock(const WanClockReport& report) = 0;
   virtual Status SendNotice(const WanNotice& notice) = 0;
   virtual Status Heartbeat() = 0;

@@ -46,4 +46,9 @@ void ReceiverSlot::OnPeerBoot(SiteId origin, uint64_t boot) {
   }).IgnoreError();
 }
 
+std::string ReceiverSlot::QuarantineOf(SiteId origin, uint64_t seq) const {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  return receiver_ == nullptr ? std::string() : receiver_->QuarantineOf(origin, seq);
+}
+
 }  // namespace geops::wan

@@ -34,13 +34,14 @@ class ReceiverSlot : public WanReceiver {
   Status OnNotice(const WanNotice& notice) override;
   Status OnHeartbeat(SiteId origin, uint64_t incarnation) override;
   void OnPeerBoot(SiteId origin, uint64_t boot) override;
+  std::string QuarantineOf(SiteId origin, uint64_t seq) const override;
 
  private:
   template <typename Call>
   Status Forward(Call&& call);
 
   const std::string who_;
-  std::shared_mutex mu_;
+  mutable std::shared_mutex mu_;
   WanReceiver* receiver_ = nullptr;  // GUARDED_BY(mu_)
 };
 

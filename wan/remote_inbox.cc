@@ -196,6 +196,9 @@ Status RemoteInbox::ApplyLocked(SiteId origin, uint64_t seq, const DecodedBatch&
   if (r->quarantined) {
     ++stats_.batches_quarantined;
     spdlog::error("WAN {}; quarantined (the stream goes on with seq {})", r->quarantine, seq + 1);
+    auto& remembered = origins_[origin].quarantined;
+    remembered[seq] = r->quarantine;
+    if (remembered.size() > kRememberedQuarantines) remembered.erase(remembered.begin());
   } else if (r->applied) {
     ++stats_.batches_applied;
     stats_.elements_applied += r->elements;
@@ -203,6 +206,14 @@ Status RemoteInbox::ApplyLocked(SiteId origin, uint64_t seq, const DecodedBatch&
     ++stats_.batches_duplicate;
   }
   return Status::Ok();
+}
+
+std::string RemoteInbox::QuarantineOf(SiteId origin, uint64_t seq) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto o = origins_.find(origin);
+  if (o == origins_.end()) return {};
+  auto it = o->second.quarantined.find(seq);
+  return it == o->second.quarantined.end() ? std::string() : it->second;
 }
 
 Status RemoteInbox::DrainLocked(SiteId origin, Origin& o) {

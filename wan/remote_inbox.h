@@ -38,6 +38,7 @@
 #include <map>
 #include <string>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "common/model_spec.h"
@@ -97,11 +98,17 @@ class RemoteInbox {
   Status ResetOrigin(SiteId origin, uint64_t incarnation, const std::function<Status()>& reset);
 
   InboxStats stats() const;
+  // Why batch `seq` of `origin` was quarantined by this process; empty when
+  // it was not, or is older than the kRememberedQuarantines latest of that
+  // origin (the shard's store keeps every one).
+  std::string QuarantineOf(SiteId origin, uint64_t seq) const;
+  static constexpr size_t kRememberedQuarantines = 64;
 
  private:
   struct Origin {
     std::map<uint64_t, DecodedBatch> early;     // seq -> decoded, not yet applicable
     std::vector<WanClockReport> held_reports;   // waiting for their last_seq
+    std::map<uint64_t, std::string> quarantined;  // seq -> why; the latest few, for the sender's ack
   };
   Status CheckOrigin(SiteId origin) const;
   // Checks a message's sender incarnation against the known one (see the

@@ -146,10 +146,17 @@ Replicator::~Replicator() {
 }
 
 void Replicator::Start() {
-  transport_->SetDeliveryCallback([this](SiteId peer, uint64_t seq) {
+  transport_->SetDeliveryCallback([this](SiteId peer, const BatchAck& ack) {
+    if (!ack.quarantined.empty()) {
+      // The peer could not add the batch to its replica and kept it aside:
+      // its replica now lacks these deltas (docs/wan_replication.md).
+      spdlog::error("wan shard {}: site {} quarantined batch {} of this site: {}", config_.shard, peer, ack.seq,
+                    ack.quarantined);
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
-      acks_.emplace_back(peer, seq);
+      acks_.emplace_back(peer, ack.seq);
+      if (!ack.quarantined.empty()) ++quarantined_by_peer_[peer];
     }
     cv_.notify_all();
   });
@@ -687,7 +694,9 @@ ReplicatorStats Replicator::stats() const {
     std::lock_guard<std::mutex> lock(mu_);
     out = stats_;
     for (size_t i = 0; i < outbox_stats_.size(); ++i) {
-      out.peers.push_back(PeerReplicationStats{config_.peers[i], outbox_seq_[i], outbox_stats_[i]});
+      auto q = quarantined_by_peer_.find(config_.peers[i]);
+      out.peers.push_back(PeerReplicationStats{config_.peers[i], outbox_seq_[i], outbox_stats_[i],
+                                               q == quarantined_by_peer_.end() ? 0 : q->second});
     }
   }
   {

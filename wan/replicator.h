@@ -96,6 +96,7 @@ struct PeerReplicationStats {
   SiteId peer = 0;
   uint64_t last_seq = 0;
   OutboxStats out;
+  int64_t quarantined_by_peer = 0;  // batches of this site the peer quarantined (it said so in its ack)
 };
 
 // What a replicator that restarted from its shard's store did.
@@ -162,6 +163,7 @@ class Replicator final : public ReplicationTap, public WanReceiver, public Outbo
 
   // WanReceiver (see RemoteInbox).
   Status OnBatch(const WanBatch& batch) override { return inbox_.OnBatch(batch); }
+  std::string QuarantineOf(SiteId origin, uint64_t seq) const override { return inbox_.QuarantineOf(origin, seq); }
   Status OnClock(const WanClockReport& report) override { return inbox_.OnClock(report); }
   Status OnNotice(const WanNotice& notice) override { return inbox_.OnNotice(notice); }
   Status OnHeartbeat(SiteId origin, uint64_t incarnation) override {
@@ -258,6 +260,7 @@ class Replicator final : public ReplicationTap, public WanReceiver, public Outbo
   bool drained_ = false;                  // GUARDED_BY(mu_)
   bool stop_ = false;                     // GUARDED_BY(mu_)
   std::vector<std::pair<SiteId, uint64_t>> acks_;  // GUARDED_BY(mu_)
+  std::map<SiteId, int64_t> quarantined_by_peer_;   // GUARDED_BY(mu_)
   std::map<SiteId, uint64_t> boots_;      // GUARDED_BY(mu_): each peer's process, as last heard
   std::vector<SiteId> report_again_;      // GUARDED_BY(mu_): peers to send the last report again
   std::vector<std::optional<WanClockReport>> last_reports_;  // tick thread: per outbox, the last sent

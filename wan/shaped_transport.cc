@@ -103,7 +103,9 @@ Result<std::unique_ptr<ShapedTransport>> ShapedTransport::Start(std::vector<Peer
       lo.heartbeat_ms = lane == 1 ? options.heartbeat_ms : 0;
       ShapedTransport* self = t.get();
       p->sender[lane] = std::make_unique<LaneSender>(l.peer, lane == 0 ? Lane::kBulk : Lane::kPriority, channels, lo,
-                                                     [self, raw](const WanMessage& m) { self->OnSent(raw, m); });
+                                                     [self, raw](const WanMessage& m, const BatchAck& ack) {
+                                                       self->OnSent(raw, m, ack);
+                                                     });
     }
     t->peers_.push_back(std::move(p));
   }
@@ -229,7 +231,7 @@ void ShapedTransport::DrainSubmissions() {
   }
 }
 
-void ShapedTransport::OnSent(Peer* p, const WanMessage& m) {
+void ShapedTransport::OnSent(Peer* p, const WanMessage& m, const BatchAck& ack) {
   const auto* b = std::get_if<WanBatch>(&m);
   if (b == nullptr) return;
   p->batches.fetch_add(1, std::memory_order_relaxed);
@@ -238,7 +240,10 @@ void ShapedTransport::OnSent(Peer* p, const WanMessage& m) {
     std::lock_guard<std::mutex> lock(submit_mu_);
     cb = callback_;
   }
-  if (cb) cb(p->id, b->seq);
+  if (!cb) return;
+  BatchAck a = ack;
+  a.seq = b->seq;  // the batch sent, whatever the channel filled in
+  cb(p->id, a);
 }
 
 double ShapedTransport::EstimateDeliverySeconds(SiteId peer, int64_t bytes) {

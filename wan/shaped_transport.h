@@ -114,7 +114,7 @@ class ShapedTransport : public WanTransport {
   double TraceNow() const;
   static void OnWake(uv_async_t* handle);
   void DrainSubmissions();  // loop thread
-  void OnSent(Peer* p, const WanMessage& m);
+  void OnSent(Peer* p, const WanMessage& m, const BatchAck& ack);
 
   const ShapedTransportOptions options_;
   std::vector<std::unique_ptr<Peer>> peers_;

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "common/ids.h"
@@ -74,6 +75,16 @@ struct WanNotice {
   uint64_t dest_incarnation = 0;  // the receiver's, as the sender knew it
 };
 
+// What a receiver said when it accepted batch `seq`.
+struct BatchAck {
+  uint64_t seq = 0;
+  // Empty: applied (now or before) or buffered to apply in order. Otherwise
+  // the receiver could not add the batch to its replica (a sum would not be
+  // finite), kept it aside whole (quarantined), consumed its seq and went
+  // on; this says where and why (docs/wan_replication.md).
+  std::string quarantined;
+};
+
 class WanReceiver {
  public:
   virtual ~WanReceiver() = default;
@@ -89,15 +100,20 @@ class WanReceiver {
   // (re)started and lost what it knew of this site's progress: the
   // receiver sends it its current clock report again (Replicator).
   virtual void OnPeerBoot(SiteId /*origin*/, uint64_t /*boot*/) {}
+  // Why batch `seq` of `origin` was quarantined, empty when it was not (or
+  // when this process no longer remembers: it keeps the latest few per
+  // origin; the shard's store keeps them all). Asked after OnBatch accepted
+  // the batch, to answer its sender.
+  virtual std::string QuarantineOf(SiteId /*origin*/, uint64_t /*seq*/) const { return {}; }
 };
 
 class WanTransport {
  public:
   virtual ~WanTransport() = default;
 
-  // Called with (peer, seq) once the peer accepted batch seq (applied it or
-  // buffered it). Set once, before the first Send.
-  using DeliveryCallback = std::function<void(SiteId peer, uint64_t seq)>;
+  // Called once `peer` accepted batch ack.seq (applied, buffered or
+  // quarantined it: BatchAck). Set once, before the first Send.
+  using DeliveryCallback = std::function<void(SiteId peer, const BatchAck& ack)>;
   virtual void SetDeliveryCallback(DeliveryCallback callback) = 0;
 
   // Queue a message for `peer` and return at once; never block on the

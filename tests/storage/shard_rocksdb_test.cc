@@ -111,5 +111,56 @@ TEST(ShardOverRocksDbTest, AStoreOfAnotherShardIsRefusedBeforeAnythingIsServed) 
   EXPECT_THAT(store.status().message(), ::testing::HasSubstr("shard id differs (stored 0, this process 1)"));
 }
 
+TEST(ShardOverRocksDbTest, AQuarantinedWanBatchIsKeptInTheStoreWithItsOriginSeqAndReason) {
+  // A WAN batch that would make a value infinite is not applied; the store
+  // keeps it whole (every chunk, the harmless one too) for an operator, and
+  // the store still opens as before.
+  TempDir tmp;
+  const std::string dir = tmp.Sub("shard-0");
+  const ModelSpec spec = TestModel(InitKind::kZeros);
+  const ShardOptions o = TestOptions(1);
+  const std::vector<ChunkKey> keys = spec.ChunksOfShard(0, 1);
+  ASSERT_GE(keys.size(), 2u);
+  const std::vector<uint32_t> at0 = {0};
+  const std::vector<uint32_t> at12 = {1, 2};
+  const std::vector<float> big = {3e38f};
+  const std::vector<float> small = {0.5f, -0.25f};
+  const RemoteChunkDelta bad[] = {
+      {keys[0], static_cast<uint32_t>(spec.ChunkElements(keys[0])), at0, big},
+      {keys[1], static_cast<uint32_t>(spec.ChunkElements(keys[1])), at12, small}};
+  ShardSnapshot before;
+  {
+    Opened site = Open(dir, spec, o, Durability::kSync);
+    ASSERT_NE(site.shard, nullptr);
+    ASSERT_TRUE(site.shard->ApplyRemote(4, 1, {bad, 1}).ok());  // 3e38: finite
+    before = SnapshotOf(*site.shard);
+    Result<RemoteApplyResult> r = site.shard->ApplyRemote(4, 2, bad);  // 6e38: not
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_TRUE(r->quarantined);
+    EXPECT_TRUE(SameBytes(before, SnapshotOf(*site.shard)));
+  }
+  Result<StoreInfo> info = InspectShardStore(dir);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  ASSERT_EQ(info->quarantined.size(), 1u);
+  const QuarantineRecord& q = info->quarantined[0];
+  EXPECT_EQ(q.origin, 4);
+  EXPECT_EQ(q.seq, 2u);
+  EXPECT_GT(q.unix_micros, 0);
+  EXPECT_THAT(q.reason, ::testing::HasSubstr("batch 2 from site 4"));
+  EXPECT_THAT(q.reason, ::testing::HasSubstr("not finite"));
+  ASSERT_EQ(q.chunks.size(), 2u);
+  EXPECT_EQ(q.chunks[0].key, keys[0]);
+  EXPECT_EQ(q.chunks[0].indices, at0);
+  EXPECT_EQ(q.chunks[0].values, big);
+  EXPECT_EQ(q.chunks[1].key, keys[1]);
+  EXPECT_EQ(q.chunks[1].num_elements, static_cast<uint32_t>(spec.ChunkElements(keys[1])));
+  EXPECT_EQ(q.chunks[1].indices, at12);
+  EXPECT_EQ(q.chunks[1].values, small);
+  Opened again = Open(dir, spec, o, Durability::kSync);
+  ASSERT_NE(again.shard, nullptr);
+  EXPECT_EQ(again.shard->LastAppliedSeq(4), 2u);
+  EXPECT_TRUE(SameBytes(before, SnapshotOf(*again.shard)));
+}
+
 }  // namespace
 }  // namespace geops::storage

@@ -99,13 +99,13 @@ TEST_F(MirrorServiceTest, CarriesEveryMessageIntact) {
 }
 
 TEST_F(MirrorServiceTest, RefusesWrongShardSelfAndAnotherModel) {
-  EXPECT_EQ(Client({0, 1, 42})->PushBatch({0, 1, 0, {1}}).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Client({0, 1, 42})->PushBatch({0, 1, 0, {1}}).status().code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(Client({1, 0, 42})->ReportClock({1, 1, 0, false}).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(Client({0, 0, 7})->Heartbeat().status().code(), StatusCode::kFailedPrecondition);
   auto c = Client({2, 0, 42});
-  EXPECT_EQ(c->PushBatch({2, 0, 0, {1}}).code(), StatusCode::kInvalidArgument);  // seq 0
+  EXPECT_EQ(c->PushBatch({2, 0, 0, {1}}).status().code(), StatusCode::kInvalidArgument);  // seq 0
   receiver_.batch_reply = DataLossError("checksum mismatch");
-  Status s = c->PushBatch({2, 1, 0, {1}});
+  Status s = c->PushBatch({2, 1, 0, {1}}).status();
   EXPECT_EQ(s.code(), StatusCode::kDataLoss);
   EXPECT_NE(s.message().find("checksum"), std::string::npos);
   receiver_.batch_reply = Status::Ok();
@@ -141,14 +141,10 @@ TEST(MirrorServiceDownTest, UnreachablePeerIsUnavailableAndReconnectsLater) {
   EXPECT_TRUE((*c)->ReportClock({0, 2, 0, false}).ok());
 }
 
-// A real shard behind a real replicator: garbage and corrupted batches are
-// refused with a GeopsError, nothing changes, and the server keeps serving.
-TEST(MirrorReplicatorTest, BadBatchesAreRefusedAndTheShardIsUntouched) {
-  Result<ModelSpec> spec = ModelSpec::Create({{"w", 8, 16, InitKind::kZeros, 0}}, 256, 1);
-  ASSERT_TRUE(spec.ok());
-  ShardOptions so;
-  auto shard = datacenter::Shard::Create(*spec, so);
-  ASSERT_TRUE(shard.ok());
+// A real shard behind a real replicator, served on a mirror port, and a
+// client speaking for site 0.
+class MirrorReplicatorTest : public ::testing::Test {
+ protected:
   struct NullTransport : wan::WanTransport {
     void SetDeliveryCallback(DeliveryCallback) override {}
     void SendBatch(SiteId, wan::WanBatch) override {}
@@ -156,37 +152,95 @@ TEST(MirrorReplicatorTest, BadBatchesAreRefusedAndTheShardIsUntouched) {
     void SendNotice(SiteId, wan::WanNotice) override {}
     double EstimateDeliverySeconds(SiteId, int64_t) override { return 0; }
     double BandwidthBytesPerSecond(SiteId) override { return 0; }
-  } transport;
-  wan::ReplicatorConfig rc;
-  rc.site = 1;
-  rc.peers = {0};
-  auto repl = wan::Replicator::Create(&*spec, rc, shard->get(), &transport);
-  ASSERT_TRUE(repl.ok());
-  auto server = MirrorServer::Start(repl->get(), MirrorIdentity{1, 0, spec->Fingerprint()}, PsServerOptions{});
-  ASSERT_TRUE(server.ok());
-  auto c = MirrorClient::Create((*server)->address(), {0, 0, spec->Fingerprint()}, ClientOptions());
-  ASSERT_TRUE(c.ok());
-  EXPECT_EQ((*c)->PushBatch({0, 1, 0, std::vector<uint8_t>(64, 0x11)}).code(), StatusCode::kInvalidArgument);
-  wan::SparseChunkUpdate u{{0, 1}, 64, {2}, {5.0f}};
-  wan::BatchHeader h;
-  h.origin = 0;
-  h.seq = 1;
-  wan::WanBatch good{0, 1, 0, {}};
-  wan::BatchEncoder enc;
-  ASSERT_TRUE(enc.Encode(h, std::vector<wan::SparseChunkUpdate>{u}, &good.payload, nullptr).ok());
+  };
+
+  void SetUp() override {
+    Result<ModelSpec> spec = ModelSpec::Create({{"w", 8, 16, InitKind::kZeros, 0}}, 256, 1);
+    ASSERT_TRUE(spec.ok());
+    spec_ = std::make_unique<ModelSpec>(std::move(spec).value());
+    auto shard = datacenter::Shard::Create(*spec_, ShardOptions{});
+    ASSERT_TRUE(shard.ok());
+    shard_ = std::move(shard).value();
+    wan::ReplicatorConfig rc;
+    rc.site = 1;
+    rc.peers = {0};
+    auto repl = wan::Replicator::Create(spec_.get(), rc, shard_.get(), &transport_);
+    ASSERT_TRUE(repl.ok());
+    repl_ = std::move(repl).value();
+    auto server = MirrorServer::Start(repl_.get(), MirrorIdentity{1, 0, spec_->Fingerprint()}, PsServerOptions{});
+    ASSERT_TRUE(server.ok());
+    server_ = std::move(server).value();
+    auto c = MirrorClient::Create(server_->address(), {0, 0, spec_->Fingerprint()}, ClientOptions());
+    ASSERT_TRUE(c.ok());
+    client_ = std::move(c).value();
+  }
+
+  // Batch `seq` from site 0: `value` added at element 2 of chunk (0, 1).
+  static wan::WanBatch Batch(uint64_t seq, float value) {
+    wan::SparseChunkUpdate u{{0, 1}, 64, {2}, {value}};
+    wan::BatchHeader h;
+    h.origin = 0;
+    h.seq = seq;
+    wan::WanBatch b{0, seq, 0, {}};
+    wan::BatchEncoder enc;
+    EXPECT_TRUE(enc.Encode(h, std::vector<wan::SparseChunkUpdate>{u}, &b.payload, nullptr).ok());
+    return b;
+  }
+
+  float Element2() {
+    std::vector<float> v(64);
+    EXPECT_TRUE(shard_->ReadChunkValue({0, 1}, v.data()).ok());
+    return v[2];
+  }
+
+  std::unique_ptr<ModelSpec> spec_;
+  std::unique_ptr<datacenter::Shard> shard_;
+  NullTransport transport_;
+  std::unique_ptr<wan::Replicator> repl_;  // after the shard and transport: goes first
+  std::unique_ptr<MirrorServer> server_;
+  std::unique_ptr<MirrorClient> client_;
+};
+
+// Garbage and corrupted batches are refused with a GeopsError, nothing
+// changes, and the server keeps serving.
+TEST_F(MirrorReplicatorTest, BadBatchesAreRefusedAndTheShardIsUntouched) {
+  EXPECT_EQ(client_->PushBatch({0, 1, 0, std::vector<uint8_t>(64, 0x11)}).status().code(),
+            StatusCode::kInvalidArgument);
+  const wan::WanBatch good = Batch(1, 5.0f);
   wan::WanBatch corrupt = good;
   corrupt.payload.back() ^= 0x01;  // a body byte: the checksum no longer matches
-  EXPECT_EQ((*c)->PushBatch(corrupt).code(), StatusCode::kDataLoss);
+  EXPECT_EQ(client_->PushBatch(corrupt).status().code(), StatusCode::kDataLoss);
   wan::WanBatch foreign = good;
   foreign.seq = 2;  // the header says 1
-  EXPECT_EQ((*c)->PushBatch(foreign).code(), StatusCode::kInvalidArgument);
-  std::vector<float> v(64);
-  ASSERT_TRUE((*shard)->ReadChunkValue({0, 1}, v.data()).ok());
-  EXPECT_EQ(v[2], 0.0f);
-  ASSERT_TRUE((*c)->PushBatch(good).ok());
-  ASSERT_TRUE((*shard)->ReadChunkValue({0, 1}, v.data()).ok());
-  EXPECT_EQ(v[2], 5.0f);
-  EXPECT_EQ((*repl)->stats().inbox.batches_refused, 3);
+  EXPECT_EQ(client_->PushBatch(foreign).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Element2(), 0.0f);
+  Result<wan::BatchAck> ack = client_->PushBatch(good);
+  ASSERT_TRUE(ack.ok()) << ack.status().ToString();
+  EXPECT_EQ(ack->seq, 1u);
+  EXPECT_EQ(ack->quarantined, "");
+  EXPECT_EQ(Element2(), 5.0f);
+  EXPECT_EQ(repl_->stats().inbox.batches_refused, 3);
+}
+
+// A valid batch whose sum would not be finite is quarantined: not applied,
+// its seq consumed, and the sender told why in the acknowledgement (again
+// when it resends); the next batch applies.
+TEST_F(MirrorReplicatorTest, TheSenderIsToldWhenItsBatchIsQuarantined) {
+  ASSERT_TRUE(client_->PushBatch(Batch(1, 3e38f)).ok());
+  Result<wan::BatchAck> ack = client_->PushBatch(Batch(2, 3e38f));
+  ASSERT_TRUE(ack.ok()) << ack.status().ToString();
+  EXPECT_EQ(ack->seq, 2u);
+  EXPECT_NE(ack->quarantined.find("batch 2 from site 0"), std::string::npos) << ack->quarantined;
+  EXPECT_NE(ack->quarantined.find("not finite"), std::string::npos) << ack->quarantined;
+  EXPECT_EQ(Element2(), 3e38f);
+  Result<wan::BatchAck> again = client_->PushBatch(Batch(2, 3e38f));  // the ack was lost: resent
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->quarantined, ack->quarantined);
+  Result<wan::BatchAck> next = client_->PushBatch(Batch(3, -1e38f));
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(next->quarantined, "");
+  EXPECT_FLOAT_EQ(Element2(), 3e38f - 1e38f);
+  EXPECT_EQ(repl_->stats().inbox.batches_quarantined, 1);
 }
 
 }  // namespace

@@ -242,7 +242,7 @@ TEST_F(TlsMirrorTest, ASiteMaySpeakOnlyForItself) {
   // eu's certificate claiming to be ap (site 2): batch, clock, notice, and a
   // heartbeat with a huge incarnation.
   auto forger = Client(2, cli::SiteTls(t, 1));
-  Status batch = forger->PushBatch({2, 1, 0, {9}});
+  Status batch = forger->PushBatch({2, 1, 0, {9}}).status();
   EXPECT_EQ(batch.code(), StatusCode::kPermissionDenied) << batch.ToString();
   EXPECT_NE(batch.message().find("geops://site/eu"), std::string::npos) << batch.ToString();
   EXPECT_NE(batch.message().find("site 2 (ap)"), std::string::npos) << batch.ToString();
@@ -251,7 +251,7 @@ TEST_F(TlsMirrorTest, ASiteMaySpeakOnlyForItself) {
   EXPECT_EQ(forger->Heartbeat(1ull << 60).status().code(), StatusCode::kPermissionDenied);
   // A worker's certificate is no site at all.
   auto worker = Client(1, cli::WorkerTls(t, 1, 0));
-  EXPECT_EQ(worker->PushBatch({1, 2, 0, {1}}).code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(worker->PushBatch({1, 2, 0, {1}}).status().code(), StatusCode::kPermissionDenied);
   std::lock_guard<std::mutex> lock(receiver_.mu);
   EXPECT_EQ(receiver_.origins, std::vector<SiteId>{1});
 }
@@ -259,7 +259,7 @@ TEST_F(TlsMirrorTest, ASiteMaySpeakOnlyForItself) {
 TEST_F(TlsMirrorTest, APeerOfAnotherCaIsRefusedAtTheHandshake) {
   const Certs& certs = Certs::Get();
   Serve(SiteServer(certs.ours, "us"));
-  Status s = Client(1, cli::SiteTls(certs.other, 1))->PushBatch({1, 1, 0, {1}});
+  Status s = Client(1, cli::SiteTls(certs.other, 1))->PushBatch({1, 1, 0, {1}}).status();
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
   EXPECT_NE(s.message().find("TLS handshake"), std::string::npos) << s.ToString();
   EXPECT_TRUE(Client(1, cli::SiteTls(certs.ours, 1))->PushBatch({1, 1, 0, {1}}).ok());
@@ -269,7 +269,7 @@ TEST_F(TlsMirrorTest, AnOriginOutsideTheTopologyIsRefusedAlsoInPlaintext) {
   PsServerOptions o = LoopbackServer();
   o.peers = cli::PeerNamesOf(Certs::Get().ours, 0);
   Serve(o);
-  Status s = Client(7, TlsOptions())->PushBatch({7, 1, 0, {1}});
+  Status s = Client(7, TlsOptions())->PushBatch({7, 1, 0, {1}}).status();
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
   EXPECT_NE(s.message().find("not in the topology"), std::string::npos) << s.ToString();
   std::lock_guard<std::mutex> lock(receiver_.mu);

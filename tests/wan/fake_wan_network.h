@@ -263,7 +263,7 @@ class FakeWanNetwork {
           s = r->OnNotice(std::get<WanNotice>(m.body));
         }
       }
-      if (s.ok() && acked != 0 && cb) cb(m.to, acked);
+      if (s.ok() && acked != 0 && cb) cb(m.to, BatchAck{acked, r->QuarantineOf(m.from, acked)});
       lock.lock();
       delivering_ = false;
       delivered_cv_.notify_all();

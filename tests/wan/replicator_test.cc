@@ -372,5 +372,41 @@ TEST(ReplicatorTest, OnceDrainedEveryLaterReportSaysSoAlsoWhenSentAgain) {
   net.Attach(1, nullptr);
 }
 
+// Both sites put 3e38 into the same element and ship it: each receiver's sum
+// would be infinite, so each quarantines the other's batch, and its
+// acknowledgement tells the sender, which counts it per peer.
+TEST(ReplicatorTest, ASenderLearnsThatItsPeerQuarantinedItsBatch) {
+  WanOptions o = Mode(WanMode::kAllAsync);
+  o.codec = ValueCodec::kFp32;
+  WanSites sites(CounterModel(), {1, 1}, 1, o, LinkFaults{}, 3);
+  const ModelSpec& spec = sites.spec();
+  const std::vector<ChunkKey> keys = {spec.ChunksOfShard(0, 1).front()};
+  std::vector<float> values(static_cast<size_t>(spec.ChunkElements(keys[0])), 0.0f);
+  values[0] = 3e38f;
+  for (SiteId s = 0; s < 2; ++s) {
+    datacenter::Shard* shard = sites.shard(s, 0);
+    ASSERT_TRUE(shard->RegisterWorker(0, spec.Fingerprint(), "").ok());
+    ASSERT_TRUE(shard->Update(0, 0, keys, values).ok());
+    ASSERT_TRUE(shard->AdvanceClock(0, 1, false).ok());
+  }
+  auto told = [&](SiteId s) {
+    const ReplicatorStats st = sites.replicator(s, 0)->stats();
+    return st.peers.size() == 1 && st.peers[0].quarantined_by_peer == 1 && st.inbox.batches_quarantined == 1;
+  };
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!(told(0) && told(1)) && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (SiteId s = 0; s < 2; ++s) {
+    const ReplicatorStats st = sites.replicator(s, 0)->stats();
+    ASSERT_EQ(st.peers.size(), 1u);
+    EXPECT_EQ(st.peers[0].quarantined_by_peer, 1) << "site " << s;
+    EXPECT_EQ(st.inbox.batches_quarantined, 1) << "site " << s;
+    std::vector<float> v(values.size());
+    ASSERT_TRUE(sites.shard(s, 0)->ReadChunkValue(keys[0], v.data()).ok());
+    EXPECT_EQ(v[0], 3e38f) << "site " << s << " kept its own value only";
+  }
+}
+
 }  // namespace
 }  // namespace geops::wan

@@ -24,13 +24,17 @@ struct Recorder {
   std::vector<Arrival> arrivals;
   Clock_::time_point start = Clock_::now();
   int fail_first = 0;
+  uint64_t quarantine_seq = 0;  // the fake peer quarantines this batch (0: none)
   double Now() { return std::chrono::duration<double>(Clock_::now() - start).count(); }
 };
 
 class FakeChannel : public PeerChannel {
  public:
   explicit FakeChannel(Recorder* r) : r_(r) {}
-  Status SendBatch(const WanBatch& b) override { return Record('b', b.seq, b.payload.size()); }
+  Result<BatchAck> SendBatch(const WanBatch& b) override {
+    GEOPS_RETURN_IF_ERROR(Record('b', b.seq, b.payload.size()));
+    return BatchAck{b.seq, b.seq == r_->quarantine_seq ? "quarantined by the fake peer" : ""};
+  }
   Status SendClock(const WanClockReport& c) override { return Record('c', c.last_seq, 40); }
   Status SendNotice(const WanNotice& n) override { return Record('n', n.seq, 40); }
   Status Heartbeat() override { return Status::Ok(); }
@@ -68,10 +72,13 @@ TEST(ShapedTransportTest, DeliversAtTheLinkBandwidthPlusDelayInOrder) {
   auto t = Make(&r, 8e6, 0.1, 10);
   std::mutex acks_mu;
   std::vector<uint64_t> acks;
-  t->SetDeliveryCallback([&](SiteId peer, uint64_t seq) {
+  std::vector<std::string> quarantined;
+  r.quarantine_seq = 5;
+  t->SetDeliveryCallback([&](SiteId peer, const BatchAck& ack) {
     std::lock_guard<std::mutex> lock(acks_mu);
     EXPECT_EQ(peer, 1);
-    acks.push_back(seq);
+    acks.push_back(ack.seq);
+    quarantined.push_back(ack.quarantined);
   });
   const int kCount = 32;
   const size_t kBytes = 64 << 10;
@@ -97,6 +104,10 @@ TEST(ShapedTransportTest, DeliversAtTheLinkBandwidthPlusDelayInOrder) {
   ASSERT_EQ(acks.size(), static_cast<size_t>(kCount));
   EXPECT_EQ(acks.front(), 1u);
   EXPECT_EQ(acks.back(), static_cast<uint64_t>(kCount));
+  // The peer's word on each batch reaches the callback with its seq.
+  for (size_t i = 0; i < acks.size(); ++i) {
+    EXPECT_EQ(quarantined[i].empty(), acks[i] != 5u) << "batch " << acks[i] << ": '" << quarantined[i] << "'";
+  }
   std::vector<LinkStats> st = t->stats();
   ASSERT_EQ(st.size(), 1u);
   EXPECT_EQ(st[0].batches, kCount);
