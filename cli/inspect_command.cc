@@ -8,7 +8,7 @@
 
 #include "cli/commands.h"
 #include "storage/rocksdb_shard_store.h"
-#include "wan/outbound_journal.h"
+#include "wan/replication/outbound_journal.h"
 
 namespace geops::cli {
 namespace {

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <map>
 
-#include "wan/trace.h"
+#include "wan/link/trace.h"
 
 namespace geops::cli {
 namespace {

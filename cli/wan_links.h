@@ -26,7 +26,7 @@
 
 #include "cli/topology.h"
 #include "common/status.h"
-#include "wan/link_schedule.h"
+#include "wan/link/link_schedule.h"
 #include "wan/wan_options.h"
 
 namespace geops::cli {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes what geops reads from the network with libFuzzer (Clang, with
 # AddressSanitizer and UndefinedBehaviorSanitizer):
-#   fuzz_batch_decoder  WAN batches (wan/codec.h)
+#   fuzz_batch_decoder  WAN batches (wan/codec/codec.h)
 #   fuzz_thrift_frame   one frame on a LAN or mirror port, through the bounded
 #                       protocol into the generated processors
 # Builds them in build-fuzz/ (clang++, -DGEOPS_FUZZ=ON), seeds each corpus

@@ -18,7 +18,7 @@
 #include "thrift/mirror_client.h"
 #include "thrift/mirror_identity.h"
 #include "thrift/thrift_options.h"
-#include "wan/peer_channel.h"
+#include "wan/link/peer_channel.h"
 
 namespace geops::rpc {
 

@@ -30,7 +30,7 @@
 #include "thrift/mirror_identity.h"
 #include "thrift/mirror_server.h"
 #include "thrift/thrift_options.h"
-#include "wan/receiver_slot.h"
+#include "wan/replication/receiver_slot.h"
 
 namespace geops::rpc {
 

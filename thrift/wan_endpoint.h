@@ -26,8 +26,8 @@
 #include "thrift/mirror_server.h"
 #include "thrift/mirror_service.h"
 #include "thrift/thrift_options.h"
-#include "wan/replicator.h"
-#include "wan/shaped_transport.h"
+#include "wan/replication/replicator.h"
+#include "wan/link/shaped_transport.h"
 #include "wan/wan_options.h"
 
 namespace geops::rpc {

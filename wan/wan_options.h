@@ -26,8 +26,8 @@
 #include <string_view>
 
 #include "common/status.h"
-#include "wan/batch_format.h"
-#include "wan/threshold_schedule.h"
+#include "wan/codec/batch_format.h"
+#include "wan/replication/threshold_schedule.h"
 
 namespace geops::wan {
 

@@ -1,4 +1,4 @@
-// Fuzz target: the WAN batch decoder (wan/codec.h), which reads bytes from
+// Fuzz target: the WAN batch decoder (wan/codec/codec.h), which reads bytes from
 // other regions. Any input must give OK or a clear error, never a crash,
 // an out-of-bounds access or an allocation past DecodeLimits; a batch it
 // accepts must satisfy every promise the receiver relies on.
@@ -19,7 +19,7 @@
 #include <span>
 #include <vector>
 
-#include "wan/codec.h"
+#include "wan/codec/codec.h"
 
 namespace {
 

@@ -31,7 +31,7 @@
 #include "tests/storage/fault_injecting_shard_store.h"
 #include "tests/storage/memory_shard_store.h"
 #include "tests/wan/fake_wan_network.h"
-#include "wan/replicator.h"
+#include "wan/replication/replicator.h"
 
 namespace geops::storage {
 namespace {

@@ -10,7 +10,7 @@
 #include <optional>
 
 #include "thrift/mirror_client.h"
-#include "wan/receiver_slot.h"
+#include "wan/replication/receiver_slot.h"
 
 namespace geops::rpc {
 namespace {

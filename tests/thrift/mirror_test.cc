@@ -10,8 +10,8 @@
 #include "datacenter/shard.h"
 #include "thrift/mirror_client.h"
 #include "thrift/mirror_server.h"
-#include "wan/codec.h"
-#include "wan/replicator.h"
+#include "wan/codec/codec.h"
+#include "wan/replication/replicator.h"
 #include "wan/wan_transport.h"
 
 namespace geops::rpc {

@@ -7,9 +7,9 @@
 #include <optional>
 #include <random>
 
-#include "wan/codec.h"
-#include "wan/crc32c.h"
-#include "wan/sparse_index.h"
+#include "wan/codec/codec.h"
+#include "wan/codec/crc32c.h"
+#include "wan/codec/sparse_index.h"
 
 namespace geops::wan {
 namespace {

@@ -1,4 +1,4 @@
-#include "wan/codec.h"
+#include "wan/codec/codec.h"
 
 #include <gtest/gtest.h>
 
@@ -9,10 +9,10 @@
 #include <map>
 #include <random>
 
-#include "wan/crc32c.h"
-#include "wan/quantize.h"
-#include "wan/significance_filter.h"
-#include "wan/sparse_index.h"
+#include "wan/codec/crc32c.h"
+#include "wan/codec/quantize.h"
+#include "wan/replication/significance_filter.h"
+#include "wan/codec/sparse_index.h"
 
 namespace geops::wan {
 namespace {

@@ -1,4 +1,4 @@
-#include "wan/link_shaper.h"
+#include "wan/link/link_shaper.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "wan/mirror_gate.h"
+#include "wan/replication/mirror_gate.h"
 
 #include <gtest/gtest.h>
 

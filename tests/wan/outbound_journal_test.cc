@@ -1,7 +1,7 @@
 // The outbound journal's records: what Collect writes decodes back to the
 // same state, rows without mass and acknowledged batches are deleted, and a
 // damaged record is refused with DataLoss naming it.
-#include "wan/outbound_journal.h"
+#include "wan/replication/outbound_journal.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "wan/codec.h"
+#include "wan/codec/codec.h"
 
 namespace geops::wan {
 namespace {

@@ -1,4 +1,4 @@
-#include "wan/peer_outbox.h"
+#include "wan/replication/peer_outbox.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "wan/remote_inbox.h"
+#include "wan/replication/remote_inbox.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // The Replicator end to end in one process: real shards per "site", shard i
 // of every site linked by a fault-injecting in-memory network, real workers.
-#include "wan/replicator.h"
+#include "wan/replication/replicator.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "wan/shaped_transport.h"
+#include "wan/link/shaped_transport.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "wan/significance_filter.h"
+#include "wan/replication/significance_filter.h"
 
 #include <gtest/gtest.h>
 

@@ -2,8 +2,8 @@
 
 #include <cmath>
 
-#include "wan/bandwidth_controller.h"
-#include "wan/threshold_schedule.h"
+#include "wan/replication/bandwidth_controller.h"
+#include "wan/replication/threshold_schedule.h"
 
 namespace geops::wan {
 namespace {

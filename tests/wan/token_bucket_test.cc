@@ -1,4 +1,4 @@
-#include "wan/token_bucket.h"
+#include "wan/link/token_bucket.h"
 
 #include <gtest/gtest.h>
 

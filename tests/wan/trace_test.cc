@@ -1,4 +1,4 @@
-#include "wan/trace.h"
+#include "wan/link/trace.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -19,9 +19,9 @@
 #include <random>
 #include <vector>
 
-#include "wan/codec.h"
-#include "wan/significance_filter.h"
-#include "wan/sparse_index.h"
+#include "wan/codec/codec.h"
+#include "wan/replication/significance_filter.h"
+#include "wan/codec/sparse_index.h"
 
 namespace geops::wan {
 namespace {

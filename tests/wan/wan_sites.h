@@ -16,7 +16,7 @@
 #include "datacenter/shard.h"
 #include "tests/wan/fake_wan_network.h"
 #include "tests/worker/local_connection.h"
-#include "wan/replicator.h"
+#include "wan/replication/replicator.h"
 #include "worker/mlp_model.h"
 #include "worker/ps_client.h"
 #include "worker/trainer.h"

@@ -1,0 +1,41 @@
+// Float kernels behind the significance filter: adding deltas into an
+// accumulator, checking for NaN/Inf, and the significance selection scan.
+//
+// The selection scan computes one 64-bit "take" mask per group of 64
+// elements (SSE2 compares where available, a plain loop elsewhere) and only
+// visits the set bits, so its cost is a streaming read of acc and w plus a
+// little per selected element. No allocation.
+//
+// Thread-safety: pure functions; the caller guards the memory they touch.
+#ifndef GEOPS_WAN_CODEC_FLOAT_SCAN_H_
+#define GEOPS_WAN_CODEC_FLOAT_SCAN_H_
+
+#include <cstdint>
+
+namespace geops::wan {
+
+// dst[i] += src[i] for i in [0, n). REQUIRES: the ranges do not overlap.
+void AddInto(float* __restrict dst, const float* __restrict src, int64_t n);
+
+// Index of the first NaN or +-Inf in v[0..n), or -1 when all are finite.
+int64_t FirstNonFinite(const float* v, int64_t n);
+
+struct ScanResult {
+  uint32_t taken = 0;     // elements written to idx/val
+  bool any_left = false;  // some acc[i] != 0 after the scan
+};
+
+// For each i in [0, n) with |acc[i]| > t * max(|w[i]|, eps): appends i to idx
+// and acc[i] to val, and sets acc[i] = 0. REQUIRES: idx and val hold n
+// entries; t >= 0; eps > 0.
+ScanResult SelectRelative(float* __restrict acc, const float* __restrict w, uint32_t n, float t,
+                          float eps, uint32_t* __restrict idx, float* __restrict val);
+
+// Same with a constant limit: takes every i with |acc[i]| > limit (limit 0
+// takes every non-zero element).
+ScanResult SelectAbsolute(float* __restrict acc, uint32_t n, float limit, uint32_t* __restrict idx,
+                          float* __restrict val);
+
+}  // namespace geops::wan
+
+#endif  // GEOPS_WAN_CODEC_FLOAT_SCAN_H_

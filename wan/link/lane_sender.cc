@@ -1,0 +1,121 @@
+#include "wan/link/lane_sender.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include <spdlog/spdlog.h>
+
+namespace geops::wan {
+
+LaneSender::LaneSender(SiteId peer, Lane lane, PeerChannelFactory factory, LaneSenderOptions options,
+                       SentCallback on_sent)
+    : peer_(peer), lane_(lane), factory_(std::move(factory)), options_(options), on_sent_(std::move(on_sent)) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+LaneSender::~LaneSender() { Stop(); }
+
+void LaneSender::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void LaneSender::Push(WanMessage message) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(message));
+  }
+  cv_.notify_all();
+}
+
+bool LaneSender::Idle() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queue_.empty() && !busy_;
+}
+
+Status LaneSender::SendOne(const WanMessage& m, BatchAck* ack) {
+  if (auto* b = std::get_if<WanBatch>(&m)) {
+    Result<BatchAck> r = channel_->SendBatch(*b);
+    if (!r.ok()) return r.status();
+    *ack = std::move(r).value();
+    return Status::Ok();
+  }
+  if (auto* c = std::get_if<WanClockReport>(&m)) return channel_->SendClock(*c);
+  return channel_->SendNotice(std::get<WanNotice>(m));
+}
+
+void LaneSender::Loop() {
+  const char* lane = lane_ == Lane::kBulk ? "bulk" : "priority";
+  std::unique_lock<std::mutex> lock(mu_);
+  // An idle lane greets the peer at once (see below).
+  auto last_sent = std::chrono::steady_clock::now() - std::chrono::milliseconds(options_.heartbeat_ms);
+  bool greeted = false;  // a heartbeat has reached the peer
+  while (!stop_) {
+    if (queue_.empty()) {
+      if (options_.heartbeat_ms > 0) {
+        const auto due = last_sent + std::chrono::milliseconds(options_.heartbeat_ms);
+        cv_.wait_until(lock, due, [this] { return stop_ || !queue_.empty(); });
+        if (stop_) break;
+        if (queue_.empty() && std::chrono::steady_clock::now() >= due) {
+          lock.unlock();
+          if (!channel_) channel_ = factory_(peer_, lane_);
+          if (channel_) {
+            Status s = channel_->Heartbeat();
+            greeted = greeted || s.ok();
+            wire_bytes_.store(channel_->wire_bytes(), std::memory_order_relaxed);
+            if (!s.ok() && s.code() != StatusCode::kUnavailable) {
+              spdlog::warn("wan: heartbeat to site {}: {}", peer_, s.ToString());
+            }
+          }
+          last_sent = std::chrono::steady_clock::now();
+          lock.lock();
+        }
+      } else {
+        cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      }
+      continue;
+    }
+    WanMessage m = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    if (!greeted && options_.heartbeat_ms > 0) {
+      // The first message of this process to the peer is a heartbeat: it
+      // carries this process's boot id, so a peer learns of a restart at
+      // once, even on a lane that never goes idle (MirrorClient::Heartbeat).
+      if (!channel_) channel_ = factory_(peer_, lane_);
+      greeted = channel_ && channel_->Heartbeat().ok();
+    }
+    int64_t backoff = options_.retry_backoff_ms;
+    bool sent = false;
+    BatchAck ack;
+    while (true) {
+      if (!channel_) channel_ = factory_(peer_, lane_);
+      Status s = channel_ ? SendOne(m, &ack) : UnavailableError("no channel to site " + std::to_string(peer_) + " yet");
+      if (channel_) wire_bytes_.store(channel_->wire_bytes(), std::memory_order_relaxed);
+      if (s.ok()) {
+        sent = true;
+        break;
+      }
+      if (s.code() != StatusCode::kUnavailable && s.code() != StatusCode::kResourceExhausted) {
+        refused_.fetch_add(1, std::memory_order_relaxed);
+        spdlog::error("wan: site {} refused a message on the {} lane: {}", peer_, lane, s.ToString());
+        break;
+      }
+      retries_.fetch_add(1, std::memory_order_relaxed);
+      std::unique_lock<std::mutex> wait_lock(mu_);
+      if (cv_.wait_for(wait_lock, std::chrono::milliseconds(backoff), [this] { return stop_; })) break;
+      backoff = std::min(backoff * 2, options_.max_backoff_ms);
+    }
+    if (sent && on_sent_) on_sent_(m, ack);
+    last_sent = std::chrono::steady_clock::now();
+    lock.lock();
+    busy_ = false;
+  }
+}
+
+}  // namespace geops::wan

@@ -1,0 +1,84 @@
+// LaneSender: one thread that sends the messages of one lane to one peer, in
+// order, through a PeerChannel. A message the channel cannot take now
+// (Unavailable, ResourceExhausted) is retried with exponential back-off
+// until it goes or the sender stops, and holds back those behind it, so the
+// lane stays ordered; one the peer refuses is logged and dropped. With a
+// heartbeat period, an idle lane sends a heartbeat that often.
+//
+// Thread-safety: Push, Stop and the counters may be called from any thread.
+// The channel is created and used on the sender thread only. `on_sent` runs
+// on the sender thread with no lock held.
+#ifndef GEOPS_WAN_LINK_LANE_SENDER_H_
+#define GEOPS_WAN_LINK_LANE_SENDER_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <variant>
+
+#include "wan/link/peer_channel.h"
+#include "wan/wan_transport.h"
+
+namespace geops::wan {
+
+using WanMessage = std::variant<WanBatch, WanClockReport, WanNotice>;
+
+struct LaneSenderOptions {
+  int64_t retry_backoff_ms = 10;  // first back-off after a failed send, ms
+  int64_t max_backoff_ms = 250;   // back-off cap, ms: a restarted peer is reached within it
+  int64_t heartbeat_ms = 0;       // idle heartbeat period, ms; 0 = none
+};
+
+class LaneSender {
+ public:
+  // After the peer accepted `message`; `ack` is its answer for a batch
+  // (default for other messages).
+  using SentCallback = std::function<void(const WanMessage& message, const BatchAck& ack)>;
+
+  LaneSender(SiteId peer, Lane lane, PeerChannelFactory factory, LaneSenderOptions options, SentCallback on_sent);
+  // Stops the thread; queued messages are dropped.
+  ~LaneSender();
+  LaneSender(const LaneSender&) = delete;
+  LaneSender& operator=(const LaneSender&) = delete;
+
+  void Push(WanMessage message);
+  void Stop();
+
+  // Nothing queued and nothing being sent.
+  bool Idle() const;
+  int64_t wire_bytes() const { return wire_bytes_.load(std::memory_order_relaxed); }
+  int64_t retries() const { return retries_.load(std::memory_order_relaxed); }
+  int64_t refused() const { return refused_.load(std::memory_order_relaxed); }
+
+ private:
+  void Loop();
+  // Sends one message; a batch's acknowledgement goes into *ack.
+  Status SendOne(const WanMessage& m, BatchAck* ack);
+
+  const SiteId peer_;
+  const Lane lane_;
+  const PeerChannelFactory factory_;
+  const LaneSenderOptions options_;
+  const SentCallback on_sent_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<WanMessage> queue_;  // GUARDED_BY(mu_)
+  bool busy_ = false;             // GUARDED_BY(mu_): a message is being sent
+  bool stop_ = false;             // GUARDED_BY(mu_)
+
+  std::unique_ptr<PeerChannel> channel_;  // sender thread only
+  std::atomic<int64_t> wire_bytes_{0};
+  std::atomic<int64_t> retries_{0};
+  std::atomic<int64_t> refused_{0};
+  std::thread thread_;
+};
+
+}  // namespace geops::wan
+
+#endif  // GEOPS_WAN_LINK_LANE_SENDER_H_

@@ -1,0 +1,136 @@
+// ShapedTransport: the WanTransport of a site process. Each outbound peer
+// link holds its bytes until the link model lets them go, then sends them
+// over a real connection:
+//
+//   Send* (any thread) -> libuv loop thread: a LinkShaper per peer and lane
+//   (bulk: token bucket at the link's scheduled bandwidth plus its one-way
+//   delay; priority: the delay only, so notices overtake queued batches)
+//   -> when the model delivers a message, a LaneSender thread per peer and
+//   lane sends it through a PeerChannel (a Thrift mirror connection) and,
+//   for a batch the peer accepted, calls the delivery callback.
+//
+// Clock reports take the priority lane: a receiver holds a report until
+// the batches through its last_seq have landed, so it need not queue behind
+// them. `time_scale` runs the link model that many times
+// faster than real time (bandwidth x scale, delays / scale) for fast tests.
+// Statistics per link: bytes offered to the model and delivered, bytes on
+// the wire (framing included), the offered (scheduled) and achieved
+// bandwidth over the link's busy span, retries.
+//
+// Thread-safety: all public methods may be called from any thread. The
+// shapers live on the loop thread; submissions reach it through a mutex-
+// guarded queue and a uv_async handle. submit_mu_ is never held while
+// calling a shaper, a sender or the delivery callback.
+#ifndef GEOPS_WAN_LINK_SHAPED_TRANSPORT_H_
+#define GEOPS_WAN_LINK_SHAPED_TRANSPORT_H_
+
+#include <uv.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/deadline.h"
+#include "common/status.h"
+#include "wan/link/lane_sender.h"
+#include "wan/link/link_schedule.h"
+#include "wan/link/link_shaper.h"
+#include "wan/link/peer_channel.h"
+#include "wan/wan_transport.h"
+
+namespace geops::wan {
+
+struct ShapedTransportOptions {
+  double time_scale = 1.0;       // trace seconds per real second, > 0
+  double burst_bytes = 0;        // token bucket depth per link, bytes
+  int64_t heartbeat_ms = 1000;   // priority-lane heartbeat when idle; 0 = none
+  LaneSenderOptions sender;      // retries (heartbeat_ms above overrides its period)
+
+  Status Validate() const;
+};
+
+struct PeerLink {
+  SiteId peer = 0;
+  std::string name;       // "us-east-1->eu-west-1", for reports
+  LinkSchedule schedule;  // the directed link towards the peer
+};
+
+struct LinkStats {
+  SiteId peer = 0;
+  std::string name;
+  int64_t batches = 0;           // batches delivered to the peer
+  int64_t messages = 0;          // all messages offered (both lanes)
+  int64_t bytes_offered = 0;     // bulk-lane bytes offered to the link model
+  int64_t bytes_delivered = 0;   // bulk-lane bytes the model delivered
+  int64_t wire_bytes = 0;        // bytes the connections sent (both lanes, framing included)
+  double first_offer_s = -1;     // trace seconds; -1 before the first message
+  double last_delivery_s = -1;
+  double offered_bps = 0;        // mean scheduled bandwidth over [first_offer, last_delivery]
+  double achieved_bps = 0;       // bytes_delivered * 8 over that span
+  int64_t retries = 0;
+  int64_t refused = 0;
+};
+
+class ShapedTransport : public WanTransport {
+ public:
+  // Starts the loop thread and one sender thread per peer and lane.
+  // InvalidArgument for bad options, no links, or a peer named twice.
+  static Result<std::unique_ptr<ShapedTransport>> Start(std::vector<PeerLink> links,
+                                                        ShapedTransportOptions options,
+                                                        PeerChannelFactory channels);
+  // Stops everything; messages not yet sent are dropped.
+  ~ShapedTransport() override;
+
+  void SetDeliveryCallback(DeliveryCallback callback) override;
+  void SendBatch(SiteId peer, WanBatch batch) override;
+  void SendClock(SiteId peer, WanClockReport report) override;
+  void SendNotice(SiteId peer, WanNotice notice) override;
+  double EstimateDeliverySeconds(SiteId peer, int64_t bytes) override;
+  double BandwidthBytesPerSecond(SiteId peer) override;
+
+  // Blocks until every message offered so far has been sent, or the
+  // deadline (false).
+  bool WaitQuiet(Deadline deadline) const;
+  void Stop();
+
+  std::vector<LinkStats> stats() const;
+
+ private:
+  struct Peer;
+  struct Submission {
+    size_t peer = 0;
+    Lane lane = Lane::kBulk;
+    WanMessage message;
+  };
+
+  explicit ShapedTransport(ShapedTransportOptions options);
+  void Submit(SiteId peer, Lane lane, WanMessage message, int64_t bytes);
+  Peer* Find(SiteId peer) const;
+  double TraceNow() const;
+  static void OnWake(uv_async_t* handle);
+  void DrainSubmissions();  // loop thread
+  void OnSent(Peer* p, const WanMessage& m, const BatchAck& ack);
+
+  const ShapedTransportOptions options_;
+  std::vector<std::unique_ptr<Peer>> peers_;
+  SteadyClock::time_point origin_;
+
+  uv_loop_t loop_;
+  uv_async_t wake_;
+  std::thread loop_thread_;
+
+  mutable std::mutex submit_mu_;
+  std::vector<Submission> submissions_;  // GUARDED_BY(submit_mu_)
+  bool stopping_ = false;                // GUARDED_BY(submit_mu_)
+  bool stopped_ = false;                 // GUARDED_BY(submit_mu_)
+  DeliveryCallback callback_;            // GUARDED_BY(submit_mu_); copied before use
+};
+
+}  // namespace geops::wan
+
+#endif  // GEOPS_WAN_LINK_SHAPED_TRANSPORT_H_

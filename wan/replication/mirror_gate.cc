@@ -1,0 +1,277 @@
+#include "wan/replication/mirror_gate.h"
+
+#include <algorithm>
+
+namespace geops::wan {
+
+MirrorGate::MirrorGate(std::vector<SiteId> peers, int64_t ds, std::chrono::milliseconds lease)
+    : ds_(ds), lease_(lease) {
+  const auto now = SteadyClock::now();
+  for (SiteId p : peers) peers_[p].heard = now;
+}
+
+namespace {
+double ToUnix(SteadyClock::time_point t, SteadyClock::time_point now) {
+  return UnixSeconds() - std::chrono::duration<double>(now - t).count();
+}
+}  // namespace
+
+void MirrorGate::RefreshLivenessLocked(SteadyClock::time_point now) const {
+  for (auto& [id, p] : peers_) {
+    if (p.down || p.drained || now - p.heard <= lease_) continue;
+    p.down = true;
+    stats_.down_events.push_back(PeerDownEvent{id, ToUnix(p.heard, now), UnixSeconds(), 0});
+  }
+}
+
+MirrorGate::Peer& MirrorGate::HeardLocked(SiteId peer, SteadyClock::time_point now) {
+  RefreshLivenessLocked(now);
+  Peer& p = peers_[peer];
+  p.heard = now;
+  if (p.down) {
+    p.down = false;
+    p.rejoining = true;
+    for (auto it = stats_.down_events.rbegin(); it != stats_.down_events.rend(); ++it) {
+      if (it->peer == peer) {
+        if (it->back_unix == 0) it->back_unix = UnixSeconds();
+        break;
+      }
+    }
+  }
+  return p;
+}
+
+bool MirrorGate::CaughtUp() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto now = SteadyClock::now();
+  RefreshLivenessLocked(now);
+  const Clock slack = std::max<int64_t>(ds_, 0);
+  for (const auto& [id, p] : peers_) {
+    if (p.drained || p.down) continue;
+    if (!p.reported || own_clock_ + slack < p.clock) return false;
+  }
+  return true;
+}
+
+Clock MirrorGate::MinMirrorLocked(SteadyClock::time_point now) const {
+  bool any = false;
+  Clock min = own_clock_;
+  for (const auto& [id, p] : peers_) {
+    if (p.drained || p.catching_up || now - p.heard > lease_) continue;
+    min = any ? std::min(min, p.clock) : p.clock;
+    any = true;
+  }
+  return min;
+}
+
+bool MirrorGate::AllDrainedLocked() const {
+  for (const auto& [id, p] : peers_) {
+    if (!p.drained) return false;
+  }
+  return true;
+}
+
+MirrorGate::Hold MirrorGate::HoldLocked(std::span<const ChunkKey> keys, SteadyClock::time_point now) {
+  RefreshLivenessLocked(now);
+  if (local_finished_ && !AllDrainedLocked()) return Hold::kFinal;
+  if (ds_ >= 0 && own_clock_ - MinMirrorLocked(now) > ds_) return Hold::kDrift;
+  if (notices_.empty()) return Hold::kNone;
+  for (const ChunkKey& key : keys) {
+    auto [begin, end] = notices_.equal_range(key);
+    for (auto it = begin; it != end;) {
+      if (it->second.expiry <= now) {
+        ++stats_.notices_expired;
+        it = notices_.erase(it);
+        continue;
+      }
+      return Hold::kNotice;
+    }
+  }
+  return Hold::kNone;
+}
+
+std::string MirrorGate::DescribeLocked(Hold hold, std::span<const ChunkKey> keys,
+                                       SteadyClock::time_point now) const {
+  switch (hold) {
+    case Hold::kFinal: {
+      std::string waiting;
+      for (const auto& [id, p] : peers_) {
+        if (!p.drained) waiting += (waiting.empty() ? "" : ", ") + std::to_string(id);
+      }
+      return "the site finished; waiting for the final updates of site(s) " + waiting;
+    }
+    case Hold::kDrift: {
+      std::string behind;
+      const Clock min = MinMirrorLocked(now);
+      for (const auto& [id, p] : peers_) {
+        if (!p.drained && !p.catching_up && now - p.heard <= lease_ && p.clock == min) {
+          behind += (behind.empty() ? "" : ", ") + std::to_string(id);
+        }
+      }
+      return "shard clock " + std::to_string(own_clock_) + " is more than DS=" + std::to_string(ds_) +
+             " clocks ahead of mirror clock " + std::to_string(min) + " (site(s) " + behind + ")";
+    }
+    case Hold::kNotice:
+      return "a requested chunk is under a selective-barrier notice whose batch has not landed";
+    case Hold::kNone:
+      break;
+  }
+  return "";
+}
+
+Status MirrorGate::WaitReadable(std::span<const ChunkKey> keys, Clock shard_clock, bool site_finished,
+                                Deadline deadline, double* waited) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto now = SteadyClock::now();
+  own_clock_ = std::max(own_clock_, shard_clock);
+  local_finished_ = local_finished_ || site_finished;
+  if (!interrupted_.empty()) return UnavailableError(interrupted_);
+  Hold hold = HoldLocked(keys, now);
+  if (hold == Hold::kNone) return Status::Ok();
+  ++stats_.reads_held;
+  const auto start = now;
+  auto last = now;
+  while (hold != Hold::kNone) {
+    if (!interrupted_.empty()) {
+      if (waited != nullptr) *waited += std::chrono::duration<double>(now - start).count();
+      return UnavailableError(interrupted_);
+    }
+    if (now >= deadline.when()) {
+      ++stats_.reads_timed_out;
+      std::string why = DescribeLocked(hold, keys, now);
+      const double w = std::chrono::duration<double>(now - start).count();
+      if (waited != nullptr) *waited += w;
+      return DeadlineExceededError("read held by the WAN gate: " + why);
+    }
+    const auto wake = std::min(deadline.when(), now + std::chrono::milliseconds(kPollMs));
+    changed_.wait_until(lock, wake);
+    now = SteadyClock::now();
+    const double slice = std::chrono::duration<double>(now - last).count();
+    last = now;
+    if (hold == Hold::kFinal) stats_.final_wait_seconds += slice;
+    if (hold == Hold::kDrift) stats_.drift_wait_seconds += slice;
+    if (hold == Hold::kNotice) stats_.notice_wait_seconds += slice;
+    hold = HoldLocked(keys, now);
+  }
+  if (waited != nullptr) *waited += std::chrono::duration<double>(now - start).count();
+  return Status::Ok();
+}
+
+void MirrorGate::Interrupt(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    interrupted_ = why.empty() ? "interrupted" : why;
+  }
+  changed_.notify_all();
+}
+
+void MirrorGate::SetOwnClock(Clock clock, bool local_finished) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    own_clock_ = std::max(own_clock_, clock);
+    local_finished_ = local_finished_ || local_finished;
+    RefreshLivenessLocked(SteadyClock::now());
+    stats_.max_drift_clocks =
+        std::max<int64_t>(stats_.max_drift_clocks, own_clock_ - MinMirrorLocked(SteadyClock::now()));
+  }
+  changed_.notify_all();
+}
+
+void MirrorGate::OnPeerClock(SiteId peer, Clock clock, bool drained) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Peer& p = HeardLocked(peer, SteadyClock::now());
+    p.clock = p.rejoining ? clock : std::max(p.clock, clock);
+    p.rejoining = false;
+    p.reported = true;
+    p.drained = p.drained || drained;
+    if (p.catching_up && own_clock_ - p.clock <= ds_) {
+      p.catching_up = false;
+      for (auto it = stats_.down_events.rbegin(); it != stats_.down_events.rend(); ++it) {
+        if (it->peer == peer) {
+          if (it->in_step_unix == 0) it->in_step_unix = UnixSeconds();
+          break;
+        }
+      }
+    }
+  }
+  changed_.notify_all();
+}
+
+void MirrorGate::OnPeerHeard(SiteId peer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  HeardLocked(peer, SteadyClock::now());
+}
+
+void MirrorGate::OnPeerApplied(SiteId peer, uint64_t seq) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Peer& p = HeardLocked(peer, SteadyClock::now());
+    p.applied = std::max(p.applied, seq);
+    for (auto it = notices_.begin(); it != notices_.end();) {
+      if (it->second.peer == peer && it->second.seq <= seq) {
+        it = notices_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  changed_.notify_all();
+}
+
+void MirrorGate::AddNotice(SiteId peer, uint64_t seq, std::span<const ChunkKey> keys, int64_t timeout_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Peer& p = HeardLocked(peer, SteadyClock::now());
+  ++stats_.notices;
+  if (seq <= p.applied) return;
+  const auto expiry = SteadyClock::now() + std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 1));
+  for (const ChunkKey& k : keys) notices_.emplace(k, Notice{peer, seq, expiry});
+}
+
+void MirrorGate::ResetPeer(SiteId peer) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Peer& p = HeardLocked(peer, SteadyClock::now());
+    p.clock = 0;  // the new incarnation starts over
+    p.catching_up = ds_ >= 0;
+    p.applied = 0;
+    p.drained = false;
+    p.reported = false;
+    p.rejoining = true;
+    std::erase_if(notices_, [peer](const auto& entry) { return entry.second.peer == peer; });
+  }
+  changed_.notify_all();
+}
+
+bool MirrorGate::AllPeersDrained() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return AllDrainedLocked();
+}
+
+bool MirrorGate::WaitAllPeersDrained(Deadline deadline) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  return changed_.wait_until(lock, deadline.when(), [this] { return AllDrainedLocked(); });
+}
+
+Clock MirrorGate::MinMirrorClock() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return MinMirrorLocked(SteadyClock::now());
+}
+
+GateStats MirrorGate::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  RefreshLivenessLocked(SteadyClock::now());
+  return stats_;
+}
+
+std::vector<ChunkKey> MirrorGate::NoticedChunks() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto now = SteadyClock::now();
+  std::vector<ChunkKey> out;
+  for (const auto& [key, n] : notices_) {
+    if (n.expiry > now && (out.empty() || out.back() != key)) out.push_back(key);
+  }
+  return out;
+}
+
+}  // namespace geops::wan

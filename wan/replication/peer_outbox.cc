@@ -1,0 +1,132 @@
+#include "wan/replication/peer_outbox.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "wan/codec/batch_format.h"
+
+namespace geops::wan {
+namespace {
+
+// A record's size bound: the longest head, the scale, the values, and about
+// one byte of index per value (what Rice and delta-varint take at the
+// densities a backlog holds). No LZ4 gain assumed.
+int64_t EstimateOne(const SparseChunkUpdate& u, ValueCodec codec) {
+  const uint64_t n = u.values.size();
+  return static_cast<int64_t>(batch_format::kMaxChunkHeadSize +
+                              (batch_format::HasScale(codec) ? batch_format::kScaleSize : 0) +
+                              batch_format::ValueBytes(codec, n) + n);
+}
+
+}  // namespace
+
+int64_t EstimateEncodedBytes(std::span<const SparseChunkUpdate> updates, ValueCodec codec) {
+  int64_t total = batch_format::kHeaderSize;
+  for (const SparseChunkUpdate& u : updates) total += EstimateOne(u, codec);
+  return total;
+}
+
+Result<PeerOutbox> PeerOutbox::Create(SiteId peer, SignificanceFilterOptions options) {
+  GEOPS_ASSIGN_OR_RETURN(SignificanceFilter f, SignificanceFilter::Create(options));
+  return PeerOutbox(peer, std::move(f));
+}
+
+void PeerOutbox::ResetStream(std::vector<SparseChunkUpdate>* old) {
+  backlog_.DrainAll(old);
+  inflight_.clear();
+  last_seq_ = 0;
+}
+
+void PeerOutbox::OnSent(uint64_t seq, int64_t bytes, int64_t elements) {
+  inflight_.insert(seq);
+  ++stats_.batches_sent;
+  stats_.bytes_sent += bytes;
+  stats_.elements_sent += elements;
+}
+
+void PeerOutbox::OnAcked(uint64_t seq) {
+  if (inflight_.erase(seq) > 0) ++stats_.batches_acked;
+}
+
+Status PeerOutbox::AddToBacklog(std::span<const SparseChunkUpdate> updates) {
+  Status first;
+  for (const SparseChunkUpdate& u : updates) {
+    Status s = backlog_.AddSparse(u);
+    if (!s.ok() && first.ok()) first = s;
+  }
+  stats_.max_backlog_chunks = std::max(stats_.max_backlog_chunks, backlog_.dirty_chunks());
+  return first;
+}
+
+void PeerOutbox::TrimToBudget(const BacklogCut& cut, std::vector<SparseChunkUpdate>* taken) {
+  if (cut.budget_bytes <= 0 || EstimateEncodedBytes(*taken, cut.codec) <= cut.budget_bytes) return;
+  // Score: the largest significance |u| / max(|w|, eps) in the chunk.
+  std::vector<double> score(taken->size(), 0.0);
+  for (size_t i = 0; i < taken->size(); ++i) {
+    const SparseChunkUpdate& u = (*taken)[i];
+    const float* w = cut.lookup != nullptr && *cut.lookup ? (*cut.lookup)(u.key) : nullptr;
+    double best = 0;
+    for (size_t j = 0; j < u.values.size(); ++j) {
+      const double mag = w != nullptr ? std::max(std::fabs(double{w[u.indices[j]]}), 1e-6) : 1e-6;
+      best = std::max(best, std::fabs(double{u.values[j]}) / mag);
+    }
+    score[i] = best;
+  }
+  std::vector<size_t> order(taken->size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return score[a] > score[b]; });
+  int64_t bytes = batch_format::kHeaderSize;
+  std::vector<SparseChunkUpdate> keep;
+  for (size_t idx : order) {
+    SparseChunkUpdate& u = (*taken)[idx];
+    const int64_t b = EstimateOne(u, cut.codec);
+    if (keep.empty() || bytes + b <= cut.budget_bytes) {
+      bytes += b;
+      keep.push_back(std::move(u));
+    } else {
+      backlog_.AddSparse(u).IgnoreError();  // came out of this filter: same shape
+    }
+  }
+  ++stats_.backlog_trimmed;
+  *taken = std::move(keep);
+}
+
+Result<std::optional<WanBatch>> PeerOutbox::CutFromBacklog(const BacklogCut& cut, std::vector<ChunkKey>* keys) {
+  keys->clear();
+  if (!backlogged()) return std::optional<WanBatch>();
+  if (cut.threshold < 0) {
+    backlog_.DrainAll(&taken_);
+  } else {
+    const ChunkValueLookup empty;
+    backlog_.Select(cut.clock, cut.lookup != nullptr ? *cut.lookup : empty, cut.threshold, &taken_);
+  }
+  if (taken_.empty()) return std::optional<WanBatch>();
+  TrimToBudget(cut, &taken_);
+  WanBatch batch;
+  batch.origin = cut.origin;
+  batch.seq = last_seq_ + 1;
+  batch.clock = cut.clock;
+  BatchHeader header;
+  header.origin = cut.origin;
+  header.seq = batch.seq;
+  header.clock = cut.clock;
+  header.codec = cut.codec;
+  EncoderOptions eo;
+  eo.compress = cut.compress;
+  encoder_ = BatchEncoder(eo);
+  Result<EncodeStats> st = encoder_.Encode(header, taken_, &batch.payload, &residuals_);
+  if (!st.ok()) {
+    for (const SparseChunkUpdate& u : taken_) backlog_.AddSparse(u).IgnoreError();
+    return st.status();
+  }
+  for (const SparseChunkUpdate& r : residuals_) backlog_.AddSparse(r).IgnoreError();
+  if (st->chunks_out == 0) return std::optional<WanBatch>();  // everything went back as residual
+  for (const SparseChunkUpdate& u : taken_) keys->push_back(u.key);
+  AssignSeq();
+  ++stats_.backlog_batches;
+  OnSent(batch.seq, static_cast<int64_t>(batch.payload.size()), st->elements_out);
+  return std::optional<WanBatch>(std::move(batch));
+}
+
+}  // namespace geops::wan

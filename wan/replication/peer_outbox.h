@@ -1,0 +1,115 @@
+// PeerOutbox: the outbound state of one shard towards one peer (the same
+// shard of another site): its seq numbering, the batches handed to the link
+// and not yet acknowledged, and a backlog for when the link falls behind.
+//
+// While the link keeps up (no backlog, fewer than the window's batches in
+// flight) the Replicator sends each tick's shared batch as is. Otherwise the
+// tick's shipped content goes into the backlog instead, a per-peer
+// SignificanceFilter in which queued updates of the same chunk coalesce, so
+// memory stays bounded by one copy of the shard's chunks however slow the
+// link. When the window opens, CutFromBacklog() takes what is significant
+// (or everything), puts the least significant chunks back when the batch
+// would exceed its byte budget (most significant first), encodes it, and
+// puts the codec's residuals back into the backlog (error feedback). For
+// every element: (decoded values sent) + (backlog) == (content given).
+//
+// Thread-safety: not thread-safe; owned and used by the Replicator's tick
+// thread.
+#ifndef GEOPS_WAN_REPLICATION_PEER_OUTBOX_H_
+#define GEOPS_WAN_REPLICATION_PEER_OUTBOX_H_
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <span>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/status.h"
+#include "wan/codec/codec.h"
+#include "wan/replication/significance_filter.h"
+#include "wan/wan_transport.h"
+
+namespace geops::wan {
+
+struct OutboxStats {
+  int64_t batches_sent = 0;
+  int64_t bytes_sent = 0;          // encoded batch bytes handed to the link
+  int64_t elements_sent = 0;       // values carried
+  int64_t batches_acked = 0;
+  int64_t backlog_batches = 0;     // batches cut from the backlog
+  int64_t backlog_trimmed = 0;     // cuts that left less significant chunks behind
+  int64_t notices_sent = 0;
+  int64_t max_backlog_chunks = 0;  // largest number of chunks waiting at once
+};
+
+struct BacklogCut {
+  SiteId origin = 0;
+  Clock clock = 0;
+  ValueCodec codec = ValueCodec::kFp32;
+  bool compress = true;
+  // Significance cut-off against the chunk values; < 0 takes everything.
+  float threshold = -1.0f;
+  int64_t budget_bytes = 0;  // rough size bound of the batch; 0 = none
+  const ChunkValueLookup* lookup = nullptr;  // may be null: |w| taken as 0
+};
+
+class PeerOutbox {
+ public:
+  // InvalidArgument for bad filter options.
+  static Result<PeerOutbox> Create(SiteId peer, SignificanceFilterOptions options);
+
+  SiteId peer() const { return peer_; }
+  uint64_t last_seq() const { return last_seq_; }
+  uint64_t AssignSeq() { return ++last_seq_; }
+  // After a restart: the last seq assigned before it.
+  void RestoreSeq(uint64_t seq) { last_seq_ = seq; }
+  int64_t inflight() const { return static_cast<int64_t>(inflight_.size()); }
+  bool backlogged() const { return backlog_.dirty_chunks() > 0; }
+  // No backlog and fewer than `window` batches in flight (window <= 0: no limit).
+  bool CanSendDirect(int64_t window) const { return !backlogged() && (window <= 0 || inflight() < window); }
+  bool WindowOpen(int64_t window) const { return window <= 0 || inflight() < window; }
+
+  // The peer lost its store: its stream starts over at seq 1. Forgets the
+  // batches in flight and the seq, and moves the backlog out into *old.
+  void ResetStream(std::vector<SparseChunkUpdate>* old);
+  std::vector<uint64_t> InflightSeqs() const { return {inflight_.begin(), inflight_.end()}; }
+
+  void OnSent(uint64_t seq, int64_t bytes, int64_t elements);
+  void OnAcked(uint64_t seq);
+  void CountNotice() { ++stats_.notices_sent; }
+
+  // Adds `updates` to the backlog. InvalidArgument (nothing added for that
+  // chunk) for a chunk whose size differs from before or a bad value.
+  Status AddToBacklog(std::span<const SparseChunkUpdate> updates);
+
+  // Cuts one batch from the backlog (see the class comment) and assigns it
+  // the next seq; nullopt when nothing qualifies. `keys` receives the
+  // batch's chunks. On an encoding error everything taken goes back.
+  Result<std::optional<WanBatch>> CutFromBacklog(const BacklogCut& cut, std::vector<ChunkKey>* keys);
+
+  const SignificanceFilter& backlog() const { return backlog_; }
+  const OutboxStats& stats() const { return stats_; }
+
+ private:
+  PeerOutbox(SiteId peer, SignificanceFilter backlog) : peer_(peer), backlog_(std::move(backlog)) {}
+  // Puts the least significant chunks of *taken back until the rest fits.
+  void TrimToBudget(const BacklogCut& cut, std::vector<SparseChunkUpdate>* taken);
+
+  SiteId peer_;
+  SignificanceFilter backlog_;
+  BatchEncoder encoder_;
+  uint64_t last_seq_ = 0;
+  std::set<uint64_t> inflight_;
+  std::vector<SparseChunkUpdate> taken_;
+  std::vector<SparseChunkUpdate> residuals_;
+  OutboxStats stats_;
+};
+
+// Rough encoded size of updates in `codec` (values + one index byte each +
+// the chunk record), for budgets; no LZ4 gain assumed.
+int64_t EstimateEncodedBytes(std::span<const SparseChunkUpdate> updates, ValueCodec codec);
+
+}  // namespace geops::wan
+
+#endif  // GEOPS_WAN_REPLICATION_PEER_OUTBOX_H_

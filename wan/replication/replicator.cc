@@ -1,0 +1,725 @@
+#include "wan/replication/replicator.h"
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+#include "wan/codec/batch_restamp.h"
+
+namespace geops::wan {
+namespace {
+
+// Largest batch cut when the whole backlog must go (drain, bsp, avg).
+constexpr int64_t kUnlimitedBudgetBytes = int64_t{256} << 20;
+// How long a tick waits for its outbound state to be durable; a store that
+// slow is treated as failed (nothing of that tick is sent).
+constexpr int64_t kDurableWaitMs = 30000;
+// When this process started, for recovery metrics (static initialisation
+// runs as the process starts).
+const double kProcessStartUnix = UnixSeconds();
+
+// A new store's incarnation: nanoseconds since the epoch, so that a store
+// made later has a larger one.
+uint64_t NewIncarnation() {
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::system_clock::now().time_since_epoch()).count();
+  return std::max<uint64_t>(1, static_cast<uint64_t>(ns));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Replicator>> Replicator::Create(const ModelSpec* spec, ReplicatorConfig config,
+                                                       ReplicaTarget* target, WanTransport* transport) {
+  if (spec == nullptr || target == nullptr || transport == nullptr) {
+    return InvalidArgumentError("replicator needs a model, a shard and a transport");
+  }
+  GEOPS_RETURN_IF_ERROR(config.options.Validate());
+  std::set<SiteId> seen;
+  for (SiteId p : config.peers) {
+    if (p == config.site) return InvalidArgumentError("replicator: site " + std::to_string(p) + " is its own peer");
+    if (p < 0) return InvalidArgumentError("replicator: invalid peer id " + std::to_string(p));
+    if (!seen.insert(p).second) return InvalidArgumentError("replicator: peer " + std::to_string(p) + " named twice");
+  }
+  SignificanceFilterOptions fo;
+  fo.max_hold_clocks = config.options.max_hold_clocks;
+  GEOPS_ASSIGN_OR_RETURN(SignificanceFilter filter, SignificanceFilter::Create(fo));
+  GEOPS_ASSIGN_OR_RETURN(ThresholdSchedule schedule, ThresholdSchedule::Create(config.options.threshold));
+  std::vector<PeerOutbox> outboxes;
+  for (SiteId p : config.peers) {
+    GEOPS_ASSIGN_OR_RETURN(PeerOutbox out, PeerOutbox::Create(p, SignificanceFilterOptions{}));
+    outboxes.push_back(std::move(out));
+  }
+  std::unique_ptr<Replicator> r(new Replicator(spec, std::move(config), target, transport, std::move(filter),
+                                               std::move(schedule), std::move(outboxes)));
+  const std::vector<OutboundRecord> records = target->TakeRecoveredOutbound();
+  GEOPS_ASSIGN_OR_RETURN(RecoveredOutbound recovered, OutboundJournal::Decode(records, *spec, r->config_.site));
+  r->recovery_.fresh_store = records.empty();
+  r->incarnation_ = recovered.incarnation;
+  if (r->incarnation_ == 0) {
+    r->incarnation_ = NewIncarnation();
+    r->incarnation_new_ = true;
+  }
+  for (const auto& [peer, inc] : recovered.peer_incarnations) r->inbox_.RestoreIncarnation(peer, inc);
+  r->inbox_.SetOwnIncarnation(r->incarnation_);
+  Replicator* self = r.get();
+  r->inbox_.SetIncarnationListener([self](SiteId origin, uint64_t incarnation, bool reset) {
+    {
+      std::lock_guard<std::mutex> lock(self->mu_);
+      if (reset) {
+        auto& pending = self->resets_[origin];
+        if (pending.first < incarnation) pending = {incarnation, UnixSeconds()};
+      } else {
+        self->records_.emplace_back(origin, incarnation);
+      }
+    }
+    self->cv_.notify_all();
+  });
+  GEOPS_RETURN_IF_ERROR(r->Restore(std::move(recovered)).WithContext("restoring the WAN outbound state"));
+  r->recovery_.state_loaded_unix = UnixSeconds();
+  r->recovery_.process_start_unix = kProcessStartUnix;
+  r->journal_.set_enabled(target->SetOutboundParticipant(r.get()));
+  return r;
+}
+
+Status Replicator::Restore(RecoveredOutbound recovered) {
+  if (recovered.empty()) return Status::Ok();
+  recovery_.recovered = true;
+  for (const SparseChunkUpdate& u : recovered.accumulator) GEOPS_RETURN_IF_ERROR(filter_.AddSparse(u));
+  for (auto& [peer, rows] : recovered.backlogs) {
+    PeerOutbox* out = OutboxFor(peer);
+    if (out == nullptr) return DataLossError("a backlog for site " + std::to_string(peer) + ", which is not a peer");
+    GEOPS_RETURN_IF_ERROR(out->AddToBacklog(rows));
+  }
+  for (const auto& [peer, seq] : recovered.last_seq) {
+    PeerOutbox* out = OutboxFor(peer);
+    if (out == nullptr) return DataLossError("a seq for site " + std::to_string(peer) + ", which is not a peer");
+    out->RestoreSeq(seq);
+  }
+  for (auto& [peer, batches] : recovered.batches) {
+    PeerOutbox* out = OutboxFor(peer);
+    if (out == nullptr) return DataLossError("batches for site " + std::to_string(peer) + ", which is not a peer");
+    for (const WanBatch& b : batches) {
+      if (b.seq > out->last_seq()) {
+        return DataLossError("batch " + std::to_string(b.seq) + " for site " + std::to_string(peer) +
+                             " is beyond the last seq assigned (" + std::to_string(out->last_seq()) + ")");
+      }
+    }
+    resend_.emplace_back(peer, std::move(batches));
+  }
+  spdlog::info("wan shard {}: restored outbound state: {} accumulator chunks, {} backlogs, {} peers with batches to resend",
+               config_.shard, recovered.accumulator.size(), recovered.backlogs.size(), resend_.size());
+  return Status::Ok();
+}
+
+Replicator::Replicator(const ModelSpec* spec, ReplicatorConfig config, ReplicaTarget* target,
+                       WanTransport* transport, SignificanceFilter filter, ThresholdSchedule schedule,
+                       std::vector<PeerOutbox> outboxes)
+    : spec_(spec),
+      config_(std::move(config)),
+      options_(config_.options),
+      target_(target),
+      transport_(transport),
+      gate_(config_.peers, config_.options.EffectiveDs(), std::chrono::milliseconds(config_.options.peer_lease_ms)),
+      inbox_(target, &gate_, config_.site, config_.options.max_reorder_batches),
+      filter_(std::move(filter)),
+      schedule_(std::move(schedule)),
+      outbox_stats_(outboxes.size()),
+      outbox_seq_(outboxes.size(), 0),
+      outboxes_(std::move(outboxes)),
+      encoder_(EncoderOptions{config_.options.compress, 1}) {
+  lookup_ = [this](ChunkKey key) { return LookupValue(key); };
+  last_reports_.resize(outboxes_.size());
+}
+
+Replicator::~Replicator() {
+  Stop();
+  if (journal_.enabled()) {
+    // Commit what the journal still holds, then leave the shard's commits
+    // (inside a scope, so no commit is collecting from us meanwhile).
+    const Deadline deadline = Deadline::InMs(10000);
+    Status s = target_->RunDurable([] {}, deadline);
+    if (!s.ok()) spdlog::warn("wan shard {}: final outbound commit: {}", config_.shard, s.ToString());
+    target_->RunDurable([this] { target_->SetOutboundParticipant(nullptr); }, deadline).IgnoreError();
+  }
+}
+
+void Replicator::Start() {
+  transport_->SetDeliveryCallback([this](SiteId peer, const BatchAck& ack) {
+    if (!ack.quarantined.empty()) {
+      // The peer could not add the batch to its replica and kept it aside:
+      // its replica now lacks these deltas (docs/wan_replication.md).
+      spdlog::error("wan shard {}: site {} quarantined batch {} of this site: {}", config_.shard, peer, ack.seq,
+                    ack.quarantined);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      acks_.emplace_back(peer, ack.seq);
+      if (!ack.quarantined.empty()) ++quarantined_by_peer_[peer];
+    }
+    cv_.notify_all();
+  });
+  if (incarnation_new_ && journal_.enabled()) {
+    // The store's incarnation is durable before anything carrying it leaves.
+    Status s = target_->RunDurable([this] { journal_.IncarnationChanged(incarnation_); },
+                                   Deadline::InMs(kDurableWaitMs));
+    if (!s.ok()) spdlog::error("wan shard {}: recording the store's incarnation: {}", config_.shard, s.ToString());
+    incarnation_new_ = false;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (thread_.joinable() || stop_) return;
+  // Batches handed to the link before a crash and never acknowledged go
+  // again, in seq order; the peer drops those it applied.
+  for (auto& [peer, batches] : resend_) {
+    PeerOutbox* out = OutboxFor(peer);
+    for (WanBatch& b : batches) {
+      b.incarnation = incarnation_;
+      b.dest_incarnation = inbox_.Incarnation(peer);
+      out->OnSent(b.seq, static_cast<int64_t>(b.payload.size()), 0);
+      ++recovery_.batches_resent;
+      transport_->SendBatch(peer, std::move(b));
+    }
+  }
+  resend_.clear();
+  // Announce this incarnation (and the clock it resumes at) to every peer:
+  // a peer sends batches only to an incarnation it has heard of.
+  const Clock clock = target_->ShardClock();
+  for (const PeerOutbox& out : outboxes_) {
+    transport_->SendClock(out.peer(), WanClockReport{config_.site, clock, 0, false, incarnation_,
+                                                     inbox_.Incarnation(out.peer())});
+  }
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void Replicator::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  drained_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+const float* Replicator::LookupValue(ChunkKey key) {
+  if (!spec_->HasChunk(key)) return nullptr;
+  value_scratch_.resize(static_cast<size_t>(spec_->ChunkElements(key)));
+  if (!target_->ReadChunkValue(key, value_scratch_.data()).ok()) return nullptr;
+  return value_scratch_.data();
+}
+
+void Replicator::OnLocalUpdate(std::span<const ChunkKey> keys, std::span<const float> values) {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t offset = 0;
+  for (const ChunkKey key : keys) {
+    const size_t n = static_cast<size_t>(spec_->ChunkElements(key));
+    if (offset + n > values.size()) break;  // the shard validated the batch; never happens
+    Status s = filter_.Add(key, values.subspan(offset, n));
+    if (!s.ok()) spdlog::error("wan shard {}: local update not accumulated: {}", config_.shard, s.ToString());
+    journal_.AccumulatorChanged(key);
+    offset += n;
+  }
+  stats_.elements_pushed += static_cast<int64_t>(offset);
+}
+
+void Replicator::OnShardClock(Clock shard_clock, bool all_finished) {
+  gate_.SetOwnClock(shard_clock, all_finished);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    target_clock_ = std::max(target_clock_, shard_clock);
+    finished_ = finished_ || all_finished;
+  }
+  cv_.notify_all();
+}
+
+int64_t Replicator::Window(bool finishing) const {
+  if (finishing || options_.mode == WanMode::kBsp || options_.mode == WanMode::kAvg) return 0;
+  return options_.max_inflight_batches;
+}
+
+int64_t Replicator::BudgetBytes(SiteId peer, bool finishing) {
+  if (Window(finishing) == 0) return kUnlimitedBudgetBytes;
+  const double bw = transport_->BandwidthBytesPerSecond(peer);
+  if (!(bw > 0)) return kUnlimitedBudgetBytes;
+  return std::max<int64_t>(options_.min_batch_bytes, static_cast<int64_t>(bw * options_.max_batch_seconds));
+}
+
+bool Replicator::LinkKeepsUp(const PeerOutbox& out, int64_t bytes, bool finishing) {
+  if (Window(finishing) == 0 || out.inflight() == 0) return true;
+  return transport_->EstimateDeliverySeconds(out.peer(), bytes) <= options_.max_queue_seconds;
+}
+
+bool Replicator::Addressable(const PeerOutbox& out) const { return inbox_.Incarnation(out.peer()) != 0; }
+
+PeerOutbox* Replicator::OutboxFor(SiteId peer) {
+  for (PeerOutbox& o : outboxes_) {
+    if (o.peer() == peer) return &o;
+  }
+  return nullptr;
+}
+
+void Replicator::SelectLocked(Clock k, bool finishing) {
+  const double start = NowSeconds();
+  SelectStats st;
+  if (finishing) {
+    st = filter_.DrainAll(&selected_);
+  } else {
+    switch (options_.mode) {
+      case WanMode::kAsp:
+        st = filter_.Select(k, lookup_, static_cast<float>(schedule_.At(k)), &selected_);
+        break;
+      case WanMode::kBsp:
+      case WanMode::kAllAsync:
+        st = filter_.DrainAll(&selected_);
+        break;
+      case WanMode::kAvg:
+        if (k / options_.averaging_period > last_sync_ / options_.averaging_period) {
+          st = filter_.DrainAll(&selected_);
+          last_sync_ = k;
+        } else {
+          selected_.clear();
+        }
+        break;
+    }
+  }
+  for (const SparseChunkUpdate& u : selected_) journal_.AccumulatorChanged(u.key);
+  stats_.elements_selected += st.elements_selected;
+  stats_.select_seconds += NowSeconds() - start;
+}
+
+void Replicator::MaybeNotice(PeerOutbox& out, uint64_t seq, const std::vector<ChunkKey>& keys, int64_t bytes,
+                             bool finishing) {
+  if (options_.mode != WanMode::kAsp || finishing || keys.empty()) return;
+  const double eta = transport_->EstimateDeliverySeconds(out.peer(), bytes);
+  if (!(eta > options_.notice_min_seconds)) return;
+  WanNotice n;
+  n.origin = config_.site;
+  n.seq = seq;
+  n.keys = keys;
+  n.timeout_ms = options_.notice_timeout_ms;
+  n.incarnation = incarnation_;
+  n.dest_incarnation = inbox_.Incarnation(out.peer());
+  out.CountNotice();
+  outgoing_.push_back(Outgoing{out.peer(), std::move(n)});
+}
+
+void Replicator::ShipSelected(Clock k, bool finishing) {
+  if (selected_.empty()) return;
+  const double start = NowSeconds();
+  BatchHeader header;
+  header.origin = config_.site;
+  header.seq = 0;  // stamped per peer
+  header.clock = k;
+  header.codec = finishing ? ValueCodec::kFp32 : options_.EffectiveCodec();
+  Result<EncodeStats> st = encoder_.Encode(header, selected_, &payload_, &residuals_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.encode_seconds += NowSeconds() - start;
+    if (!st.ok()) {
+      // Nothing was encoded: everything goes back, to be tried next tick.
+      spdlog::error("wan shard {}: encoding clock {} failed: {}", config_.shard, k, st.status().ToString());
+      for (const SparseChunkUpdate& u : selected_) filter_.AddSparse(u).IgnoreError();
+      return;
+    }
+    ++stats_.batches_encoded;
+    for (const SparseChunkUpdate& r : residuals_) filter_.AddSparse(r).IgnoreError();
+  }
+  if (st->chunks_out == 0) return;
+  std::vector<ChunkKey> keys;
+  keys.reserve(selected_.size());
+  for (const SparseChunkUpdate& u : selected_) keys.push_back(u.key);
+  bool decoded = false;
+  const int64_t window = Window(finishing);
+  for (PeerOutbox& out : outboxes_) {
+    if (Addressable(out) && out.CanSendDirect(window) &&
+        LinkKeepsUp(out, static_cast<int64_t>(payload_.size()), finishing)) {
+      WanBatch batch;
+      batch.origin = config_.site;
+      batch.seq = out.AssignSeq();
+      batch.clock = k;
+      batch.payload = payload_;
+      Status s = RestampBatchSeq(batch.payload, batch.seq);
+      if (!s.ok()) spdlog::error("wan shard {}: {}", config_.shard, s.ToString());
+      MaybeNotice(out, batch.seq, keys, static_cast<int64_t>(batch.payload.size()), finishing);
+      out.OnSent(batch.seq, static_cast<int64_t>(batch.payload.size()), st->elements_out);
+      Emit(out.peer(), std::move(batch));
+      continue;
+    }
+    if (!decoded) {
+      BatchDecoder decoder;
+      Status s = decoder.Decode(payload_, &decoded_);
+      if (!s.ok()) {
+        spdlog::error("wan shard {}: own batch does not decode: {}", config_.shard, s.ToString());
+        continue;
+      }
+      decoded = true;
+    }
+    Status s = out.AddToBacklog(decoded_.chunks);
+    if (!s.ok()) spdlog::error("wan shard {}: backlog for site {}: {}", config_.shard, out.peer(), s.ToString());
+    for (const SparseChunkUpdate& u : decoded_.chunks) journal_.BacklogChanged(out.peer(), u.key);
+  }
+}
+
+void Replicator::ServeBacklogs(Clock k, bool finishing) {
+  const int64_t window = Window(finishing);
+  float threshold = -1.0f;
+  if (options_.mode == WanMode::kAsp && !finishing) {
+    std::lock_guard<std::mutex> lock(mu_);
+    threshold = static_cast<float>(schedule_.At(k));
+  }
+  std::vector<ChunkKey> keys;
+  for (PeerOutbox& out : outboxes_) {
+    while (Addressable(out) && out.backlogged() && out.WindowOpen(window) && LinkKeepsUp(out, 0, finishing)) {
+      BacklogCut cut;
+      cut.origin = config_.site;
+      cut.clock = k;
+      cut.codec = finishing ? ValueCodec::kFp32 : options_.EffectiveCodec();
+      cut.compress = options_.compress;
+      cut.threshold = threshold;
+      cut.budget_bytes = BudgetBytes(out.peer(), finishing);
+      cut.lookup = &lookup_;
+      Result<std::optional<WanBatch>> batch = out.CutFromBacklog(cut, &keys);
+      if (!batch.ok()) {
+        spdlog::error("wan shard {}: backlog for site {}: {}", config_.shard, out.peer(), batch.status().ToString());
+        break;
+      }
+      if (!batch->has_value()) break;
+      for (const ChunkKey& key : keys) journal_.BacklogChanged(out.peer(), key);
+      MaybeNotice(out, (*batch)->seq, keys, static_cast<int64_t>((*batch)->payload.size()), finishing);
+      Emit(out.peer(), std::move(**batch));
+      // A lossy codec leaves residuals behind: only the drain loops on.
+      if (!finishing && threshold >= 0) break;
+    }
+  }
+}
+
+void Replicator::Emit(SiteId peer, WanBatch batch) {
+  batch.incarnation = incarnation_;
+  batch.dest_incarnation = inbox_.Incarnation(peer);
+  journal_.BatchSent(peer, batch);
+  journal_.LastSeqChanged(peer, batch.seq);
+  outgoing_.push_back(Outgoing{peer, std::move(batch)});
+}
+
+void Replicator::FlushOutgoing() {
+  // Notices first: they announce batches behind them.
+  for (Outgoing& o : outgoing_) {
+    if (auto* n = std::get_if<WanNotice>(&o.message)) transport_->SendNotice(o.peer, std::move(*n));
+  }
+  for (Outgoing& o : outgoing_) {
+    if (auto* b = std::get_if<WanBatch>(&o.message)) transport_->SendBatch(o.peer, std::move(*b));
+  }
+  outgoing_.clear();
+}
+
+void Replicator::TickChanges(const std::vector<std::pair<SiteId, uint64_t>>& acks, Clock k, bool tick,
+                             bool finishing) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (tick || finishing) {
+      SelectLocked(k, finishing);
+      ticked_ = k;
+      ++stats_.ticks;
+      stats_.ticked_clock = k;
+    } else {
+      selected_.clear();
+    }
+  }
+  for (const auto& [peer, seq] : acks) {
+    if (PeerOutbox* out = OutboxFor(peer)) {
+      out->OnAcked(seq);
+      journal_.BatchAcked(peer, seq);
+    }
+  }
+  if (tick || finishing) ShipSelected(k, finishing);
+  ServeBacklogs(k, finishing);
+}
+
+void Replicator::CheckCaughtUp() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if ((!recovery_.recovered && !recovery_.fresh_store) || recovery_.caught_up_unix != 0) return;
+  }
+  if (!gate_.CaughtUp()) return;
+  const int64_t bytes = inbox_.stats().bytes_received;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (recovery_.caught_up_unix != 0) return;
+  recovery_.caught_up_unix = UnixSeconds();
+  recovery_.catch_up_bytes = bytes;
+  // Said for a restart from the store; a fresh store (a first start, or a
+  // site rebuilt after a disk loss, which its peers' stream_resets record)
+  // only at debug level.
+  spdlog::log(recovery_.recovered ? spdlog::level::info : spdlog::level::debug,
+              "wan shard {}: back within DS of every live peer {:.3f} s after the state was loaded ({} bytes received)",
+              config_.shard, recovery_.caught_up_unix - recovery_.state_loaded_unix, bytes);
+}
+
+void Replicator::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait_for(lock, std::chrono::milliseconds(100), [this] {
+      return stop_ || target_clock_ > ticked_ || (finished_ && !drained_) || !acks_.empty() || !resets_.empty() ||
+             !records_.empty() || !report_again_.empty();
+    });
+    if (stop_) return;
+    if (!resets_.empty()) {
+      lock.unlock();
+      RunResets();
+      lock.lock();
+    }
+    std::vector<std::pair<SiteId, uint64_t>> records;
+    records.swap(records_);
+    std::vector<std::pair<SiteId, uint64_t>> acks;
+    acks.swap(acks_);
+    std::vector<SiteId> report_again;
+    report_again.swap(report_again_);
+    const Clock k = target_clock_;
+    const bool tick = k > ticked_;
+    const bool finishing = finished_ && !drained_;
+    const bool was_drained = drained_;
+    lock.unlock();
+
+    // A wake-up with no tick, drain or acknowledgement only serves backlogs
+    // (a link may have opened); with none, nothing can change: skip the
+    // persistence round trip (the loop wakes every 100 ms).
+    bool backlogged = false;
+    for (const PeerOutbox& out : outboxes_) backlogged = backlogged || out.backlogged();
+    const bool work = tick || finishing || !acks.empty() || backlogged || !records.empty();
+    // Everything this round changes commits together, and only then do its
+    // batches leave: a crash can neither lose nor repeat what a peer saw.
+    Status durable = work ? target_->RunDurable(
+                                [&] {
+                                  // A record a reset has overtaken (the peer came
+                                  // back again since) must not lower the
+                                  // incarnation that reset stored.
+                                  for (const auto& [peer, inc] : records) {
+                                    if (inbox_.Incarnation(peer) == inc) journal_.PeerIncarnationChanged(peer, inc);
+                                  }
+                                  TickChanges(acks, k, tick, finishing);
+                                },
+                                Deadline::InMs(kDurableWaitMs))
+                          : Status::Ok();
+    if (durable.ok()) {
+      for (const auto& [peer, inc] : records) inbox_.ConfirmIncarnation(peer, inc);
+      FlushOutgoing();
+    } else {
+      // What the store did not take must not reach a peer: after the
+      // restart this site will ship it again from its last durable state,
+      // and a peer that had it already would count it twice. (A store that
+      // fails stays failed; the shard takes no more changes either.)
+      spdlog::error("wan shard {}: outbound state of clock {} is not durable ({}); not sending it", config_.shard,
+                    k, durable.ToString());
+      outgoing_.clear();
+      lock.lock();
+      records_.insert(records_.end(), records.begin(), records.end());  // again next round
+      lock.unlock();
+    }
+    // The drain is complete once every peer's backlog has left (a peer not
+    // heard from yet keeps its backlog until it is; the drain goes on).
+    bool drain_complete = finishing && durable.ok();
+    if (tick || finishing) {
+      for (PeerOutbox& out : outboxes_) {
+        // bsp and avg tie the clock to the batches sent (a peer takes it
+        // once they landed); asp and all-async report progress at once.
+        // The drain always ties: "drained" means "you have everything".
+        // Once drained, every later report says so too: a peer that
+        // restarts is sent the last report again, and it must still say
+        // that nothing more will come.
+        const bool drained_to = (finishing || was_drained) && !out.backlogged();
+        drain_complete = drain_complete && drained_to;
+        const bool tied =
+            finishing || was_drained || options_.mode == WanMode::kBsp || options_.mode == WanMode::kAvg;
+        const WanClockReport report{config_.site, k, tied ? out.last_seq() : 0, drained_to, incarnation_,
+                                    inbox_.Incarnation(out.peer())};
+        transport_->SendClock(out.peer(), report);
+        last_reports_[static_cast<size_t>(&out - outboxes_.data())] = report;
+      }
+    }
+    for (SiteId peer : report_again) {
+      for (size_t i = 0; i < outboxes_.size(); ++i) {
+        if (outboxes_[i].peer() != peer || !last_reports_[i]) continue;
+        spdlog::info("wan shard {}: site {} (re)started; sending it clock {} again{}", config_.shard, peer,
+                     last_reports_[i]->clock, last_reports_[i]->drained ? " (drained)" : "");
+        transport_->SendClock(peer, *last_reports_[i]);
+      }
+    }
+    CheckCaughtUp();
+    bool in_flight = false;
+    for (const PeerOutbox& out : outboxes_) in_flight = in_flight || out.inflight() > 0;
+
+    lock.lock();
+    for (size_t i = 0; i < outboxes_.size(); ++i) {
+      outbox_stats_[i] = outboxes_[i].stats();
+      outbox_seq_[i] = outboxes_[i].last_seq();
+    }
+    if (drain_complete) {
+      drained_ = true;
+      stats_.drained = true;
+      spdlog::info("wan shard {}: drained at clock {}", config_.shard, k);
+    }
+    if (drained_ && !in_flight && !drain_acked_) drain_acked_ = true;
+    drained_cv_.notify_all();
+  }
+}
+
+void Replicator::OnPeerBoot(SiteId origin, uint64_t boot) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto [it, first] = boots_.try_emplace(origin, boot);
+  if (!first && it->second == boot) return;
+  it->second = boot;
+  report_again_.push_back(origin);
+  cv_.notify_all();
+}
+
+void Replicator::RunResets() {
+  std::map<SiteId, std::pair<uint64_t, double>> resets;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    resets = resets_;
+  }
+  for (const auto& entry : resets) {
+    // Named copies, not structured bindings: the lambdas below capture them
+    // (Clang before 16 cannot capture a binding).
+    const auto peer = entry.first;
+    const auto& pending = entry.second;
+    StreamResetEvent event;
+    event.peer = peer;
+    event.incarnation = pending.first;
+    event.heard_unix = pending.second;
+    bool changed = false;
+    Status s = inbox_.ResetOrigin(peer, pending.first, [&]() -> Status {
+      Status r = target_->ResetOrigin(
+          peer,
+          [&](std::span<const ChunkMass> own) {
+            changed = true;
+            ResetPeerStream(peer, own, &event);
+          },
+          Deadline::InMs(kDurableWaitMs));
+      // Once the change ran, memory is reset: the inbox must follow even
+      // if the commit is late (a failed store stops the shard anyway).
+      if (changed && !r.ok()) {
+        spdlog::error("wan shard {}: the reset of site {} is not durable: {}", config_.shard, peer, r.ToString());
+        return Status::Ok();
+      }
+      return r;
+    });
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!s.ok()) {
+      // Tried again every round; said once per incarnation (a shard
+      // without a store, for one, can never do it).
+      const bool first = reset_failures_.insert({peer, pending.first}).second;
+      spdlog::log(first ? spdlog::level::err : spdlog::level::debug,
+                  "wan shard {}: site {} came back with an empty store but its streams cannot be reset: {}; its "
+                  "messages are refused until they can",
+                  config_.shard, peer, s.ToString());
+      continue;
+    }
+    event.reset_unix = UnixSeconds();
+    auto it = resets_.find(peer);
+    if (it != resets_.end() && it->second.first <= pending.first) resets_.erase(it);
+    // Acknowledgements of the old stream's seqs mean nothing for the new one.
+    std::erase_if(acks_, [peer](const auto& a) { return a.first == peer; });
+    reset_events_.push_back(event);
+    if (drained_) {
+      // This site had shipped its final updates; the new peer needs them
+      // (its snapshot, now in the backlog) and the drained marker again:
+      // drain once more (the other peers get an empty drain).
+      drained_ = false;
+      drain_acked_ = false;
+      stats_.drained = false;
+    }
+    spdlog::info("wan shard {}: site {} came back with an empty store (incarnation {}); took its old contributions "
+                 "back and restarted the stream to it with {} values of this site's mass",
+                 config_.shard, peer, event.incarnation, event.snapshot_elements);
+  }
+}
+
+void Replicator::ResetPeerStream(SiteId peer, std::span<const ChunkMass> own, StreamResetEvent* event) {
+  PeerOutbox* out = OutboxFor(peer);
+  if (out == nullptr) return;
+  for (uint64_t seq : out->InflightSeqs()) journal_.BatchAcked(peer, seq);
+  std::vector<SparseChunkUpdate> old;
+  out->ResetStream(&old);
+  for (const SparseChunkUpdate& u : old) journal_.BacklogChanged(peer, u.key);
+  journal_.LastSeqChanged(peer, 0);
+  // What this site selected so far: its own mass minus what the
+  // accumulator still holds (that reaches every peer when selected).
+  std::vector<SparseChunkUpdate> selected;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const ChunkMass& m : own) {
+      std::span<const float> acc = filter_.Accumulated(m.key);
+      SparseChunkUpdate u;
+      u.key = m.key;
+      u.num_elements = static_cast<uint32_t>(m.values.size());
+      for (size_t i = 0; i < m.values.size(); ++i) {
+        const float v = m.values[i] - (i < acc.size() ? acc[i] : 0.0f);
+        if (v == 0.0f) continue;
+        u.indices.push_back(static_cast<uint32_t>(i));
+        u.values.push_back(v);
+      }
+      if (!u.indices.empty()) selected.push_back(std::move(u));
+    }
+  }
+  Status s = out->AddToBacklog(selected);
+  if (!s.ok()) spdlog::error("wan shard {}: snapshot for site {}: {}", config_.shard, peer, s.ToString());
+  for (const SparseChunkUpdate& u : selected) {
+    journal_.BacklogChanged(peer, u.key);
+    event->snapshot_elements += static_cast<int64_t>(u.values.size());
+  }
+  journal_.PeerIncarnationChanged(peer, event->incarnation);
+}
+
+void Replicator::CollectOutbound(std::vector<OutboundRecord>* puts, std::vector<std::string>* deletes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  journal_.Collect(filter_,
+                   [this](SiteId peer) -> const SignificanceFilter* {
+                     for (const PeerOutbox& o : outboxes_) {
+                       if (o.peer() == peer) return &o.backlog();
+                     }
+                     return nullptr;
+                   },
+                   puts, deletes);
+}
+
+bool Replicator::WaitDrainAcknowledged(Deadline deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return drained_cv_.wait_until(lock, deadline.when(), [this] { return drain_acked_ || stop_; }) && drain_acked_;
+}
+
+ReplicatorStats Replicator::stats() const {
+  ReplicatorStats out;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    out = stats_;
+    for (size_t i = 0; i < outbox_stats_.size(); ++i) {
+      auto q = quarantined_by_peer_.find(config_.peers[i]);
+      out.peers.push_back(PeerReplicationStats{config_.peers[i], outbox_seq_[i], outbox_stats_[i],
+                                               q == quarantined_by_peer_.end() ? 0 : q->second});
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    out.recovery = recovery_;
+    out.stream_resets = reset_events_;
+  }
+  out.incarnation = incarnation_;
+  out.inbox = inbox_.stats();
+  out.gate = gate_.stats();
+  return out;
+}
+
+void Replicator::PendingFor(SiteId peer, ChunkKey key, std::vector<double>* out) const {
+  out->assign(static_cast<size_t>(spec_->ChunkElements(key)), 0.0);
+  std::lock_guard<std::mutex> lock(mu_);
+  std::span<const float> acc = filter_.Accumulated(key);
+  for (size_t i = 0; i < acc.size() && i < out->size(); ++i) (*out)[i] += acc[i];
+  for (const PeerOutbox& o : outboxes_) {
+    if (o.peer() != peer) continue;
+    std::span<const float> b = o.backlog().Accumulated(key);
+    for (size_t i = 0; i < b.size() && i < out->size(); ++i) (*out)[i] += b[i];
+  }
+}
+
+}  // namespace geops::wan

@@ -1,0 +1,301 @@
+// Replicator: one shard's WAN replication engine. It is the shard's
+// ReplicationTap (local updates and clock ticks come in), the WanReceiver of
+// its peers' messages (remote batches go to the shard through the
+// RemoteInbox), and it owns the MirrorGate that holds local reads.
+//
+// Outbound, at every shard clock tick k (on its own thread, so workers'
+// clock calls never wait for encoding):
+//   1. select from the SignificanceFilter that accumulates local updates,
+//      per mode: asp takes what exceeds t(k); bsp and all-async take
+//      everything; avg takes everything at multiples of H and nothing else;
+//   2. encode once with the mode's codec; the residuals go back into the
+//      filter (error feedback);
+//   3. per peer: send the batch (stamped with that peer's next seq) when the
+//      link keeps up, else add its content to that peer's backlog, where
+//      updates coalesce per chunk and leave most significant first when the
+//      window opens (PeerOutbox); asp announces a batch the link needs
+//      longer than notice_min_seconds for with a selective-barrier notice;
+//   4. report the clock to every peer: in bsp and avg with the last seq
+//      sent, so that the peer takes the clock only once those batches have
+//      landed (the barrier covers the updates); in asp and all-async
+//      untied, so the mirror clock tracks progress without waiting behind
+//      queued batches (ASP bounds drift, not content).
+// When every local worker has finished, everything left (filter and
+// backlogs) is shipped losslessly (fp32), and the clock report carries the
+// drained marker: the peers then know they hold this site's final updates.
+// A site's model is final once every peer has drained (WaitFinal).
+//
+// Disk loss (with stores): each store has an incarnation (wan_transport.h).
+// When a peer comes back as a new incarnation, its old contributions here
+// cannot be matched against what the other sites got from it (each held a
+// different prefix of its stream, and the rest died with its disk). So
+// every site takes them back out (ReplicaTarget::ResetOrigin retracts the
+// peer's ledger) and resets its own stream to it: seq 1 again, nothing in
+// flight, and a backlog of this site's whole selected mass (own mass minus
+// the accumulator), which bootstraps the new replica. The new incarnation's
+// workers start over at clock 0, so every update counts exactly once; the
+// other sites do not wait for it until it is back within DS (MirrorGate).
+//
+// Crash safety (with a store under the shard): the accumulator, the
+// backlogs, the unacknowledged batches and the seqs are journalled
+// (OutboundJournal) into the shard's commits; each tick's changes run inside
+// ReplicaTarget::RunDurable and its batches go on the wire only after that
+// commit is durable. A replicator created over a shard that recovered such
+// records restores them and, at Start, resends the unacknowledged batches
+// (peers drop what they already applied).
+//
+// Thread-safety: all public methods may be called from any thread. Lock
+// discipline: mu_ guards the filter, the clock and finish marks, pending
+// acknowledgements and the stop flag; the tick thread holds it only to
+// select from the filter (reading chunk values from the shard under chunk
+// locks) and to put residuals back, never while calling the transport. The
+// outboxes, encoder and scratch belong to the tick thread. The transport
+// must not call back (delivery callback, WanReceiver) while holding a lock
+// that its Send* methods take. Order: shard persistence scope -> mu_ ->
+// shard chunk locks -> journal; mu_ is never held while opening a
+// persistence scope (RunDurable).
+#ifndef GEOPS_WAN_REPLICATION_REPLICATOR_H_
+#define GEOPS_WAN_REPLICATION_REPLICATOR_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "common/model_spec.h"
+#include "common/replication.h"
+#include "common/status.h"
+#include "wan/codec/codec.h"
+#include "wan/replication/mirror_gate.h"
+#include "wan/replication/outbound_journal.h"
+#include "wan/replication/peer_outbox.h"
+#include "wan/replication/remote_inbox.h"
+#include "wan/replication/significance_filter.h"
+#include "wan/replication/threshold_schedule.h"
+#include "wan/wan_options.h"
+#include "wan/wan_transport.h"
+
+namespace geops::wan {
+
+struct ReplicatorConfig {
+  SiteId site = 0;               // this site's id
+  ShardId shard = 0;             // for logs
+  std::vector<SiteId> peers;     // the other sites (their shard of the same index)
+  WanOptions options;
+};
+
+struct PeerReplicationStats {
+  SiteId peer = 0;
+  uint64_t last_seq = 0;
+  OutboxStats out;
+  int64_t quarantined_by_peer = 0;  // batches of this site the peer quarantined (it said so in its ack)
+};
+
+// What a replicator that restarted from its shard's store did.
+struct RecoveryStats {
+  bool recovered = false;            // it restored outbound state from the store
+  double process_start_unix = 0;     // this process started (seconds since the epoch)
+  double state_loaded_unix = 0;      // the shard's state was loaded and the replicator built
+  double caught_up_unix = 0;         // own clock back within DS of every live peer's; 0: not yet
+  int64_t catch_up_bytes = 0;        // batch bytes received from peers until then
+  int64_t batches_resent = 0;        // unacknowledged batches sent again at start
+  bool fresh_store = false;          // the store was new: this is a first start or a disk loss
+};
+
+// A peer that came back as a new incarnation, and when its stream was reset.
+struct StreamResetEvent {
+  SiteId peer = 0;
+  uint64_t incarnation = 0;
+  double heard_unix = 0;   // its new incarnation was first heard
+  double reset_unix = 0;   // the reset was durable (0: failed)
+  int64_t snapshot_elements = 0; // values put in its backlog (this site's selected mass)
+};
+
+struct ReplicatorStats {
+  Clock ticked_clock = 0;
+  int64_t ticks = 0;
+  int64_t batches_encoded = 0;
+  int64_t elements_pushed = 0;    // local update values tapped
+  int64_t elements_selected = 0;  // values taken out of the filter
+  double select_seconds = 0;
+  double encode_seconds = 0;
+  bool drained = false;           // the final marker has been sent
+  std::vector<PeerReplicationStats> peers;
+  InboxStats inbox;
+  GateStats gate;
+  RecoveryStats recovery;
+  uint64_t incarnation = 0;
+  std::vector<StreamResetEvent> stream_resets;
+};
+
+class Replicator final : public ReplicationTap, public WanReceiver, public OutboundParticipant {
+ public:
+  // InvalidArgument for bad options, a peer equal to `site` or repeated, or
+  // null target/transport; DataLoss when the shard recovered outbound
+  // records that do not decode. `spec`, `target` and `transport` must
+  // outlive the replicator. Nothing runs until Start().
+  static Result<std::unique_ptr<Replicator>> Create(const ModelSpec* spec, ReplicatorConfig config,
+                                                    ReplicaTarget* target, WanTransport* transport);
+  // Stops the tick thread.
+  ~Replicator() override;
+  Replicator(const Replicator&) = delete;
+  Replicator& operator=(const Replicator&) = delete;
+
+  // Registers the delivery callback and starts the tick thread.
+  void Start();
+  // Stops the tick thread (idempotent). Queued work is dropped.
+  void Stop();
+
+  // ReplicationTap.
+  void OnLocalUpdate(std::span<const ChunkKey> keys, std::span<const float> values) override;
+  void OnShardClock(Clock shard_clock, bool all_finished) override;
+
+  // OutboundParticipant: called by the shard's committer.
+  void CollectOutbound(std::vector<OutboundRecord>* puts, std::vector<std::string>* deletes) override;
+
+  // WanReceiver (see RemoteInbox).
+  Status OnBatch(const WanBatch& batch) override { return inbox_.OnBatch(batch); }
+  std::string QuarantineOf(SiteId origin, uint64_t seq) const override { return inbox_.QuarantineOf(origin, seq); }
+  Status OnClock(const WanClockReport& report) override { return inbox_.OnClock(report); }
+  Status OnNotice(const WanNotice& notice) override { return inbox_.OnNotice(notice); }
+  Status OnHeartbeat(SiteId origin, uint64_t incarnation) override {
+    return inbox_.OnHeartbeat(origin, incarnation);
+  }
+  // A peer process heard for the first time (a start or a restart) gets the
+  // last clock report this shard sent it once more: a restarted peer knows
+  // no clock of this site (its gate starts every peer at 0), and this site
+  // may be waiting for it at the drift bound, or done and drained, and so
+  // send no new report by itself. Repeating a report is harmless (clocks
+  // only rise; a drained report names the final batch).
+  void OnPeerBoot(SiteId origin, uint64_t boot) override;
+
+  // This shard store's incarnation (a new one for a new store).
+  uint64_t incarnation() const { return incarnation_; }
+
+  // The shard's read gate.
+  MirrorGate* gate() { return &gate_; }
+
+  // Blocks until this site's drain has been sent and every batch is
+  // acknowledged by its peer, or the deadline (false).
+  bool WaitDrainAcknowledged(Deadline deadline);
+  // Blocks until every peer's final updates are applied here, or the
+  // deadline (false).
+  bool WaitFinal(Deadline deadline) const { return gate_.WaitAllPeersDrained(deadline); }
+
+  ReplicatorStats stats() const;
+
+  // For tests: the mass not yet delivered to `peer` for chunk `key` (filter
+  // plus that peer's backlog), added into *out (resized to the chunk size).
+  // REQUIRES: the replicator is stopped.
+  void PendingFor(SiteId peer, ChunkKey key, std::vector<double>* out) const;
+
+ private:
+  Replicator(const ModelSpec* spec, ReplicatorConfig config, ReplicaTarget* target, WanTransport* transport,
+             SignificanceFilter filter, ThresholdSchedule schedule, std::vector<PeerOutbox> outboxes);
+
+  // Restores outbound state the shard recovered; called once by Create.
+  Status Restore(RecoveredOutbound recovered);
+  // One round of the tick thread's changes (acks, selection, shipping,
+  // backlogs), run inside a persistence scope; messages go to outgoing_.
+  void TickChanges(const std::vector<std::pair<SiteId, uint64_t>>& acks, Clock k, bool tick, bool finishing);
+  // Resets the streams of peers heard as a new incarnation (tick thread).
+  void RunResets();
+  // Inside the shard's ResetOrigin scope: this site's stream to `peer`
+  // starts over, its backlog the selected part of `own`.
+  void ResetPeerStream(SiteId peer, std::span<const ChunkMass> own, StreamResetEvent* event);
+  // Hands outgoing_ to the transport.
+  void FlushOutgoing();
+  // Records the time and bytes when the site is back within DS of its peers.
+  void CheckCaughtUp();
+  // A batch leaves: journalled, then queued for the transport.
+  void Emit(SiteId peer, WanBatch batch);
+  void Loop();
+  // Selects this tick's updates into selected_ per mode. REQUIRES: mu_ held.
+  void SelectLocked(Clock k, bool finishing);
+  // Encodes selected_ once and sends or backlogs it per peer.
+  void ShipSelected(Clock k, bool finishing);
+  // Cuts batches from backlogs whose window is open.
+  void ServeBacklogs(Clock k, bool finishing);
+  void MaybeNotice(PeerOutbox& out, uint64_t seq, const std::vector<ChunkKey>& keys, int64_t bytes,
+                   bool finishing);
+  int64_t BudgetBytes(SiteId peer, bool finishing);
+  // The link to out.peer() would deliver `bytes` more within
+  // max_queue_seconds, or has nothing in flight (so a long delay alone
+  // never stalls it); always true when finishing, or in bsp and avg.
+  bool LinkKeepsUp(const PeerOutbox& out, int64_t bytes, bool finishing);
+  int64_t Window(bool finishing) const;
+  PeerOutbox* OutboxFor(SiteId peer);
+  // Batches go to a peer only once its incarnation is known (heard from
+  // it): a batch must name the incarnation it is for, or a stale one could
+  // reach a later incarnation as the start of its stream. Until then its
+  // updates wait in its backlog.
+  bool Addressable(const PeerOutbox& out) const;
+  const float* LookupValue(ChunkKey key);
+
+  const ModelSpec* const spec_;
+  const ReplicatorConfig config_;
+  const WanOptions& options_;
+  ReplicaTarget* const target_;
+  WanTransport* const transport_;
+  MirrorGate gate_;
+  RemoteInbox inbox_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;            // tick thread: work arrived
+  std::condition_variable drained_cv_;    // drain sent / acknowledged
+  SignificanceFilter filter_;             // GUARDED_BY(mu_)
+  ThresholdSchedule schedule_;            // GUARDED_BY(mu_)
+  Clock target_clock_ = 0;                // GUARDED_BY(mu_): largest shard clock heard
+  Clock ticked_ = 0;                      // GUARDED_BY(mu_): last clock processed
+  Clock last_sync_ = 0;                   // GUARDED_BY(mu_): avg: last clock shipped at
+  bool finished_ = false;                 // GUARDED_BY(mu_)
+  bool drained_ = false;                  // GUARDED_BY(mu_)
+  bool stop_ = false;                     // GUARDED_BY(mu_)
+  std::vector<std::pair<SiteId, uint64_t>> acks_;  // GUARDED_BY(mu_)
+  std::map<SiteId, int64_t> quarantined_by_peer_;   // GUARDED_BY(mu_)
+  std::map<SiteId, uint64_t> boots_;      // GUARDED_BY(mu_): each peer's process, as last heard
+  std::vector<SiteId> report_again_;      // GUARDED_BY(mu_): peers to send the last report again
+  std::vector<std::optional<WanClockReport>> last_reports_;  // tick thread: per outbox, the last sent
+  bool drain_acked_ = false;              // GUARDED_BY(mu_): drained and nothing in flight
+  ReplicatorStats stats_;                 // GUARDED_BY(mu_) (peers, inbox, gate filled on read)
+  std::vector<OutboxStats> outbox_stats_; // GUARDED_BY(mu_): copies published by the tick thread
+  std::vector<uint64_t> outbox_seq_;      // GUARDED_BY(mu_)
+  RecoveryStats recovery_;                // GUARDED_BY(mu_)
+  uint64_t incarnation_ = 0;              // set by Create
+  bool incarnation_new_ = false;          // set by Create: journalled at Start
+  std::map<SiteId, std::pair<uint64_t, double>> resets_;  // GUARDED_BY(mu_): peer -> (incarnation, heard)
+  std::vector<std::pair<SiteId, uint64_t>> records_;      // GUARDED_BY(mu_): first-heard incarnations
+  std::vector<StreamResetEvent> reset_events_;            // GUARDED_BY(mu_)
+  std::set<std::pair<SiteId, uint64_t>> reset_failures_;  // GUARDED_BY(mu_): (peer, incarnation) logged
+  OutboundJournal journal_;               // its own lock; enabled when the shard persists
+  std::vector<std::pair<SiteId, std::vector<WanBatch>>> resend_;  // restored batches, sent by Start()
+
+  // Tick thread only.
+  std::vector<PeerOutbox> outboxes_;
+  std::vector<SparseChunkUpdate> selected_;
+  std::vector<SparseChunkUpdate> residuals_;
+  std::vector<uint8_t> payload_;
+  DecodedBatch decoded_;
+  BatchEncoder encoder_;
+  std::vector<float> value_scratch_;  // one chunk, for significance lookups
+  ChunkValueLookup lookup_;
+  struct Outgoing {
+    SiteId peer;
+    std::variant<WanBatch, WanNotice> message;
+  };
+  std::vector<Outgoing> outgoing_;
+
+  std::thread thread_;
+};
+
+}  // namespace geops::wan
+
+#endif  // GEOPS_WAN_REPLICATION_REPLICATOR_H_

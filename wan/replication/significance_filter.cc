@@ -1,0 +1,190 @@
+#include "wan/replication/significance_filter.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "wan/codec/float_scan.h"
+
+namespace geops::wan {
+namespace {
+
+std::string KeyName(ChunkKey key) {
+  return "chunk (" + std::to_string(key.table) + ", " + std::to_string(key.chunk) + ")";
+}
+
+}  // namespace
+
+Status SignificanceFilterOptions::Validate() const {
+  if (!(value_epsilon > 0.0f) || !std::isfinite(value_epsilon)) {
+    return InvalidArgumentError("significance filter: value_epsilon must be > 0 and finite, got " +
+                                std::to_string(value_epsilon));
+  }
+  if (max_hold_clocks < 0) {
+    return InvalidArgumentError("significance filter: max_hold_clocks must be >= 0, got " +
+                                std::to_string(max_hold_clocks));
+  }
+  if (max_chunk_elements == 0) {
+    return InvalidArgumentError("significance filter: max_chunk_elements must be > 0");
+  }
+  return Status::Ok();
+}
+
+Result<SignificanceFilter> SignificanceFilter::Create(SignificanceFilterOptions options) {
+  GEOPS_RETURN_IF_ERROR(options.Validate());
+  return SignificanceFilter(options);
+}
+
+Result<SignificanceFilter::Slot*> SignificanceFilter::SlotFor(ChunkKey key, uint32_t num_elements) {
+  if (num_elements == 0) {
+    return InvalidArgumentError(KeyName(key) + ": empty update");
+  }
+  if (num_elements > options_.max_chunk_elements) {
+    return InvalidArgumentError(KeyName(key) + ": " + std::to_string(num_elements) +
+                                " elements exceeds max_chunk_elements " +
+                                std::to_string(options_.max_chunk_elements));
+  }
+  auto it = slots_.find(key);
+  if (it != slots_.end()) {
+    if (it->second.acc.size() != num_elements) {
+      return InvalidArgumentError(KeyName(key) + ": update has " + std::to_string(num_elements) +
+                                  " elements but the chunk has " +
+                                  std::to_string(it->second.acc.size()));
+    }
+    return &it->second;
+  }
+  Slot& slot = slots_[key];
+  slot.acc.assign(num_elements, 0.0f);
+  accumulator_bytes_ += int64_t{num_elements} * 4;
+  if (scratch_idx_.size() < num_elements) {
+    scratch_idx_.resize(num_elements);
+    scratch_val_.resize(num_elements);
+  }
+  return &slot;
+}
+
+void SignificanceFilter::MarkDirty(ChunkKey key, Slot* slot) {
+  if (!slot->dirty) {
+    slot->dirty = true;
+    slot->dirty_since = -1;
+    dirty_.push_back(key);
+  }
+}
+
+Status SignificanceFilter::Add(ChunkKey key, std::span<const float> delta) {
+  if (delta.size() > options_.max_chunk_elements) {
+    return InvalidArgumentError(KeyName(key) + ": " + std::to_string(delta.size()) +
+                                " elements exceeds max_chunk_elements");
+  }
+  int64_t bad = FirstNonFinite(delta.data(), static_cast<int64_t>(delta.size()));
+  if (bad >= 0) {
+    return InvalidArgumentError(KeyName(key) + ": delta element " + std::to_string(bad) +
+                                " is not finite");
+  }
+  GEOPS_ASSIGN_OR_RETURN(Slot * slot, SlotFor(key, static_cast<uint32_t>(delta.size())));
+  AddInto(slot->acc.data(), delta.data(), static_cast<int64_t>(delta.size()));
+  MarkDirty(key, slot);
+  return Status::Ok();
+}
+
+Status SignificanceFilter::AddSparse(ChunkKey key, uint32_t num_elements,
+                                     std::span<const uint32_t> indices,
+                                     std::span<const float> values) {
+  if (indices.size() != values.size()) {
+    return InvalidArgumentError(KeyName(key) + ": " + std::to_string(indices.size()) +
+                                " indices but " + std::to_string(values.size()) + " values");
+  }
+  for (size_t i = 0; i < indices.size(); ++i) {
+    if (indices[i] >= num_elements) {
+      return InvalidArgumentError(KeyName(key) + ": index " + std::to_string(indices[i]) +
+                                  " >= chunk size " + std::to_string(num_elements));
+    }
+  }
+  int64_t bad = FirstNonFinite(values.data(), static_cast<int64_t>(values.size()));
+  if (bad >= 0) {
+    return InvalidArgumentError(KeyName(key) + ": value " + std::to_string(bad) + " is not finite");
+  }
+  GEOPS_ASSIGN_OR_RETURN(Slot * slot, SlotFor(key, num_elements));
+  if (indices.empty()) return Status::Ok();
+  float* acc = slot->acc.data();
+  for (size_t i = 0; i < indices.size(); ++i) acc[indices[i]] += values[i];
+  MarkDirty(key, slot);
+  return Status::Ok();
+}
+
+SelectStats SignificanceFilter::Select(Clock clock, const ChunkValueLookup& lookup, float threshold,
+                                       std::vector<SparseChunkUpdate>* out) {
+  if (!(threshold >= 0.0f)) threshold = 0.0f;  // NaN or negative: take all non-zero
+  return Scan(clock, lookup ? &lookup : nullptr, threshold, /*take_all=*/false, out);
+}
+
+SelectStats SignificanceFilter::DrainAll(std::vector<SparseChunkUpdate>* out) {
+  return Scan(0, nullptr, 0.0f, /*take_all=*/true, out);
+}
+
+SelectStats SignificanceFilter::Scan(Clock clock, const ChunkValueLookup* lookup, float threshold,
+                                     bool take_all, std::vector<SparseChunkUpdate>* out) {
+  SelectStats stats;
+  std::sort(dirty_.begin(), dirty_.end());
+  size_t used = 0;
+  size_t still_dirty = 0;
+  for (ChunkKey key : dirty_) {
+    Slot& slot = slots_.find(key)->second;
+    const uint32_t n = static_cast<uint32_t>(slot.acc.size());
+    if (slot.dirty_since < 0) slot.dirty_since = clock;
+    bool whole = take_all || (options_.max_hold_clocks > 0 &&
+                              clock - slot.dirty_since >= options_.max_hold_clocks);
+    const float* w = (whole || lookup == nullptr) ? nullptr : (*lookup)(key);
+    float t = whole ? 0.0f : threshold;
+    ScanResult r;
+    if (w != nullptr) {
+      r = SelectRelative(slot.acc.data(), w, n, t, options_.value_epsilon, scratch_idx_.data(),
+                         scratch_val_.data());
+    } else {
+      r = SelectAbsolute(slot.acc.data(), n, t * options_.value_epsilon, scratch_idx_.data(),
+                         scratch_val_.data());
+    }
+    ++stats.chunks_scanned;
+    stats.elements_scanned += n;
+    if (r.taken > 0) {
+      if (used == out->size()) out->emplace_back();
+      SparseChunkUpdate& u = (*out)[used++];
+      u.key = key;
+      u.num_elements = n;
+      u.indices.assign(scratch_idx_.data(), scratch_idx_.data() + r.taken);
+      u.values.assign(scratch_val_.data(), scratch_val_.data() + r.taken);
+      ++stats.chunks_selected;
+      stats.elements_selected += r.taken;
+    }
+    if (r.any_left) {
+      dirty_[still_dirty++] = key;
+    } else {
+      slot.dirty = false;
+      slot.dirty_since = -1;
+    }
+  }
+  dirty_.resize(still_dirty);
+  out->resize(used);
+  stats.chunks_still_dirty = static_cast<int64_t>(still_dirty);
+  return stats;
+}
+
+std::span<const float> SignificanceFilter::Accumulated(ChunkKey key) const {
+  auto it = slots_.find(key);
+  if (it == slots_.end()) return {};
+  return it->second.acc;
+}
+
+void SignificanceFilter::ReleaseCleanChunks() {
+  for (auto it = slots_.begin(); it != slots_.end();) {
+    if (!it->second.dirty) {
+      accumulator_bytes_ -= static_cast<int64_t>(it->second.acc.size()) * 4;
+      it = slots_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+}  // namespace geops::wan

@@ -1,0 +1,141 @@
+// SignificanceFilter: the per-chunk accumulators of local updates that a
+// shard has not yet shipped to its mirrors (Gaia's Approximate Synchronous
+// Parallel).
+//
+// Local deltas are summed into a float accumulator per chunk; a chunk gets an
+// accumulator the first time it receives a delta and keeps it afterwards (so
+// steady-state ticks allocate nothing). At each clock tick Select() scans the
+// dirty chunks and takes out the elements whose significance
+// |acc| / max(|w|, eps) exceeds the threshold, where w is the chunk's current
+// value; they come back as sparse updates and their accumulator entries
+// become exactly 0. The rest stays accumulated: nothing is ever dropped, only
+// delayed, so for every element
+//     (sum of shipped values) + (accumulator) == (sum of pushed deltas)
+// holds exactly whenever the float sums themselves are exact (e.g. integer
+// counters). DrainAll() takes everything, for the end of a run.
+//
+// Select() is one branch-free pass over acc and w per dirty chunk (about
+// 8 bytes read per parameter) with no per-element allocation.
+//
+// Thread-safety: not thread-safe. One shard owns a filter and calls it from
+// one thread (or under its own lock).
+#ifndef GEOPS_WAN_REPLICATION_SIGNIFICANCE_FILTER_H_
+#define GEOPS_WAN_REPLICATION_SIGNIFICANCE_FILTER_H_
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/status.h"
+#include "wan/codec/sparse_update.h"
+
+namespace geops::wan {
+
+struct SignificanceFilterOptions {
+  // eps in |acc| / max(|w|, eps): keeps values at 0 from dividing by zero.
+  // Default 1e-6; must be > 0 and finite.
+  float value_epsilon = 1e-6f;
+  // A chunk that has held unshipped mass for this many Select() calls is
+  // shipped whole (every non-zero element) at the next one, which bounds how
+  // long any small update can wait. 0 (default) disables the bound.
+  int64_t max_hold_clocks = 0;
+  // Largest chunk accepted, in floats. Default 2^26 (256 MiB of floats).
+  uint32_t max_chunk_elements = uint32_t{1} << 26;
+
+  Status Validate() const;
+};
+
+// Returns a pointer to the current value of the chunk (num_elements floats,
+// valid until Select() returns), or nullptr when the value is unknown, in
+// which case |w| is taken as 0 (every non-zero element is significant). An
+// empty function means every value is unknown.
+using ChunkValueLookup = std::function<const float*(ChunkKey key)>;
+
+struct SelectStats {
+  int64_t chunks_scanned = 0;      // dirty chunks visited
+  int64_t elements_scanned = 0;    // floats visited in them
+  int64_t chunks_selected = 0;     // chunks with at least one element taken
+  int64_t elements_selected = 0;   // floats taken out
+  int64_t chunks_still_dirty = 0;  // chunks with mass left after the call
+};
+
+class SignificanceFilter {
+ public:
+  // REQUIRES: options.Validate().ok() (checked by Create).
+  static Result<SignificanceFilter> Create(SignificanceFilterOptions options = {});
+
+  SignificanceFilter(SignificanceFilter&&) = default;
+  SignificanceFilter& operator=(SignificanceFilter&&) = default;
+
+  // acc[key] += delta. The first delta of a chunk fixes its element count.
+  // Returns InvalidArgument (and changes nothing) when delta is empty, larger
+  // than max_chunk_elements, differs in size from the chunk's earlier
+  // deltas, or holds a NaN/Inf.
+  Status Add(ChunkKey key, std::span<const float> delta);
+
+  // acc[key][indices[i]] += values[i]: the sparse form, used to put codec
+  // residuals back (error feedback). Same errors as Add, plus InvalidArgument
+  // when an index is >= num_elements or the spans differ in length.
+  Status AddSparse(ChunkKey key, uint32_t num_elements, std::span<const uint32_t> indices,
+                   std::span<const float> values);
+  Status AddSparse(const SparseChunkUpdate& update) {
+    return AddSparse(update.key, update.num_elements, update.indices, update.values);
+  }
+
+  // Takes out every element with |acc| > threshold * max(|w|, eps) from each
+  // dirty chunk (every non-zero element of a chunk held past
+  // max_hold_clocks), setting its accumulator entry to 0. Writes one update
+  // per chunk that had anything taken, sorted by key, into *out (its former
+  // contents are replaced; their storage is reused). `clock` is the shard's
+  // clock and must not decrease between calls. threshold >= 0; 0 takes every
+  // non-zero element. Never fails.
+  SelectStats Select(Clock clock, const ChunkValueLookup& lookup, float threshold,
+                     std::vector<SparseChunkUpdate>* out);
+
+  // Takes out every non-zero element of every chunk (lossless end-of-run
+  // drain). Same output convention as Select(). Afterwards no chunk is dirty.
+  SelectStats DrainAll(std::vector<SparseChunkUpdate>* out);
+
+  // The accumulator of `key`, or an empty span when the chunk never had a
+  // delta. Valid until the next non-const call.
+  std::span<const float> Accumulated(ChunkKey key) const;
+
+  // Chunks holding unshipped mass.
+  int64_t dirty_chunks() const { return static_cast<int64_t>(dirty_.size()); }
+  // Chunks with an accumulator (dirty or not).
+  int64_t tracked_chunks() const { return static_cast<int64_t>(slots_.size()); }
+  // Bytes held by accumulators.
+  int64_t accumulator_bytes() const { return accumulator_bytes_; }
+
+  // Frees the accumulators of chunks that hold no mass.
+  void ReleaseCleanChunks();
+
+ private:
+  struct Slot {
+    std::vector<float> acc;
+    bool dirty = false;
+    Clock dirty_since = -1;  // clock of the first Select() that saw it dirty; -1 unseen
+  };
+
+  explicit SignificanceFilter(SignificanceFilterOptions options) : options_(options) {}
+
+  Result<Slot*> SlotFor(ChunkKey key, uint32_t num_elements);
+  void MarkDirty(ChunkKey key, Slot* slot);
+  SelectStats Scan(Clock clock, const ChunkValueLookup* lookup, float threshold, bool take_all,
+                   std::vector<SparseChunkUpdate>* out);
+
+  SignificanceFilterOptions options_;
+  std::unordered_map<ChunkKey, Slot, ChunkKeyHash> slots_;
+  std::vector<ChunkKey> dirty_;
+  int64_t accumulator_bytes_ = 0;
+  // Scratch for one chunk's selection, sized to the largest chunk seen.
+  std::vector<uint32_t> scratch_idx_;
+  std::vector<float> scratch_val_;
+};
+
+}  // namespace geops::wan
+
+#endif  // GEOPS_WAN_REPLICATION_SIGNIFICANCE_FILTER_H_

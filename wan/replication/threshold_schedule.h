@@ -1,0 +1,43 @@
+// ThresholdSchedule: the significance cut-off t(k) used at shard clock k,
+//     t(k) = max(floor, t0 / sqrt(k + 1)) * multiplier,
+// where the multiplier is 1 unless a BandwidthController steers it.
+//
+// A small value type; thread-compatible.
+#ifndef GEOPS_WAN_REPLICATION_THRESHOLD_SCHEDULE_H_
+#define GEOPS_WAN_REPLICATION_THRESHOLD_SCHEDULE_H_
+
+#include "common/ids.h"
+#include "common/status.h"
+
+namespace geops::wan {
+
+struct ThresholdOptions {
+  double initial = 0.01;  // t0, relative change (0.01 = 1%); >= 0
+  double floor = 0.001;   // lower bound of the decayed value; 0 <= floor
+  bool decay = true;      // false: t(k) = max(floor, t0) for every k
+};
+
+class ThresholdSchedule {
+ public:
+  // InvalidArgument naming the field when a value is negative or not finite.
+  static Result<ThresholdSchedule> Create(ThresholdOptions options = {});
+
+  // t(k) before steering. Clocks below 0 count as 0.
+  double Base(Clock k) const;
+  // t(k) times the current multiplier.
+  double At(Clock k) const { return Base(k) * multiplier_; }
+
+  // Sets the steering multiplier (from a BandwidthController); values that
+  // are not finite or <= 0 are ignored.
+  void set_multiplier(double m);
+  double multiplier() const { return multiplier_; }
+
+ private:
+  explicit ThresholdSchedule(ThresholdOptions options) : options_(options) {}
+  ThresholdOptions options_;
+  double multiplier_ = 1.0;
+};
+
+}  // namespace geops::wan
+
+#endif  // GEOPS_WAN_REPLICATION_THRESHOLD_SCHEDULE_H_
