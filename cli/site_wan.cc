@@ -185,6 +185,7 @@ json SiteWan::StatsJson() const {
           {"gate", {{"drift_wait_seconds", r.gate.drift_wait_seconds},
                     {"notice_wait_seconds", r.gate.notice_wait_seconds},
                     {"final_wait_seconds", r.gate.final_wait_seconds},
+                    {"outer_wait_seconds", r.gate.outer_wait_seconds},
                     {"reads_held", r.gate.reads_held},
                     {"reads_timed_out", r.gate.reads_timed_out},
                     {"notices", r.gate.notices},

@@ -70,7 +70,8 @@ void AddWanSummary(const Topology& t, const LaunchStats& stats, json* s) {
       }
     }
     if (w.contains("gate")) {
-      barrier += Num(w["gate"], "drift_wait_seconds") + Num(w["gate"], "notice_wait_seconds");
+      barrier += Num(w["gate"], "drift_wait_seconds") + Num(w["gate"], "notice_wait_seconds") +
+                 Num(w["gate"], "outer_wait_seconds");
       final_wait += Num(w["gate"], "final_wait_seconds");
       drift = std::max<int64_t>(drift, static_cast<int64_t>(Num(w["gate"], "max_drift_clocks")));
     }

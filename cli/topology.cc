@@ -108,6 +108,7 @@ Status ParseWan(const toml::table& root, const std::string& origin, Topology* t)
   WanSpec& w = t->wan;
   TableReader r(root["wan"].as_table(), "wan", origin);
   r.RejectUnknown({"mode", "staleness_ds", "threshold", "threshold_floor", "codec", "compress", "averaging_period",
+                   "outer_lr", "outer_momentum", "outer_nesterov",
                    "max_inflight_batches", "max_queue_ms", "notice_min_ms", "notice_timeout_ms", "peer_lease_ms", "time_scale",
                    "links", "trace_dir", "skyplane_bandwidth", "trace_file", "variation", "variation_bin_s"});
   r.Get("mode", &w.mode);
@@ -117,6 +118,9 @@ Status ParseWan(const toml::table& root, const std::string& origin, Topology* t)
   r.Get("codec", &w.codec);
   r.Get("compress", &w.compress);
   r.Get("averaging_period", &w.averaging_period);
+  r.Get("outer_lr", &w.outer_lr);
+  r.Get("outer_momentum", &w.outer_momentum);
+  r.Get("outer_nesterov", &w.outer_nesterov);
   r.Get("max_inflight_batches", &w.max_inflight_batches);
   r.Get("max_queue_ms", &w.max_queue_ms);
   r.Get("notice_min_ms", &w.notice_min_ms);
@@ -129,8 +133,10 @@ Status ParseWan(const toml::table& root, const std::string& origin, Topology* t)
   r.Get("trace_file", &w.trace_file);
   r.Get("variation", &w.variation);
   r.Get("variation_bin_s", &w.variation_bin_s);
-  r.Require(w.mode == "bsp" || w.mode == "all-async" || w.mode == "asp" || w.mode == "avg", "mode",
-            "must be \"bsp\", \"all-async\", \"asp\" or \"avg\", got \"" + w.mode + "\"");
+  r.Require(w.mode == "bsp" || w.mode == "all-async" || w.mode == "asp" || w.mode == "avg" || w.mode == "diloco",
+            "mode", "must be \"bsp\", \"all-async\", \"asp\", \"avg\" or \"diloco\", got \"" + w.mode + "\"");
+  r.Require(w.outer_lr > 0 && w.outer_lr < 1e6, "outer_lr", "must be > 0");
+  r.Require(w.outer_momentum >= 0 && w.outer_momentum < 1, "outer_momentum", "must be in [0, 1)");
   r.Require(w.staleness_ds >= -1, "staleness_ds", "must be >= 0, or -1 for none");
   r.Require(w.threshold >= 0 && w.threshold < 1e6, "threshold", "must be >= 0");
   r.Require(w.threshold_floor >= 0 && w.threshold_floor < 1e6, "threshold_floor", "must be >= 0");
@@ -460,6 +466,11 @@ Result<Topology> ParseTopology(const std::string& text, const std::string& origi
   GEOPS_RETURN_IF_ERROR(ParseServer(root, origin, &t));
   GEOPS_RETURN_IF_ERROR(ParseWan(root, origin, &t));
   GEOPS_RETURN_IF_ERROR(ParseFaults(root, origin, &t));
+  if ((t.wan.mode == "avg" || t.wan.mode == "diloco") && t.persistent() && t.multi_site()) {
+    return InvalidArgumentError(origin + ": [wan] mode = \"" + t.wan.mode +
+                                "\" does not keep its outer state (the synchronised model and its momentum) in "
+                                "the shard stores yet: remove [storage], or use asp, bsp or all-async");
+  }
   if (t.name.empty()) t.name = origin;
   return t;
 }

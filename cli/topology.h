@@ -36,13 +36,16 @@ struct LinkSpec {
 // `[wan]`: how the sites replicate to each other (only with >= 2 sites).
 // Field meanings: wan/wan_options.h; link sources: cli/wan_links.h.
 struct WanSpec {
-  std::string mode = "asp";            // "bsp", "all-async", "asp", "avg"
+  std::string mode = "asp";            // "bsp", "all-async", "asp", "avg", "diloco"
   int64_t staleness_ds = 2;            // asp: drift bound DS in clocks; -1 = none
   double threshold = 0.01;             // asp: t0 (relative change)
   double threshold_floor = 0.001;      // asp: floor of t(k)
   std::string codec = "fp16";          // asp: "fp32", "fp16", "int8", "int4", "sign"
   bool compress = true;                // LZ4 over each batch
-  int64_t averaging_period = 10;       // avg: H in clocks
+  int64_t averaging_period = 10;       // avg, diloco: H in clocks
+  double outer_lr = 0.7;               // diloco: the outer optimiser (Nesterov momentum)
+  double outer_momentum = 0.9;
+  bool outer_nesterov = true;
   int64_t max_inflight_batches = 2;    // per peer link, before updates coalesce ...
   double max_queue_ms = 500;           // ... or once the link has this much queued
   double notice_min_ms = 50;           // asp: announce batches slower than this on the wire

@@ -174,6 +174,13 @@ class ReplicaTarget {
   // Copies the current value of `key` (ChunkElements floats) to `out`.
   // InvalidArgument for a chunk this shard does not hold.
   virtual Status ReadChunkValue(ChunkKey key, float* out) const = 0;
+
+  // Replaces the value of `key` with `values` (ChunkElements floats) under
+  // the chunk's lock, as one change to persistent state (the outer step of
+  // avg and diloco sets the synchronised model this way). InvalidArgument
+  // for a chunk this shard does not hold, another size, or a NaN/Inf value
+  // (nothing changes); Unavailable once the store failed.
+  virtual Status SetChunkValue(ChunkKey key, std::span<const float> values) = 0;
 };
 
 }  // namespace geops

@@ -43,6 +43,7 @@
 #include "datacenter/batch_validator.h"
 #include "datacenter/chunk_store.h"
 #include "datacenter/clock_tracker.h"
+#include "datacenter/float_kernels.h"
 #include "datacenter/remote_applier.h"
 #include "datacenter/shard_persister.h"
 
@@ -455,6 +456,32 @@ class ShardImpl final : public Shard {
                                   std::to_string(key.table) + ", " + std::to_string(key.chunk) + ")");
     }
     store_->Read(store_->LocalIndex(key), out);
+    return Status::Ok();
+  }
+
+  Status SetChunkValue(ChunkKey key, std::span<const float> values) override {
+    if (!spec_.HasChunk(key) || store_->LocalIndex(key) < 0) {
+      return InvalidArgumentError("shard " + std::to_string(options_.shard_id) + " does not hold chunk (" +
+                                  std::to_string(key.table) + ", " + std::to_string(key.chunk) + ")");
+    }
+    const int64_t local = store_->LocalIndex(key);
+    if (static_cast<int64_t>(values.size()) != store_->elements(local)) {
+      return InvalidArgumentError("chunk (" + std::to_string(key.table) + ", " + std::to_string(key.chunk) +
+                                  ") has " + std::to_string(store_->elements(local)) + " floats, got " +
+                                  std::to_string(values.size()));
+    }
+    const int64_t bad = FirstNonFinite(values.data(), static_cast<int64_t>(values.size()));
+    if (bad >= 0) {
+      return InvalidArgumentError("chunk (" + std::to_string(key.table) + ", " + std::to_string(key.chunk) +
+                                  "): element " + std::to_string(bad) + " would become NaN or Inf; unchanged");
+    }
+    std::optional<ShardPersister::Mutation> mutation;
+    if (persister_ != nullptr) {
+      GEOPS_RETURN_IF_ERROR(persister_->failure());
+      mutation.emplace(persister_->Begin());
+    }
+    store_->Overwrite(local, values.data());
+    if (mutation) mutation->MarkChunk(local);
     return Status::Ok();
   }
 

@@ -20,7 +20,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-ORDER = ["lan", "bsp", "all-async", "asp", "avg", "asp-int8", "asp-sign", "asp-mahimahi", "bsp-mahimahi"]
+ORDER = ["lan", "bsp", "all-async", "asp", "avg", "diloco", "diloco-int8", "asp-int8", "asp-sign", "asp-mahimahi", "bsp-mahimahi"]
 
 
 def load_run(folder):
@@ -154,6 +154,22 @@ def main():
                          f"({fmt(100 * (asp['summary'].get('test_accuracy') or 0) - 100 * (lan['summary'].get('test_accuracy') or 0), 2)} points)")
             lines.append(f"- {label}: ASP time to target is {fmt(ratio(asp['time_to_target'], lan['time_to_target']), 2)}x "
                          f"the LAN baseline's ({fmt(asp['time_to_target'])} s vs {fmt(lan['time_to_target'])} s)")
+    for name, label in (("diloco", "DiLoCo every 50 clocks, 4-bit"), ("diloco-int8", "DiLoCo every 20 clocks, 8-bit"),
+                        ("avg", "averaging every 10 clocks")):
+        d, asp, lan = runs.get(name), runs.get("asp"), runs.get("lan")
+        if d is None:
+            continue
+        acc = fmt(d["summary"].get("test_accuracy"), 4)
+        if asp is not None:
+            lines.append(f"- default links, {label}: {fmt(ratio(d['bytes_to_target'], asp['bytes_to_target']), 2)}x "
+                         f"the WAN bytes ASP needs to reach the target (all bytes of the run: "
+                         f"{fmt(ratio(d['summary'].get('wan_bytes'), asp['summary'].get('wan_bytes')), 2)}x), time to "
+                         f"target {fmt(ratio(d['time_to_target'], asp['time_to_target']), 2)}x ASP's; accuracy {acc} vs "
+                         f"ASP {fmt(asp['summary'].get('test_accuracy'), 4)}")
+        if lan is not None:
+            lines.append(f"- default links, {label}: time to target {fmt(ratio(d['time_to_target'], lan['time_to_target']), 2)}x "
+                         f"the LAN baseline's ({fmt(d['time_to_target'])} s vs {fmt(lan['time_to_target'])} s); accuracy "
+                         f"{acc} vs LAN {fmt(lan['summary'].get('test_accuracy'), 4)}")
     lines.append("")
     lines += [
         "Notes:",

@@ -4,7 +4,11 @@
 #   bsp        three sites, every update every clock, global barrier
 #   all-async  three sites, every update every clock, no barrier
 #   asp        three sites, significant updates only (the default topology)
-#   avg        three sites, the whole delta every 10 clocks
+#   avg        three sites, the sites' models averaged every 10 clocks
+#   diloco     three sites, DiLoCo: every 50 clocks each site's progress
+#              (4-bit, error feedback) goes to every other, and every site
+#              applies the same outer step (lr 0.7, Nesterov momentum 0.9)
+#   diloco-int8  the same every 20 clocks with 8-bit values
 #   asp-int8   asp with 8-bit values instead of 4-bit
 #   asp-sign   asp with 1-bit sign values instead of 4-bit
 # over the default links (Skyplane, static), and asp and bsp again with each
@@ -15,7 +19,8 @@
 # experiments/plot_wan.py (python3-matplotlib).
 #
 # Usage: bash experiments/run_wan_comparison.sh [RUN ...]
-#   RUN: lan bsp all-async asp avg asp-int8 asp-sign asp-mahimahi bsp-mahimahi (default: all)
+#   RUN: lan bsp all-async asp avg diloco diloco-int8 asp-int8 asp-sign asp-mahimahi bsp-mahimahi
+#        (default: all)
 # Environment: GEOPS (the geops binary; default build/cli/geops),
 #   GEOPS_TRACES (the shared trace folder; default ../shared/traces next to
 #   the repository), EVAL_EVERY (default 50), TIMEOUT (seconds per run),
@@ -31,7 +36,7 @@ results=experiments/results/wan
 topos=$results/topologies
 mkdir -p "$topos"
 runs=("$@")
-[ ${#runs[@]} -eq 0 ] && runs=(lan bsp all-async asp avg asp-int8 asp-sign asp-mahimahi bsp-mahimahi)
+[ ${#runs[@]} -eq 0 ] && runs=(lan bsp all-async asp avg diloco diloco-int8 asp-int8 asp-sign asp-mahimahi bsp-mahimahi)
 mahimahi="$traces/mahimahi-cellular/TMobile-LTE-driving.down"
 
 # Writes the topology of run $1 to $topos/$1.toml. Paths inside stay
@@ -52,6 +57,8 @@ make_topology() {
       "$base" > "$out"
   if [[ $run == *-sign ]]; then sed -i 's/^codec = .*/codec = "sign"/' "$out"; fi
   if [[ $run == *-int8 ]]; then sed -i 's/^codec = .*/codec = "int8"/' "$out"; fi
+  if [[ $run == diloco ]]; then sed -i 's/^\[wan\]/[wan]\naveraging_period = 50/' "$out"; fi
+  if [[ $run == diloco-int8 ]]; then sed -i 's/^\[wan\]/[wan]\naveraging_period = 20/' "$out"; fi
   if [[ $run == *-mahimahi ]]; then
     if [ ! -f "$mahimahi" ]; then
       echo "skipping $run: no $mahimahi (set GEOPS_TRACES)" >&2

@@ -10,6 +10,7 @@ std::string_view WanModeName(WanMode mode) {
     case WanMode::kAllAsync: return "all-async";
     case WanMode::kAsp: return "asp";
     case WanMode::kAvg: return "avg";
+    case WanMode::kDiloco: return "diloco";
   }
   return "unknown";
 }
@@ -19,7 +20,8 @@ Result<WanMode> ParseWanMode(std::string_view text) {
   if (text == "all-async") return WanMode::kAllAsync;
   if (text == "asp") return WanMode::kAsp;
   if (text == "avg") return WanMode::kAvg;
-  return InvalidArgumentError("wan mode must be \"bsp\", \"all-async\", \"asp\" or \"avg\", got \"" +
+  if (text == "diloco") return WanMode::kDiloco;
+  return InvalidArgumentError("wan mode must be \"bsp\", \"all-async\", \"asp\", \"avg\" or \"diloco\", got \"" +
                               std::string(text) + "\"");
 }
 
@@ -45,25 +47,36 @@ Result<ValueCodec> ParseValueCodec(std::string_view text) {
       std::string(text) + "\"");
 }
 
+OuterOptions WanOptions::EffectiveOuter() const {
+  if (mode == WanMode::kAvg) return OuterOptions{1.0, 0.0, false};  // the sites' models, averaged
+  return OuterOptions{outer_lr, outer_momentum, outer_nesterov};
+}
+
 int64_t WanOptions::EffectiveDs() const {
   switch (mode) {
     case WanMode::kBsp: return 0;
     case WanMode::kAllAsync: return -1;
     case WanMode::kAsp: return staleness_ds;
-    case WanMode::kAvg: return averaging_period;
+    case WanMode::kAvg:
+    case WanMode::kDiloco: return -1;  // the outer step bounds them (OuterOptions)
   }
   return -1;
 }
 
 Status WanOptions::Validate() const {
   const std::string p = "wan options: ";
-  if (mode != WanMode::kBsp && mode != WanMode::kAllAsync && mode != WanMode::kAsp && mode != WanMode::kAvg) {
+  if (mode != WanMode::kBsp && mode != WanMode::kAllAsync && mode != WanMode::kAsp && mode != WanMode::kAvg &&
+      mode != WanMode::kDiloco) {
     return InvalidArgumentError(p + "unknown mode " + std::to_string(static_cast<int>(mode)));
   }
   if (staleness_ds < -1) return InvalidArgumentError(p + "staleness_ds must be >= 0, or -1 for none");
   GEOPS_RETURN_IF_ERROR(ThresholdSchedule::Create(threshold).status().WithContext("wan options"));
   if (static_cast<uint8_t>(codec) >= kNumValueCodecs) return InvalidArgumentError(p + "unknown codec");
   if (averaging_period < 1) return InvalidArgumentError(p + "averaging_period must be >= 1");
+  if (!(outer_lr > 0) || !std::isfinite(outer_lr)) return InvalidArgumentError(p + "outer_lr must be > 0");
+  if (!(outer_momentum >= 0 && outer_momentum < 1)) {
+    return InvalidArgumentError(p + "outer_momentum must be in [0, 1)");
+  }
   if (max_inflight_batches < 1) return InvalidArgumentError(p + "max_inflight_batches must be >= 1");
   if (!(max_queue_seconds > 0) || !std::isfinite(max_queue_seconds)) {
     return InvalidArgumentError(p + "max_queue_seconds must be > 0");

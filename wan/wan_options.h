@@ -11,11 +11,17 @@
 //   kAsp       Approximate Synchronous Parallel: only significant updates
 //              (|acc| / |w| > t(k)) are shipped, in `codec`, under the drift
 //              bound DS, with selective-barrier notices for slow batches.
-//   kAvg       periodic synchronisation every `averaging_period` clocks:
-//              the whole accumulated delta is shipped losslessly at clocks
-//              that are multiples of H, and sites drift at most H clocks.
-//              Deltas add up like in every other mode (outer step 1 on the
-//              sum, as in local SGD / DiLoCo with an outer learning rate 1).
+//   kDiloco    DiLoCo: every `averaging_period` (H) clocks each site
+//              contributes its progress since the last synchronised model
+//              (quantised in `codec`, with error feedback) and every site
+//              applies the same outer step (OuterStep: the average of the
+//              contributions, Nesterov momentum with outer_lr and
+//              outer_momentum), so the synchronised model is bit-identical
+//              everywhere. One outer step may be in flight while the next H
+//              clocks run: reads at shard clock c wait until step
+//              floor(c / H) - 1 is applied.
+//   kAvg       the same with outer lr 1 and no momentum, losslessly (fp32):
+//              the sites' models averaged every H clocks (local SGD).
 // The end of a run is lossless in every mode: once every local worker
 // finished, everything still accumulated is shipped in fp32.
 #ifndef GEOPS_WAN_WAN_OPTIONS_H_
@@ -27,13 +33,17 @@
 
 #include "common/status.h"
 #include "wan/codec/batch_format.h"
+#include "wan/replication/outer_step.h"
 #include "wan/replication/threshold_schedule.h"
 
 namespace geops::wan {
 
-enum class WanMode : int32_t { kBsp = 0, kAllAsync = 1, kAsp = 2, kAvg = 3 };
+enum class WanMode : int32_t { kBsp = 0, kAllAsync = 1, kAsp = 2, kAvg = 3, kDiloco = 4 };
 
-// "bsp", "all-async", "asp", "avg".
+// Modes that synchronise through an outer step (OuterStep).
+inline bool UsesOuterStep(WanMode mode) { return mode == WanMode::kAvg || mode == WanMode::kDiloco; }
+
+// "bsp", "all-async", "asp", "avg", "diloco".
 std::string_view WanModeName(WanMode mode);
 // InvalidArgument naming the accepted values.
 Result<WanMode> ParseWanMode(std::string_view text);
@@ -49,7 +59,11 @@ struct WanOptions {
   ThresholdOptions threshold;           // asp: t(k) = max(floor, t0 / sqrt(k + 1))
   ValueCodec codec = ValueCodec::kFp16;  // asp: value codec; other modes use fp32
   bool compress = true;                 // LZ4 over each batch body
-  int64_t averaging_period = 10;        // avg: H in clocks, >= 1
+  int64_t averaging_period = 10;        // avg, diloco: H in clocks, >= 1
+  // diloco: the outer optimiser (defaults of the DiLoCo paper).
+  double outer_lr = 0.7;                // > 0
+  double outer_momentum = 0.9;          // in [0, 1)
+  bool outer_nesterov = true;
   // A peer link keeps up while fewer than max_inflight_batches (>= 1) are
   // unacknowledged and the link model would deliver a new batch within
   // max_queue_seconds (> 0). Otherwise asp and all-async keep further
@@ -76,10 +90,14 @@ struct WanOptions {
   // Out-of-order batches buffered per origin before refusing more (>= 1).
   int64_t max_reorder_batches = 64;
 
+  // The outer optimiser of avg and diloco.
+  OuterOptions EffectiveOuter() const;
   // The drift bound the mode implies: -1 for none.
   int64_t EffectiveDs() const;
   // The value codec of regular (non-drain) batches.
-  ValueCodec EffectiveCodec() const { return mode == WanMode::kAsp ? codec : ValueCodec::kFp32; }
+  ValueCodec EffectiveCodec() const {
+    return mode == WanMode::kAsp || mode == WanMode::kDiloco ? codec : ValueCodec::kFp32;
+  }
 
   Status Validate() const;
 };

@@ -76,11 +76,38 @@ delay_ms = 80
   auto o = BuildWanOptions(*t);
   ASSERT_TRUE(o.ok());
   EXPECT_EQ(o->mode, wan::WanMode::kAvg);
-  EXPECT_EQ(o->EffectiveDs(), 5);
-  EXPECT_EQ(o->EffectiveCodec(), wan::ValueCodec::kFp32);  // only asp is lossy
+  EXPECT_EQ(o->EffectiveDs(), -1);  // the outer step bounds avg instead
+  EXPECT_EQ(o->EffectiveCodec(), wan::ValueCodec::kFp32);  // avg is lossless
   const std::string table = FormatLinkTable(*t, *links, 4000000);
   EXPECT_NE(table.find("100.0"), std::string::npos) << table;
   EXPECT_NE(table.find("3.200"), std::string::npos) << table;  // 4 MB at 10 Mbit/s
+}
+
+TEST(WanTopologyTest, DilocoTakesItsOuterOptimiserAndRefusesAStore) {
+  auto t = Parse(std::string(R"(
+[wan]
+mode = "diloco"
+averaging_period = 25
+codec = "int8"
+outer_lr = 0.5
+outer_momentum = 0.8
+outer_nesterov = false
+)") + kSites);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  auto o = BuildWanOptions(*t);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->mode, wan::WanMode::kDiloco);
+  EXPECT_EQ(o->EffectiveCodec(), wan::ValueCodec::kInt8);
+  const wan::OuterOptions outer = o->EffectiveOuter();
+  EXPECT_EQ(outer.lr, 0.5);
+  EXPECT_EQ(outer.momentum, 0.8);
+  EXPECT_FALSE(outer.nesterov);
+  EXPECT_EQ(Parse("[wan]\nmode = \"diloco\"\nouter_momentum = 1.0\n" + std::string(kSites)).status().code(),
+            StatusCode::kInvalidArgument);
+  auto stored = Parse("[wan]\nmode = \"diloco\"\n[storage]\ndata_dir = \"data\"\n" + std::string(kSites));
+  ASSERT_FALSE(stored.ok());
+  EXPECT_NE(stored.status().message().find("does not keep its outer state"), std::string::npos)
+      << stored.status().ToString();
 }
 
 TEST(WanTopologyTest, RefusesBadWanSettingsNamingTheLine) {

@@ -202,6 +202,7 @@ class FakeTarget : public ReplicaTarget {
     return it == last_.end() ? 0 : it->second;
   }
   Status ReadChunkValue(ChunkKey, float*) const override { return InvalidArgumentError("the fake holds no chunks"); }
+  Status SetChunkValue(ChunkKey, std::span<const float>) override { return InvalidArgumentError("the fake holds no chunks"); }
 
   void set_reset_result(Status s) {
     std::lock_guard<std::mutex> lock(mu_);

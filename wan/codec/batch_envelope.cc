@@ -41,7 +41,7 @@ Status SealBatch(const BatchHeader& header, std::span<const uint8_t> body, bool 
                                   std::to_string(bf::kMaxBodyBytes));
   }
   const int raw = static_cast<int>(body.size());
-  uint8_t flags = 0;
+  uint8_t flags = header.final ? bf::kFlagFinal : 0;
   size_t stored = body.size();
   if (compress && raw > 0) {
     out->resize(bf::kHeaderSize + static_cast<size_t>(LZ4_compressBound(raw)));
@@ -140,6 +140,7 @@ Result<BatchHeader> PeekBatchHeader(std::span<const uint8_t> batch, const Decode
   h.clock = GetAt<int64_t>(p, bf::kClockOffset);
   h.codec = static_cast<ValueCodec>(codec);
   h.chunk_count = chunks;
+  h.final = (flags & bf::kFlagFinal) != 0;
   return h;
 }
 

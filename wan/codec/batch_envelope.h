@@ -24,6 +24,10 @@ struct BatchHeader {
   Clock clock = 0;    // origin shard clock the batch was cut at
   ValueCodec codec = ValueCodec::kFp32;
   uint32_t chunk_count = 0;  // chunk records in the body
+  // The origin's last batch on this stream: its workers have finished and
+  // it sends nothing after this one (the outer step of avg and diloco
+  // leaves the origin out of later steps).
+  bool final = false;
 };
 
 // Bounds a receiver enforces before allocating anything.

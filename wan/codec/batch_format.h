@@ -53,8 +53,9 @@ inline constexpr size_t kStoredSizeOffset = 36;  // u32 body bytes following the
 inline constexpr size_t kReservedOffset = 40;    // u32, must be 0
 inline constexpr size_t kChecksumOffset = 44;    // u32 CRC-32C of header[0, 44) + stored body
 
-inline constexpr uint8_t kFlagLz4 = 0x01;  // stored body is one LZ4 block
-inline constexpr uint8_t kKnownFlags = kFlagLz4;
+inline constexpr uint8_t kFlagLz4 = 0x01;    // stored body is one LZ4 block
+inline constexpr uint8_t kFlagFinal = 0x02;  // the origin's last batch to this destination (BatchHeader::final)
+inline constexpr uint8_t kKnownFlags = kFlagLz4 | kFlagFinal;
 
 // Longest LEB128 encoding of a u32 (7 bits per byte).
 inline constexpr size_t kMaxVarintBytes = 5;

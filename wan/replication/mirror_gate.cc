@@ -68,13 +68,14 @@ bool MirrorGate::AllDrainedLocked() const {
   for (const auto& [id, p] : peers_) {
     if (!p.drained) return false;
   }
-  return true;
+  return !outer_outstanding_;  // and, with an outer step, the last one is applied
 }
 
 MirrorGate::Hold MirrorGate::HoldLocked(std::span<const ChunkKey> keys, SteadyClock::time_point now) {
   RefreshLivenessLocked(now);
   if (local_finished_ && !AllDrainedLocked()) return Hold::kFinal;
   if (ds_ >= 0 && own_clock_ - MinMirrorLocked(now) > ds_) return Hold::kDrift;
+  if (outer_period_ > 0 && !local_finished_ && own_clock_ / outer_period_ - 1 > outer_applied_) return Hold::kOuter;
   if (notices_.empty()) return Hold::kNone;
   for (const ChunkKey& key : keys) {
     auto [begin, end] = notices_.equal_range(key);
@@ -113,6 +114,11 @@ std::string MirrorGate::DescribeLocked(Hold hold, std::span<const ChunkKey> keys
     }
     case Hold::kNotice:
       return "a requested chunk is under a selective-barrier notice whose batch has not landed";
+    case Hold::kOuter:
+      return "shard clock " + std::to_string(own_clock_) + " needs outer step " +
+             std::to_string(own_clock_ / outer_period_ - 1) + " (every " + std::to_string(outer_period_) +
+             " clocks), and step " + std::to_string(outer_applied_) +
+             " is the last applied: some site's contribution has not arrived";
     case Hold::kNone:
       break;
   }
@@ -150,6 +156,7 @@ Status MirrorGate::WaitReadable(std::span<const ChunkKey> keys, Clock shard_cloc
     last = now;
     if (hold == Hold::kFinal) stats_.final_wait_seconds += slice;
     if (hold == Hold::kDrift) stats_.drift_wait_seconds += slice;
+    if (hold == Hold::kOuter) stats_.outer_wait_seconds += slice;
     if (hold == Hold::kNotice) stats_.notice_wait_seconds += slice;
     hold = HoldLocked(keys, now);
   }
@@ -161,6 +168,20 @@ void MirrorGate::Interrupt(const std::string& why) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     interrupted_ = why.empty() ? "interrupted" : why;
+  }
+  changed_.notify_all();
+}
+
+void MirrorGate::SetOuterPeriod(int64_t period) {
+  std::lock_guard<std::mutex> lock(mu_);
+  outer_period_ = period;
+}
+
+void MirrorGate::OnOuterStep(int64_t applied, bool outstanding) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    outer_applied_ = std::max(outer_applied_, applied);
+    outer_outstanding_ = outstanding;
   }
   changed_.notify_all();
 }

@@ -17,7 +17,12 @@
 //            out of the mirror clock until it reports a clock within DS of
 //            this site's, so its replay never stalls the others;
 //   notice   a requested chunk is under a selective-barrier notice whose
-//            batch has not landed and whose timeout has not passed.
+//            batch has not landed and whose timeout has not passed;
+//   outer    (avg, diloco: SetOuterPeriod(H)) own shard clock c needs
+//            outer step floor(c / H) - 1 and an earlier one is the last
+//            applied: one step may be in flight while the next H clocks
+//            run, not two. Once every local worker finished, `final` also
+//            waits for the last outer step (OnOuterStep's `outstanding`).
 // It wakes on every change and at least every kPollMs (leases and notice
 // timeouts are evaluated lazily). Waits are accounted per reason.
 //
@@ -58,6 +63,7 @@ struct GateStats {
   double drift_wait_seconds = 0;   // reads held by the mirror clock
   double notice_wait_seconds = 0;  // reads held by selective-barrier notices
   double final_wait_seconds = 0;   // reads held for the peers' final batches
+  double outer_wait_seconds = 0;   // reads held for an outer step (avg, diloco)
   int64_t reads_held = 0;          // reads that waited at all
   int64_t reads_timed_out = 0;
   int64_t notices = 0;             // notices received
@@ -94,7 +100,14 @@ class MirrorGate : public ReadGate {
   // is catching up (out of the mirror clock until within DS).
   void ResetPeer(SiteId peer);
 
-  // Every peer has drained and its final batch is applied.
+  // avg, diloco: outer steps every `period` clocks gate reads (0: none).
+  void SetOuterPeriod(int64_t period);
+  // Outer steps 1..applied are applied; `outstanding`: a contribution waits
+  // for a step not applied yet (or this site's final one is still to come).
+  void OnOuterStep(int64_t applied, bool outstanding);
+
+  // Every peer has drained and its final batch is applied (with an outer
+  // step: and the last one applied).
   bool AllPeersDrained() const;
   // Blocks until AllPeersDrained() or the deadline; false on timeout.
   bool WaitAllPeersDrained(Deadline deadline) const;
@@ -126,7 +139,7 @@ class MirrorGate : public ReadGate {
     uint64_t seq = 0;
     SteadyClock::time_point expiry;
   };
-  enum class Hold { kNone, kFinal, kDrift, kNotice };
+  enum class Hold { kNone, kFinal, kDrift, kNotice, kOuter };
 
   Clock MinMirrorLocked(SteadyClock::time_point now) const;
   // Records peers that fell silent past the lease.
@@ -147,6 +160,9 @@ class MirrorGate : public ReadGate {
   bool local_finished_ = false;              // GUARDED_BY(mu_)
   mutable std::map<SiteId, Peer> peers_;     // GUARDED_BY(mu_); liveness refreshed lazily
   std::multimap<ChunkKey, Notice> notices_;  // GUARDED_BY(mu_)
+  int64_t outer_period_ = 0;                 // GUARDED_BY(mu_)
+  int64_t outer_applied_ = 0;                // GUARDED_BY(mu_)
+  bool outer_outstanding_ = false;           // GUARDED_BY(mu_)
   mutable GateStats stats_;                  // GUARDED_BY(mu_)
 };
 

@@ -183,6 +183,23 @@ Status RemoteInbox::NotYetApplied(const WanBatch& batch, uint64_t last) const {
 }
 
 Status RemoteInbox::ApplyLocked(SiteId origin, uint64_t seq, const DecodedBatch& batch) {
+  if (sink_) {
+    if (seq != target_->LastAppliedSeq(origin) + 1) return Status::Ok();  // a duplicate: nothing to do
+    Status s = sink_(origin, seq, batch);
+    if (!s.ok()) {
+      ++stats_.batches_refused;
+      return s.WithContext("batch " + std::to_string(seq) + " from site " + std::to_string(origin));
+    }
+    // The seq is consumed like an applied batch's; nothing is added.
+    Result<RemoteApplyResult> r = target_->ApplyRemote(origin, seq, {});
+    if (!r.ok()) {
+      ++stats_.batches_refused;
+      return r.status().WithContext("batch " + std::to_string(seq) + " from site " + std::to_string(origin));
+    }
+    ++stats_.batches_applied;
+    for (const SparseChunkUpdate& u : batch.chunks) stats_.elements_applied += static_cast<int64_t>(u.values.size());
+    return Status::Ok();
+  }
   views_.clear();
   views_.reserve(batch.chunks.size());
   for (const SparseChunkUpdate& u : batch.chunks) {

@@ -97,6 +97,13 @@ class RemoteInbox {
   // `reset` fails (the listener's caller retries).
   Status ResetOrigin(SiteId origin, uint64_t incarnation, const std::function<Status()>& reset);
 
+  // avg, diloco: a batch goes to `sink` (the outer step) instead of being
+  // added to the replica; its seq is consumed once `sink` returns OK (an
+  // error refuses the batch, which stays unapplied). Called in seq order
+  // per origin, with the inbox lock held. Set before messages arrive.
+  using BatchSink = std::function<Status(SiteId origin, uint64_t seq, const DecodedBatch& batch)>;
+  void SetBatchSink(BatchSink sink) { sink_ = std::move(sink); }
+
   InboxStats stats() const;
   // Why batch `seq` of `origin` was quarantined by this process; empty when
   // it was not, or is older than the kRememberedQuarantines latest of that
@@ -132,6 +139,8 @@ class RemoteInbox {
   const SiteId self_;
   const int64_t max_reorder_;
   const DecodeLimits limits_;
+
+  BatchSink sink_;  // set before use, then read only
 
   mutable std::mutex mu_;
   std::map<SiteId, Origin> origins_;  // GUARDED_BY(mu_)

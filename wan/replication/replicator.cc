@@ -80,6 +80,30 @@ Result<std::unique_ptr<Replicator>> Replicator::Create(const ModelSpec* spec, Re
   r->recovery_.state_loaded_unix = UnixSeconds();
   r->recovery_.process_start_unix = kProcessStartUnix;
   r->journal_.set_enabled(target->SetOutboundParticipant(r.get()));
+  if (UsesOuterStep(r->options_.mode)) {
+    if (r->journal_.enabled()) {
+      target->SetOutboundParticipant(nullptr);
+      return FailedPreconditionError("wan mode " + std::string(WanModeName(r->options_.mode)) +
+                                     " does not keep its outer state (the synchronised model and the outer "
+                                     "momentum) in the shard's store yet: run it without [storage]");
+    }
+    std::vector<SiteId> sites = r->config_.peers;
+    sites.push_back(r->config_.site);
+    r->outer_ = std::make_unique<OuterStep>(std::move(sites), r->options_.EffectiveOuter());
+    // theta starts at the shard's values now: the model's initial values,
+    // the same at every site.
+    std::vector<float> values;
+    for (TableId t = 0; t < static_cast<TableId>(spec->num_tables()); ++t) {
+      for (const ChunkKey key : spec->ChunksOfTable(t)) {
+        values.resize(static_cast<size_t>(spec->ChunkElements(key)));
+        if (target->ReadChunkValue(key, values.data()).ok()) r->outer_->InitChunk(key, values);
+      }
+    }
+    r->gate_.SetOuterPeriod(r->options_.averaging_period);
+    r->inbox_.SetBatchSink([self](SiteId origin, uint64_t seq, const DecodedBatch& batch) {
+      return self->OnContribution(origin, seq, batch);
+    });
+  }
   return r;
 }
 
@@ -224,6 +248,12 @@ void Replicator::OnLocalUpdate(std::span<const ChunkKey> keys, std::span<const f
 }
 
 void Replicator::OnShardClock(Clock shard_clock, bool all_finished) {
+  if (all_finished && outer_ != nullptr) {
+    // Before the gate learns the site finished: its final reads wait for
+    // this site's last contribution and the step that holds it.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!own_final_given_) gate_.OnOuterStep(outer_->next_step() - 1, true);
+  }
   gate_.SetOwnClock(shard_clock, all_finished);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -234,7 +264,7 @@ void Replicator::OnShardClock(Clock shard_clock, bool all_finished) {
 }
 
 int64_t Replicator::Window(bool finishing) const {
-  if (finishing || options_.mode == WanMode::kBsp || options_.mode == WanMode::kAvg) return 0;
+  if (finishing || options_.mode == WanMode::kBsp || UsesOuterStep(options_.mode)) return 0;
   return options_.max_inflight_batches;
 }
 
@@ -262,8 +292,10 @@ PeerOutbox* Replicator::OutboxFor(SiteId peer) {
 void Replicator::SelectLocked(Clock k, bool finishing) {
   const double start = NowSeconds();
   SelectStats st;
+  step_due_ = false;
   if (finishing) {
     st = filter_.DrainAll(&selected_);
+    step_due_ = true;
   } else {
     switch (options_.mode) {
       case WanMode::kAsp:
@@ -274,9 +306,11 @@ void Replicator::SelectLocked(Clock k, bool finishing) {
         st = filter_.DrainAll(&selected_);
         break;
       case WanMode::kAvg:
+      case WanMode::kDiloco:
         if (k / options_.averaging_period > last_sync_ / options_.averaging_period) {
           st = filter_.DrainAll(&selected_);
           last_sync_ = k;
+          step_due_ = true;
         } else {
           selected_.clear();
         }
@@ -432,8 +466,125 @@ void Replicator::TickChanges(const std::vector<std::pair<SiteId, uint64_t>>& ack
       journal_.BatchAcked(peer, seq);
     }
   }
+  if (outer_ != nullptr) {
+    ShipContribution(k, finishing);
+    return;
+  }
   if (tick || finishing) ShipSelected(k, finishing);
   ServeBacklogs(k, finishing);
+}
+
+void Replicator::ShipContribution(Clock k, bool finishing) {
+  bool due = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    due = step_due_ && !own_final_given_;
+    step_due_ = false;
+  }
+  const int64_t window = Window(finishing);
+  if (due) {
+    const double start = NowSeconds();
+    BatchHeader header;
+    header.origin = config_.site;
+    header.seq = 0;  // stamped per peer: the step
+    header.clock = k;
+    header.codec = finishing ? ValueCodec::kFp32 : options_.EffectiveCodec();
+    header.final = finishing;
+    Result<EncodeStats> st = encoder_.Encode(header, selected_, &payload_, &residuals_);
+    Status decoded = st.ok() ? BatchDecoder().Decode(payload_, &decoded_) : st.status();
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.encode_seconds += NowSeconds() - start;
+    if (!decoded.ok()) {
+      // Nothing leaves: everything goes back, to be tried next tick.
+      spdlog::error("wan shard {}: encoding the contribution of clock {} failed: {}", config_.shard, k,
+                    decoded.ToString());
+      for (const SparseChunkUpdate& u : selected_) filter_.AddSparse(u).IgnoreError();
+      return;
+    }
+    ++stats_.batches_encoded;
+    // Error feedback: what the codec could not carry stays for the next step.
+    for (const SparseChunkUpdate& r : residuals_) filter_.AddSparse(r).IgnoreError();
+    // Every site adds what its peers will decode: the same bits everywhere.
+    const int64_t step = ++own_steps_;
+    Status s = outer_->Add(step, config_.site, decoded_.chunks, finishing);
+    if (!s.ok()) spdlog::error("wan shard {}: own contribution: {}", config_.shard, s.ToString());
+    own_final_given_ = finishing;
+    for (PeerOutbox& out : outboxes_) {
+      WanBatch batch;
+      batch.origin = config_.site;
+      batch.seq = static_cast<uint64_t>(step);
+      batch.clock = k;
+      batch.payload = payload_;
+      s = RestampBatchSeq(batch.payload, batch.seq);
+      if (!s.ok()) spdlog::error("wan shard {}: {}", config_.shard, s.ToString());
+      deferred_[out.peer()].push_back(std::move(batch));
+    }
+    ApplyReadyLocked();
+  }
+  // Contributions leave in step order once the peer is addressable.
+  for (PeerOutbox& out : outboxes_) {
+    std::deque<WanBatch>& queue = deferred_[out.peer()];
+    while (!queue.empty() && Addressable(out) && out.CanSendDirect(window)) {
+      WanBatch batch = std::move(queue.front());
+      queue.pop_front();
+      const uint64_t seq = out.AssignSeq();
+      if (seq != batch.seq) {
+        spdlog::error("wan shard {}: contribution {} to site {} got seq {}", config_.shard, batch.seq, out.peer(),
+                      seq);
+      }
+      out.OnSent(batch.seq, static_cast<int64_t>(batch.payload.size()), 0);
+      Emit(out.peer(), std::move(batch));
+    }
+  }
+}
+
+Status Replicator::OnContribution(SiteId origin, uint64_t seq, const DecodedBatch& batch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  GEOPS_RETURN_IF_ERROR(outer_->Add(static_cast<int64_t>(seq), origin, batch.chunks, batch.header.final));
+  ApplyReadyLocked();
+  return Status::Ok();
+}
+
+void Replicator::ApplyReadyLocked() {
+  while (outer_->Ready()) {
+    Status s = outer_->ApplyNext([&](ChunkKey key, std::span<const float> theta) {
+      // The replica: the synchronised model plus what this site did since
+      // its last contribution (and the codec's error feedback), which the
+      // next step will carry.
+      outer_scratch_.assign(theta.begin(), theta.end());
+      std::span<const float> own = filter_.Accumulated(key);
+      for (size_t i = 0; i < own.size() && i < outer_scratch_.size(); ++i) outer_scratch_[i] += own[i];
+      Status set = target_->SetChunkValue(key, outer_scratch_);
+      if (!set.ok()) spdlog::error("wan shard {}: outer step: {}", config_.shard, set.ToString());
+    });
+    if (!s.ok()) {
+      spdlog::error("wan shard {}: {}", config_.shard, s.ToString());
+      break;
+    }
+    ++stats_.outer_steps_applied;
+  }
+  PublishOuterLocked();
+}
+
+void Replicator::PublishOuterLocked() {
+  const bool final_to_come = finished_ && !own_final_given_;
+  gate_.OnOuterStep(outer_->next_step() - 1, outer_->Outstanding() || final_to_come);
+}
+
+Result<std::vector<float>> Replicator::SyncedValue(ChunkKey key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (outer_ == nullptr) {
+    return FailedPreconditionError("wan mode " + std::string(WanModeName(options_.mode)) +
+                                   " has no synchronised model (only avg and diloco do)");
+  }
+  std::span<const float> theta = outer_->Theta(key);
+  if (theta.empty()) return InvalidArgumentError("this shard holds no synchronised value of that chunk");
+  return std::vector<float>(theta.begin(), theta.end());
+}
+
+std::vector<uint64_t> Replicator::OuterDigests() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return outer_ == nullptr ? std::vector<uint64_t>() : outer_->digests();
 }
 
 void Replicator::CheckCaughtUp() {
@@ -485,6 +636,7 @@ void Replicator::Loop() {
     // persistence round trip (the loop wakes every 100 ms).
     bool backlogged = false;
     for (const PeerOutbox& out : outboxes_) backlogged = backlogged || out.backlogged();
+    for (const auto& [peer, queue] : deferred_) backlogged = backlogged || !queue.empty();
     const bool work = tick || finishing || !acks.empty() || backlogged || !records.empty();
     // Everything this round changes commits together, and only then do its
     // batches leave: a crash can neither lose nor repeat what a peer saw.
@@ -526,10 +678,12 @@ void Replicator::Loop() {
         // Once drained, every later report says so too: a peer that
         // restarts is sent the last report again, and it must still say
         // that nothing more will come.
-        const bool drained_to = (finishing || was_drained) && !out.backlogged();
+        const auto deferred = deferred_.find(out.peer());
+        const bool drained_to = (finishing || was_drained) && !out.backlogged() &&
+                                (deferred == deferred_.end() || deferred->second.empty());
         drain_complete = drain_complete && drained_to;
         const bool tied =
-            finishing || was_drained || options_.mode == WanMode::kBsp || options_.mode == WanMode::kAvg;
+            finishing || was_drained || options_.mode == WanMode::kBsp || UsesOuterStep(options_.mode);
         const WanClockReport report{config_.site, k, tied ? out.last_seq() : 0, drained_to, incarnation_,
                                     inbox_.Incarnation(out.peer())};
         transport_->SendClock(out.peer(), report);

@@ -58,6 +58,7 @@
 #define GEOPS_WAN_REPLICATION_REPLICATOR_H_
 
 #include <condition_variable>
+#include <deque>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -75,6 +76,7 @@
 #include "common/status.h"
 #include "wan/codec/codec.h"
 #include "wan/replication/mirror_gate.h"
+#include "wan/replication/outer_step.h"
 #include "wan/replication/outbound_journal.h"
 #include "wan/replication/peer_outbox.h"
 #include "wan/replication/remote_inbox.h"
@@ -123,6 +125,7 @@ struct ReplicatorStats {
   Clock ticked_clock = 0;
   int64_t ticks = 0;
   int64_t batches_encoded = 0;
+  int64_t outer_steps_applied = 0;  // avg, diloco
   int64_t elements_pushed = 0;    // local update values tapped
   int64_t elements_selected = 0;  // values taken out of the filter
   double select_seconds = 0;
@@ -192,6 +195,14 @@ class Replicator final : public ReplicationTap, public WanReceiver, public Outbo
 
   ReplicatorStats stats() const;
 
+  // avg, diloco: the synchronised model of `key` after the last outer step
+  // applied (identical at every site). FailedPrecondition in other modes,
+  // InvalidArgument for a chunk this shard does not hold.
+  Result<std::vector<float>> SyncedValue(ChunkKey key) const;
+  // avg, diloco: OuterStep::digests(), one per step applied (empty in other
+  // modes).
+  std::vector<uint64_t> OuterDigests() const;
+
   // For tests: the mass not yet delivered to `peer` for chunk `key` (filter
   // plus that peer's backlog), added into *out (resized to the chunk size).
   // REQUIRES: the replicator is stopped.
@@ -222,6 +233,17 @@ class Replicator final : public ReplicationTap, public WanReceiver, public Outbo
   void SelectLocked(Clock k, bool finishing);
   // Encodes selected_ once and sends or backlogs it per peer.
   void ShipSelected(Clock k, bool finishing);
+  // avg, diloco: encodes this site's next contribution (selected_, maybe
+  // empty), adds it to the outer step and sends it to every peer as the
+  // batch whose seq is the step.
+  void ShipContribution(Clock k, bool finishing);
+  // avg, diloco: a peer's contribution, from the inbox (in seq order).
+  Status OnContribution(SiteId origin, uint64_t seq, const DecodedBatch& batch);
+  // Applies every outer step that is complete: the shard's chunks become
+  // theta plus this site's unshipped progress. REQUIRES: mu_ held.
+  void ApplyReadyLocked();
+  // Tells the gate where the outer steps stand. REQUIRES: mu_ held.
+  void PublishOuterLocked();
   // Cuts batches from backlogs whose window is open.
   void ServeBacklogs(Clock k, bool finishing);
   void MaybeNotice(PeerOutbox& out, uint64_t seq, const std::vector<ChunkKey>& keys, int64_t bytes,
@@ -277,6 +299,11 @@ class Replicator final : public ReplicationTap, public WanReceiver, public Outbo
   std::set<std::pair<SiteId, uint64_t>> reset_failures_;  // GUARDED_BY(mu_): (peer, incarnation) logged
   OutboundJournal journal_;               // its own lock; enabled when the shard persists
   std::vector<std::pair<SiteId, std::vector<WanBatch>>> resend_;  // restored batches, sent by Start()
+  std::unique_ptr<OuterStep> outer_;      // GUARDED_BY(mu_): avg and diloco only
+  int64_t own_steps_ = 0;                 // GUARDED_BY(mu_): contributions this site made
+  bool own_final_given_ = false;          // GUARDED_BY(mu_)
+  bool step_due_ = false;                 // GUARDED_BY(mu_): SelectLocked chose a contribution
+  std::vector<float> outer_scratch_;      // GUARDED_BY(mu_): one chunk
 
   // Tick thread only.
   std::vector<PeerOutbox> outboxes_;
@@ -292,6 +319,8 @@ class Replicator final : public ReplicationTap, public WanReceiver, public Outbo
     std::variant<WanBatch, WanNotice> message;
   };
   std::vector<Outgoing> outgoing_;
+  // avg, diloco: contributions for peers not addressable yet, in order.
+  std::map<SiteId, std::deque<WanBatch>> deferred_;
 
   std::thread thread_;
 };

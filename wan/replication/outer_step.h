@@ -1,0 +1,106 @@
+// OuterStep: the outer optimiser of the `diloco` and `avg` modes for one
+// shard (docs/wan_replication.md, "diloco").
+//
+// Every site trains on from the synchronised model theta and, every H
+// clocks, contributes its progress since its last contribution: A_s, the
+// sum of its local updates (quantised, with the quantisation error kept
+// for its next contribution). Contributions are numbered 1, 2, 3, ... per
+// site (a site's n-th contribution is outer step n); a site's last one is
+// marked final, and it takes no part in later steps. Once every site has
+// given step n (or ended before it), the step is applied, identically at
+// every site:
+//
+//   Delta = -(sum over sites, in site order, of A_s) / N  (N: all sites)
+//   m     = mu * m + Delta
+//   theta = theta - lr * (Delta + mu * m)     (Nesterov; plain momentum: lr * m)
+//
+// computed in double per element and stored as float (theta, m). A site
+// that ended contributes nothing to later steps (N stays the number of
+// sites).
+//
+// With the same inputs in the same order every site computes bit-identical
+// theta and m. lr = 1, mu = 0 is the average of the sites' models (`avg`);
+// lr = N, mu = 0 their sum (every update counted once, the counter check);
+// lr = 0.7, mu = 0.9, Nesterov is DiLoCo's.
+//
+// Thread-compatible: the Replicator calls it under its own mutex.
+#ifndef GEOPS_WAN_REPLICATION_OUTER_STEP_H_
+#define GEOPS_WAN_REPLICATION_OUTER_STEP_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <span>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/status.h"
+#include "wan/codec/sparse_update.h"
+
+namespace geops::wan {
+
+struct OuterOptions {
+  double lr = 0.7;
+  double momentum = 0.9;
+  bool nesterov = true;
+};
+
+class OuterStep {
+ public:
+  // `sites`: every site of the run (this one included), any order.
+  OuterStep(std::vector<SiteId> sites, OuterOptions options);
+
+  // Sets theta of `key` to `values` (the model's initial values) before the
+  // first step; m starts at 0. Chunks never set are not part of the steps.
+  void InitChunk(ChunkKey key, std::span<const float> values);
+  bool HasChunk(ChunkKey key) const { return chunks_.count(key) > 0; }
+
+  // Site `site`'s contribution to step `step`. InvalidArgument for a site
+  // not in the run, a step already applied or already given by that site, a
+  // step after that site's final one, a chunk without theta or of another
+  // size, or an index out of range. Nothing changes on error.
+  Status Add(int64_t step, SiteId site, std::span<const SparseChunkUpdate> chunks, bool final);
+
+  // The next step to apply (steps 1 .. next_step() - 1 are applied).
+  int64_t next_step() const { return next_; }
+  // Every site has given next_step(), or ended before it.
+  bool Ready() const;
+  // No site takes part in next_step() or later: every site has ended.
+  bool Finished() const;
+  // Some step has a contribution that is not applied yet.
+  bool Outstanding() const { return !pending_.empty(); }
+  // Applies next_step(). `visit(key, theta)` runs for every chunk with its
+  // new theta. FailedPrecondition when not Ready().
+  Status ApplyNext(const std::function<void(ChunkKey, std::span<const float>)>& visit);
+
+  // theta of `key` (empty for a chunk without one).
+  std::span<const float> Theta(ChunkKey key) const;
+  std::span<const float> Momentum(ChunkKey key) const;
+  // A 64-bit digest (FNV-1a) of every theta, in chunk order, after each
+  // step applied: equal at two sites exactly when their synchronised models
+  // were bit-identical after that step.
+  const std::vector<uint64_t>& digests() const { return digests_; }
+
+ private:
+  struct Chunk {
+    std::vector<float> theta;
+    std::vector<float> m;
+  };
+  // Sites that take part in `step`.
+  bool TakesPart(SiteId site, int64_t step) const;
+
+  const std::vector<SiteId> sites_;  // sorted
+  const OuterOptions options_;
+  std::map<ChunkKey, Chunk> chunks_;
+  // step -> site -> its contribution
+  std::map<int64_t, std::map<SiteId, std::vector<SparseChunkUpdate>>> pending_;
+  std::map<SiteId, int64_t> given_;      // last step each site gave
+  std::map<SiteId, int64_t> final_step_; // a site's final step, once given
+  int64_t next_ = 1;
+  std::vector<uint64_t> digests_;
+  std::vector<double> sum_;              // scratch
+};
+
+}  // namespace geops::wan
+
+#endif  // GEOPS_WAN_REPLICATION_OUTER_STEP_H_
