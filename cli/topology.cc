@@ -108,7 +108,7 @@ Status ParseWan(const toml::table& root, const std::string& origin, Topology* t)
   WanSpec& w = t->wan;
   TableReader r(root["wan"].as_table(), "wan", origin);
   r.RejectUnknown({"mode", "staleness_ds", "threshold", "threshold_floor", "codec", "compress", "averaging_period",
-                   "outer_lr", "outer_momentum", "outer_nesterov",
+                   "outer_lr", "outer_momentum", "outer_nesterov", "outer_average_last",
                    "max_inflight_batches", "max_queue_ms", "notice_min_ms", "notice_timeout_ms", "peer_lease_ms", "time_scale",
                    "links", "trace_dir", "skyplane_bandwidth", "trace_file", "variation", "variation_bin_s"});
   r.Get("mode", &w.mode);
@@ -121,6 +121,7 @@ Status ParseWan(const toml::table& root, const std::string& origin, Topology* t)
   r.Get("outer_lr", &w.outer_lr);
   r.Get("outer_momentum", &w.outer_momentum);
   r.Get("outer_nesterov", &w.outer_nesterov);
+  r.Get("outer_average_last", &w.outer_average_last);
   r.Get("max_inflight_batches", &w.max_inflight_batches);
   r.Get("max_queue_ms", &w.max_queue_ms);
   r.Get("notice_min_ms", &w.notice_min_ms);

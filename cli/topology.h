@@ -46,6 +46,7 @@ struct WanSpec {
   double outer_lr = 0.7;               // diloco: the outer optimiser (Nesterov momentum)
   double outer_momentum = 0.9;
   bool outer_nesterov = true;
+  bool outer_average_last = true;      // the last step averages the sites' models
   int64_t max_inflight_batches = 2;    // per peer link, before updates coalesce ...
   double max_queue_ms = 500;           // ... or once the link has this much queued
   double notice_min_ms = 50;           // asp: announce batches slower than this on the wire

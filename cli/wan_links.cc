@@ -107,6 +107,7 @@ Result<wan::WanOptions> BuildWanOptions(const Topology& t) {
   o.outer_lr = w.outer_lr;
   o.outer_momentum = w.outer_momentum;
   o.outer_nesterov = w.outer_nesterov;
+  o.outer_average_last = w.outer_average_last;
   if (wan::UsesOuterStep(o.mode) && t.persistent()) {
     return InvalidArgumentError(t.name + ": [wan] mode = \"" + w.mode +
                                 "\" does not keep its outer state in the shard stores yet; remove [storage] "

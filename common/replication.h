@@ -80,6 +80,13 @@ class ReadGate {
   // at once when nothing holds the chunks.
   virtual Status WaitReadable(std::span<const ChunkKey> keys, Clock shard_clock, bool site_finished,
                               Deadline deadline, double* waited) = 0;
+  // Blocks a worker's advance to `new_clock` (the end of its iteration
+  // new_clock - 1) until it may happen, or `deadline`, then
+  // DeadlineExceeded naming what held it (the worker retries). Adds the
+  // time waited to *waited. The default holds nothing.
+  virtual Status WaitAdvance(Clock /*new_clock*/, Deadline /*deadline*/, double* /*waited*/) {
+    return Status::Ok();
+  }
   // Ends every wait, now and later, with Unavailable(why) (the shard stops).
   virtual void Interrupt(const std::string& why) = 0;
 };

@@ -236,6 +236,14 @@ class ShardImpl final : public Shard {
     Status s = CheckWorker(worker);
     if (s.ok()) s = CheckClock(new_clock, "AdvanceClock");
     if (!s.ok()) return Reject(std::move(s));
+    if (ReadGate* gate = gate_.load(std::memory_order_acquire); gate != nullptr) {
+      // The WAN drift bound holds clock advances too, not only reads: a
+      // worker that serves its reads from its cache would otherwise run on.
+      double waited = 0;
+      Status gated = gate->WaitAdvance(new_clock, Deadline::InMs(options_.max_read_wait_ms), &waited);
+      if (waited > 0) read_wait_ns_.fetch_add(static_cast<int64_t>(waited * 1e9), std::memory_order_relaxed);
+      if (!gated.ok()) return Reject(std::move(gated));
+    }
     std::lock_guard<std::mutex> worker_lock(worker_mu_[worker]);
     if (persister_ == nullptr) {
       Result<Clock> clock = tracker_.Advance(worker, new_clock, finished);

@@ -20,6 +20,21 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+# What each run was, for the legends (run_wan_comparison.sh builds them so).
+WHAT = {
+    "lan": "lan: 1 site x 6 workers",
+    "bsp": "bsp: every update, every clock, fp32, barrier",
+    "all-async": "all-async: every update, every clock, fp32, no bound",
+    "asp": "asp: significant updates, 4-bit, DS 8",
+    "avg": "avg: models averaged every 10 clocks",
+    "diloco": "diloco: H 50, 4-bit, outer lr 0.7, Nesterov 0.9",
+    "diloco-int8": "diloco: H 20, 8-bit, outer lr 0.7, Nesterov 0.9",
+    "asp-int8": "asp, 8-bit",
+    "asp-sign": "asp, 1-bit sign",
+    "asp-mahimahi": "asp, links varying like a cellular trace",
+    "bsp-mahimahi": "bsp, links varying like a cellular trace",
+}
+
 ORDER = ["lan", "bsp", "all-async", "asp", "avg", "diloco", "diloco-int8", "asp-int8", "asp-sign", "asp-mahimahi", "bsp-mahimahi"]
 
 
@@ -192,15 +207,15 @@ def main():
     for n in names:
         c = runs[n]["curve"]
         if c:
-            ax.plot([p[0] for p in c], [p[1] for p in c], marker="o", markersize=3, label=n)
+            ax.plot([p[0] for p in c], [p[1] for p in c], marker="o", markersize=3, label=WHAT.get(n, n))
     ax.axhline(runs[names[0]]["summary"].get("target_accuracy", 0.85), color="grey", linestyle="--", linewidth=1)
     ax.set_xlabel("seconds since the workers started")
     ax.set_ylabel("test accuracy")
     ax.set_ylim(0.5, 0.9)
     ax.set_xscale("log")
     ax.grid(True, alpha=0.3)
-    ax.legend()
-    ax.set_title("Fashion-MNIST MLP, 3 sites x 2 workers (LAN: 1 site x 6)")
+    ax.legend(fontsize=7)
+    ax.set_title("Fashion-MNIST MLP over the default links (3 AWS regions x 2 workers)")
     fig.tight_layout()
     fig.savefig(os.path.join(results, "accuracy_vs_time.png"), dpi=120)
 
@@ -212,7 +227,7 @@ def main():
         for i, n in enumerate(wan_runs):
             by = runs[n]["summary"]["wan_bytes_by_link"]
             ax.bar([j + i * width for j in range(len(links))], [max(by.get(k, 0), 1) / 1e6 for k in links],
-                   width, label=n)
+                   width, label=WHAT.get(n, n))
         ax.set_xticks([j + 0.4 - width / 2 for j in range(len(links))])
         ax.set_xticklabels(links, rotation=20, ha="right")
         ax.set_yscale("log")

@@ -48,8 +48,8 @@ Result<ValueCodec> ParseValueCodec(std::string_view text) {
 }
 
 OuterOptions WanOptions::EffectiveOuter() const {
-  if (mode == WanMode::kAvg) return OuterOptions{1.0, 0.0, false};  // the sites' models, averaged
-  return OuterOptions{outer_lr, outer_momentum, outer_nesterov};
+  if (mode == WanMode::kAvg) return OuterOptions{1.0, 0.0, false, true};  // the sites' models, averaged
+  return OuterOptions{outer_lr, outer_momentum, outer_nesterov, outer_average_last};
 }
 
 int64_t WanOptions::EffectiveDs() const {

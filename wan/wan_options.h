@@ -64,6 +64,7 @@ struct WanOptions {
   double outer_lr = 0.7;                // > 0
   double outer_momentum = 0.9;          // in [0, 1)
   bool outer_nesterov = true;
+  bool outer_average_last = true;       // the last step averages the sites' models (OuterOptions)
   // A peer link keeps up while fewer than max_inflight_batches (>= 1) are
   // unacknowledged and the link model would deliver a new batch within
   // max_queue_seconds (> 0). Otherwise asp and all-async keep further

@@ -43,6 +43,35 @@ TEST(MirrorGateTest, HoldsReadsWhileAheadOfTheSlowestMirrorByMoreThanDs) {
   EXPECT_EQ(g.MinMirrorClock(), 1);
 }
 
+TEST(MirrorGateTest, HoldsClockAdvancesBeyondDsOfTheSlowestMirror) {
+  MirrorGate g({1, 2}, /*ds=*/2, milliseconds(60000));
+  double waited = 0;
+  // Ending iteration 2 (advance to 3) is 2 ahead of mirror clock 0: allowed.
+  EXPECT_TRUE(g.WaitAdvance(3, Deadline::InMs(10), &waited).ok());
+  Status held = g.WaitAdvance(4, Deadline::InMs(30), &waited);
+  EXPECT_EQ(held.code(), StatusCode::kDeadlineExceeded) << held.ToString();
+  EXPECT_NE(held.message().find("clock advance to 4"), std::string::npos) << held.message();
+  EXPECT_GT(waited, 0.0);
+  g.OnPeerClock(1, 9, false);
+  std::atomic<bool> done{false};
+  std::thread worker([&] {
+    double w = 0;
+    EXPECT_TRUE(g.WaitAdvance(4, Deadline::InMs(5000), &w).ok());
+    done = true;
+  });
+  std::this_thread::sleep_for(milliseconds(30));
+  EXPECT_FALSE(done.load()) << "site 2 is still at clock 0";
+  g.OnPeerClock(2, 1, false);
+  worker.join();
+  EXPECT_TRUE(done.load());
+  // Drained peers hold nothing; nor does DS < 0.
+  g.OnPeerClock(1, 9, true);
+  g.OnPeerClock(2, 1, true);
+  EXPECT_TRUE(g.WaitAdvance(100, Deadline::InMs(10), &waited).ok());
+  MirrorGate unbounded({1}, -1, milliseconds(60000));
+  EXPECT_TRUE(unbounded.WaitAdvance(1000, Deadline::InMs(10), &waited).ok());
+}
+
 TEST(MirrorGateTest, NegativeDsNeverHoldsForDrift) {
   MirrorGate g({1}, -1, milliseconds(60000));
   EXPECT_TRUE(Wait(g, {kA}, 1000, false, 10).ok());

@@ -89,7 +89,7 @@ TEST(OuterStepTest, TheSameContributionsInAnyOrderGiveTheSameBits) {
 }
 
 TEST(OuterStepTest, ASiteThatEndedIsLeftOutOfLaterSteps) {
-  OuterStep o({0, 1}, OuterOptions{2.0, 0.0, false});
+  OuterStep o({0, 1}, OuterOptions{2.0, 0.0, false, false});
   o.InitChunk(kKey, std::vector<float>{0.0f});
   ASSERT_TRUE(o.Add(1, 0, V(Dense({1.0f})), /*final=*/true).ok());
   ASSERT_TRUE(o.Add(1, 1, V(Dense({1.0f})), false).ok());
@@ -103,6 +103,20 @@ TEST(OuterStepTest, ASiteThatEndedIsLeftOutOfLaterSteps) {
   EXPECT_EQ(Theta(o), std::vector<float>{6.0f});  // 2 * (2 / 2) + 2 * (4 / 2): N stays 2
   EXPECT_TRUE(o.Finished());
   EXPECT_FALSE(o.Outstanding());
+}
+
+TEST(OuterStepTest, TheLastStepAveragesTheSitesModelsWithoutMomentum) {
+  OuterStep o({0, 1}, OuterOptions{0.7, 0.9, true, /*average_last=*/true});
+  o.InitChunk(kKey, std::vector<float>{0.0f});
+  ASSERT_TRUE(o.Add(1, 0, V(Dense({1.0f})), false).ok());
+  ASSERT_TRUE(o.Add(1, 1, V(Dense({1.0f})), false).ok());
+  ASSERT_TRUE(Apply(&o).ok());
+  const float theta1 = Theta(o)[0];
+  EXPECT_FLOAT_EQ(theta1, 0.7f * (1.0f + 0.9f * 1.0f));  // Nesterov: lr * (delta + mu * m), m = delta
+  ASSERT_TRUE(o.Add(2, 0, V(Dense({2.0f})), true).ok());
+  ASSERT_TRUE(o.Add(2, 1, V(Dense({4.0f})), true).ok());
+  ASSERT_TRUE(Apply(&o).ok());
+  EXPECT_EQ(Theta(o)[0], static_cast<float>(static_cast<double>(theta1) + 3.0)) << "theta + mean(2, 4)";
 }
 
 TEST(OuterStepTest, RefusesWhatDoesNotBelongAndChangesNothing) {

@@ -38,6 +38,7 @@ WanOptions Mode(WanMode mode) {
     // contributions, so every update counts exactly once (the counter).
     o.outer_lr = 3;
     o.outer_momentum = 0;
+    o.outer_average_last = false;
   }
   return o;
 }

@@ -164,6 +164,42 @@ Status MirrorGate::WaitReadable(std::span<const ChunkKey> keys, Clock shard_cloc
   return Status::Ok();
 }
 
+Status MirrorGate::WaitAdvance(Clock new_clock, Deadline deadline, double* waited) {
+  if (ds_ < 0) return Status::Ok();
+  std::unique_lock<std::mutex> lock(mu_);
+  auto now = SteadyClock::now();
+  // Only live, undrained peers in step hold an advance (MinMirrorLocked
+  // falls back to the own clock when there is none: nothing to wait for).
+  auto held = [&] {
+    bool any = false;
+    for (const auto& [id, p] : peers_) any = any || !(p.drained || p.catching_up || now - p.heard > lease_);
+    return any && new_clock - 1 - MinMirrorLocked(now) > ds_;
+  };
+  if (!interrupted_.empty()) return UnavailableError(interrupted_);
+  RefreshLivenessLocked(now);
+  if (!held()) return Status::Ok();
+  const auto start = now;
+  auto last = now;
+  while (held()) {
+    if (!interrupted_.empty()) {
+      if (waited != nullptr) *waited += std::chrono::duration<double>(now - start).count();
+      return UnavailableError(interrupted_);
+    }
+    if (now >= deadline.when()) {
+      if (waited != nullptr) *waited += std::chrono::duration<double>(now - start).count();
+      return DeadlineExceededError("clock advance to " + std::to_string(new_clock) + " held by the WAN gate: " +
+                                   DescribeLocked(Hold::kDrift, {}, now));
+    }
+    changed_.wait_until(lock, std::min(deadline.when(), now + std::chrono::milliseconds(kPollMs)));
+    now = SteadyClock::now();
+    stats_.drift_wait_seconds += std::chrono::duration<double>(now - last).count();
+    last = now;
+    RefreshLivenessLocked(now);
+  }
+  if (waited != nullptr) *waited += std::chrono::duration<double>(now - start).count();
+  return Status::Ok();
+}
+
 void MirrorGate::Interrupt(const std::string& why) {
   {
     std::lock_guard<std::mutex> lock(mu_);

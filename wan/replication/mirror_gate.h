@@ -80,6 +80,11 @@ class MirrorGate : public ReadGate {
   void Interrupt(const std::string& why) override;
   Status WaitReadable(std::span<const ChunkKey> keys, Clock shard_clock, bool site_finished,
                       Deadline deadline, double* waited) override;
+  // The drift bound on clock advances: a worker may end iteration
+  // new_clock - 1 only while new_clock - 1 - min(mirror clocks) <= DS, so no
+  // site finishes an iteration more than DS clocks ahead of the slowest
+  // live peer (DS < 0: never held). Counted as drift wait.
+  Status WaitAdvance(Clock new_clock, Deadline deadline, double* waited) override;
 
   // Own shard clock (the largest seen) and whether every local worker finished.
   void SetOwnClock(Clock clock, bool local_finished);

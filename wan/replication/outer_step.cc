@@ -88,9 +88,16 @@ Status OuterStep::ApplyNext(const std::function<void(ChunkKey, std::span<const f
     given = std::move(p->second);
     pending_.erase(p);
   }
+  // With average_last, the last step (no site goes on after it) averages
+  // the sites' models: lr 1, no momentum. The run then ends with the mean
+  // of the sites' final models rather than a momentum step past them that
+  // no site's training has corrected (docs/wan_replication.md).
+  bool last = options_.average_last;
+  for (SiteId site : sites_) last = last && !TakesPart(site, next_ + 1);
   const double n = static_cast<double>(sites_.size());
-  const double mu = options_.momentum;
-  const double lr = options_.lr;
+  const double mu = last ? 0.0 : options_.momentum;
+  const double lr = last ? 1.0 : options_.lr;
+  const bool nesterov = options_.nesterov && !last;
   // Per chunk, the sites' contributions in site order (std::map order).
   std::map<ChunkKey, std::vector<const SparseChunkUpdate*>> by_chunk;
   for (const auto& [site, updates] : given) {
@@ -108,7 +115,7 @@ Status OuterStep::ApplyNext(const std::function<void(ChunkKey, std::span<const f
     for (size_t i = 0; i < elements; ++i) {
       const double delta = -(sum_[i] / n);
       const double m = mu * static_cast<double>(c.m[i]) + delta;
-      const double step = options_.nesterov ? delta + mu * m : m;
+      const double step = nesterov ? delta + mu * m : m;
       c.m[i] = static_cast<float>(m);
       c.theta[i] = static_cast<float>(static_cast<double>(c.theta[i]) - lr * step);
     }

@@ -43,6 +43,9 @@ struct OuterOptions {
   double lr = 0.7;
   double momentum = 0.9;
   bool nesterov = true;
+  // The last step (every site has ended) uses lr 1 and no momentum: the
+  // final model is the average of the sites' final models.
+  bool average_last = true;
 };
 
 class OuterStep {
