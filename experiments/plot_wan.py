@@ -195,6 +195,9 @@ def main():
         "- WAN MB counts what the mirror connections put on the wire (batches after quantisation and LZ4, "
         "clock reports, notices, heartbeats, Thrift framing). Barrier wait sums the time reads were held by the "
         "drift bound and selective-barrier notices over all shards (several workers may wait at once).",
+        "- avg and diloco synchronise through an outer step (docs/wan_replication.md): the sites' progress is averaged, "
+        "so at outer lr 1 a clock moves the model a third as far as in the other modes, where every worker's update adds "
+        "up; DiLoCo's Nesterov momentum (lr 0.7, 0.9) makes up for it. Their last step averages the sites' models.",
         "- Time to target is quantised by the evaluation period; wall times depend on what else the machine runs, "
         "so compare runs of one invocation (run_info.txt) and expect a few seconds of noise.",
         "",

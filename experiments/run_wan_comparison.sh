@@ -75,6 +75,7 @@ for run in "${runs[@]}"; do
   rm -rf "$results/$run"
   "$geops" launch "$topos/$run.toml" --out "$results/$run" --plain --timeout "$timeout" \
     > "$results/$run.log" 2>&1 || echo "run $run exited with $?" >&2
+  sed -i "s|$root/||g" "$results/$run.log"  # paths relative to the repository
   tail -n 6 "$results/$run.log"
 done
 
