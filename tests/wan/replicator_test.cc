@@ -344,85 +344,80 @@ std::vector<Clock> AwaitMore(const ReportRecorder& recorder, size_t n) {
   return recorder.clocks();
 }
 
-TEST(ReplicatorTest, APeerProcessHeardForTheFirstTimeGetsTheLastReportAgain) {
-  const ModelSpec spec = CounterModel();
-  ShardOptions so;
-  so.num_workers = 1;
-  auto shard = datacenter::Shard::Create(spec, so);
-  ASSERT_TRUE(shard.ok()) << shard.status().ToString();
-  testing::FakeWanNetwork net;
-  ReplicatorConfig rc;
-  rc.site = 0;
-  rc.peers = {1};
-  rc.options = Mode(WanMode::kAsp);
-  auto repl = Replicator::Create(&spec, rc, shard->get(), net.Transport(0));
-  ASSERT_TRUE(repl.ok()) << repl.status().ToString();
-  ReportRecorder peer;
-  net.Attach(0, repl->get());
-  net.Attach(1, &peer);
-  (*repl)->Start();
+// Site 0's replicator over one shard, its only peer a ReportRecorder.
+class ReportsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ShardOptions so;
+    so.num_workers = 1;
+    auto shard = datacenter::Shard::Create(spec_, so);
+    ASSERT_TRUE(shard.ok()) << shard.status().ToString();
+    shard_ = std::move(shard).value();
+    ReplicatorConfig rc;
+    rc.site = 0;
+    rc.peers = {1};
+    rc.options = Mode(WanMode::kAsp);
+    auto repl = Replicator::Create(&spec_, rc, shard_.get(), net_.Transport(0));
+    ASSERT_TRUE(repl.ok()) << repl.status().ToString();
+    repl_ = std::move(repl).value();
+    net_.Attach(0, repl_.get());
+    net_.Attach(1, &peer_);
+    repl_->Start();
+  }
+  void TearDown() override {
+    if (repl_ != nullptr) repl_->Stop();
+    net_.Attach(0, nullptr);
+    net_.Attach(1, nullptr);
+  }
 
-  (*repl)->OnShardClock(3, false);
+  const ModelSpec spec_ = CounterModel();
+  std::unique_ptr<datacenter::Shard> shard_;
+  testing::FakeWanNetwork net_;
+  ReportRecorder peer_;
+  std::unique_ptr<Replicator> repl_;
+};
+
+TEST_F(ReportsTest, APeerProcessHeardForTheFirstTimeGetsTheLastReportAgain) {
+
+  repl_->OnShardClock(3, false);
   std::vector<Clock> seen;
-  for (int i = 0; i < 500 && (seen.empty() || seen.back() != 3); ++i) seen = AwaitMore(peer, seen.size());
+  for (int i = 0; i < 500 && (seen.empty() || seen.back() != 3); ++i) seen = AwaitMore(peer_, seen.size());
   ASSERT_EQ(seen.back(), 3);
   // The peer's process starts (its first heartbeat names it): the report again.
-  (*repl)->OnPeerBoot(1, 77);
-  seen = AwaitMore(peer, seen.size());
+  repl_->OnPeerBoot(1, 77);
+  seen = AwaitMore(peer_, seen.size());
   ASSERT_EQ(seen.back(), 3);
   const size_t before = seen.size();
   // The same process again: nothing new.
-  (*repl)->OnPeerBoot(1, 77);
+  repl_->OnPeerBoot(1, 77);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_EQ(peer.clocks().size(), before);
+  EXPECT_EQ(peer_.clocks().size(), before);
   // A restart (another boot id): the report again.
-  (*repl)->OnPeerBoot(1, 78);
-  seen = AwaitMore(peer, before);
+  repl_->OnPeerBoot(1, 78);
+  seen = AwaitMore(peer_, before);
   ASSERT_EQ(seen.size(), before + 1);
   EXPECT_EQ(seen.back(), 3);
-  (*repl)->Stop();
-  net.Attach(0, nullptr);
-  net.Attach(1, nullptr);
 }
 
-TEST(ReplicatorTest, OnceDrainedEveryLaterReportSaysSoAlsoWhenSentAgain) {
-  const ModelSpec spec = CounterModel();
-  ShardOptions so;
-  so.num_workers = 1;
-  auto shard = datacenter::Shard::Create(spec, so);
-  ASSERT_TRUE(shard.ok()) << shard.status().ToString();
-  testing::FakeWanNetwork net;
-  ReplicatorConfig rc;
-  rc.site = 0;
-  rc.peers = {1};
-  rc.options = Mode(WanMode::kAsp);
-  auto repl = Replicator::Create(&spec, rc, shard->get(), net.Transport(0));
-  ASSERT_TRUE(repl.ok()) << repl.status().ToString();
-  ReportRecorder peer;
-  net.Attach(0, repl->get());
-  net.Attach(1, &peer);
-  (*repl)->Start();
+TEST_F(ReportsTest, OnceDrainedEveryLaterReportSaysSoAlsoWhenSentAgain) {
   // Every local worker finished at shard clock 4: the drain.
-  (*repl)->OnShardClock(4, true);
+  repl_->OnShardClock(4, true);
   std::vector<Clock> seen;
-  for (int i = 0; i < 500 && (seen.empty() || seen.back() != 4 || !peer.last_drained()); ++i) {
-    seen = AwaitMore(peer, seen.size());
+  for (int i = 0; i < 500 && (seen.empty() || seen.back() != 4 || !peer_.last_drained()); ++i) {
+    seen = AwaitMore(peer_, seen.size());
   }
-  ASSERT_TRUE(peer.last_drained());
+  ASSERT_TRUE(peer_.last_drained());
   // A later tick (the shard clock can still move: the slowest worker's last
   // advance) must not take the drained mark back, nor must a report sent
-  // again to a restarted peer.
-  (*repl)->OnShardClock(5, true);
-  for (int i = 0; i < 500 && seen.back() != 5; ++i) seen = AwaitMore(peer, seen.size());
+  // again to a restarted peer_.
+  repl_->OnShardClock(5, true);
+  for (int i = 0; i < 500 && seen.back() != 5; ++i) seen = AwaitMore(peer_, seen.size());
   ASSERT_EQ(seen.back(), 5);
-  EXPECT_TRUE(peer.last_drained());
-  (*repl)->OnPeerBoot(1, 99);
-  seen = AwaitMore(peer, seen.size());
+  EXPECT_TRUE(peer_.last_drained());
+  repl_->OnPeerBoot(1, 99);
+  seen = AwaitMore(peer_, seen.size());
   EXPECT_EQ(seen.back(), 5);
-  EXPECT_TRUE(peer.last_drained());
-  (*repl)->Stop();
-  net.Attach(0, nullptr);
-  net.Attach(1, nullptr);
+  EXPECT_TRUE(peer_.last_drained());
 }
 
 // Both sites put 3e38 into the same element and ship it: each receiver's sum
