@@ -1,0 +1,126 @@
+// The Replicator's avg and diloco half: contributions to the outer step,
+// the step itself, and what the gate learns of it (docs/wan_replication.md,
+// "The outer step"). The tick loop and the other modes: replicator.cc.
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+#include "wan/codec/batch_restamp.h"
+#include "wan/replication/replicator.h"
+
+namespace geops::wan {
+
+void Replicator::ShipContribution(Clock k, bool finishing) {
+  bool due = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    due = step_due_ && !own_final_given_;
+    step_due_ = false;
+  }
+  const int64_t window = Window(finishing);
+  if (due) {
+    const double start = NowSeconds();
+    BatchHeader header;
+    header.origin = config_.site;
+    header.seq = 0;  // stamped per peer: the step
+    header.clock = k;
+    header.codec = finishing ? ValueCodec::kFp32 : options_.EffectiveCodec();
+    header.final = finishing;
+    Result<EncodeStats> st = encoder_.Encode(header, selected_, &payload_, &residuals_);
+    Status decoded = st.ok() ? BatchDecoder().Decode(payload_, &decoded_) : st.status();
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.encode_seconds += NowSeconds() - start;
+    if (!decoded.ok()) {
+      // Nothing leaves: everything goes back, to be tried next tick.
+      spdlog::error("wan shard {}: encoding the contribution of clock {} failed: {}", config_.shard, k,
+                    decoded.ToString());
+      for (const SparseChunkUpdate& u : selected_) filter_.AddSparse(u).IgnoreError();
+      return;
+    }
+    ++stats_.batches_encoded;
+    // Error feedback: what the codec could not carry stays for the next step.
+    for (const SparseChunkUpdate& r : residuals_) filter_.AddSparse(r).IgnoreError();
+    // Every site adds what its peers will decode: the same bits everywhere.
+    const int64_t step = ++own_steps_;
+    Status s = outer_->Add(step, config_.site, decoded_.chunks, finishing);
+    if (!s.ok()) spdlog::error("wan shard {}: own contribution: {}", config_.shard, s.ToString());
+    own_final_given_ = finishing;
+    for (PeerOutbox& out : outboxes_) {
+      WanBatch batch;
+      batch.origin = config_.site;
+      batch.seq = static_cast<uint64_t>(step);
+      batch.clock = k;
+      batch.payload = payload_;
+      s = RestampBatchSeq(batch.payload, batch.seq);
+      if (!s.ok()) spdlog::error("wan shard {}: {}", config_.shard, s.ToString());
+      deferred_[out.peer()].push_back(std::move(batch));
+    }
+    ApplyReadyLocked();
+  }
+  // Contributions leave in step order once the peer is addressable.
+  for (PeerOutbox& out : outboxes_) {
+    std::deque<WanBatch>& queue = deferred_[out.peer()];
+    while (!queue.empty() && Addressable(out) && out.CanSendDirect(window)) {
+      WanBatch batch = std::move(queue.front());
+      queue.pop_front();
+      const uint64_t seq = out.AssignSeq();
+      if (seq != batch.seq) {
+        spdlog::error("wan shard {}: contribution {} to site {} got seq {}", config_.shard, batch.seq, out.peer(),
+                      seq);
+      }
+      out.OnSent(batch.seq, static_cast<int64_t>(batch.payload.size()), 0);
+      Emit(out.peer(), std::move(batch));
+    }
+  }
+}
+
+Status Replicator::OnContribution(SiteId origin, uint64_t seq, const DecodedBatch& batch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  GEOPS_RETURN_IF_ERROR(outer_->Add(static_cast<int64_t>(seq), origin, batch.chunks, batch.header.final));
+  ApplyReadyLocked();
+  return Status::Ok();
+}
+
+void Replicator::ApplyReadyLocked() {
+  while (outer_->Ready()) {
+    Status s = outer_->ApplyNext([&](ChunkKey key, std::span<const float> theta) {
+      // The replica: the synchronised model plus what this site did since
+      // its last contribution (and the codec's error feedback), which the
+      // next step will carry.
+      outer_scratch_.assign(theta.begin(), theta.end());
+      std::span<const float> own = filter_.Accumulated(key);
+      for (size_t i = 0; i < own.size() && i < outer_scratch_.size(); ++i) outer_scratch_[i] += own[i];
+      Status set = target_->SetChunkValue(key, outer_scratch_);
+      if (!set.ok()) spdlog::error("wan shard {}: outer step: {}", config_.shard, set.ToString());
+    });
+    if (!s.ok()) {
+      spdlog::error("wan shard {}: {}", config_.shard, s.ToString());
+      break;
+    }
+    ++stats_.outer_steps_applied;
+  }
+  PublishOuterLocked();
+}
+
+void Replicator::PublishOuterLocked() {
+  const bool final_to_come = finished_ && !own_final_given_;
+  gate_.OnOuterStep(outer_->next_step() - 1, outer_->Outstanding() || final_to_come);
+}
+
+Result<std::vector<float>> Replicator::SyncedValue(ChunkKey key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (outer_ == nullptr) {
+    return FailedPreconditionError("wan mode " + std::string(WanModeName(options_.mode)) +
+                                   " has no synchronised model (only avg and diloco do)");
+  }
+  std::span<const float> theta = outer_->Theta(key);
+  if (theta.empty()) return InvalidArgumentError("this shard holds no synchronised value of that chunk");
+  return std::vector<float>(theta.begin(), theta.end());
+}
+
+std::vector<uint64_t> Replicator::OuterDigests() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return outer_ == nullptr ? std::vector<uint64_t>() : outer_->digests();
+}
+
+}  // namespace geops::wan
