@@ -54,7 +54,8 @@ Result<ValueCodec> ParseValueCodec(std::string_view text);
 struct WanOptions {
   WanMode mode = WanMode::kAsp;
   // asp: the drift bound DS in clocks (>= 0), or -1 for none. bsp uses 0,
-  // all-async none, avg averaging_period, whatever is set here.
+  // all-async, avg and diloco none (the outer step bounds the last two),
+  // whatever is set here.
   int64_t staleness_ds = 2;
   ThresholdOptions threshold;           // asp: t(k) = max(floor, t0 / sqrt(k + 1))
   ValueCodec codec = ValueCodec::kFp16;  // asp: value codec; other modes use fp32
@@ -69,7 +70,7 @@ struct WanOptions {
   // unacknowledged and the link model would deliver a new batch within
   // max_queue_seconds (> 0). Otherwise asp and all-async keep further
   // updates coalesced per chunk in that peer's backlog until it does. bsp
-  // and avg ignore both (they ship everything at once). A small window
+  // avg and diloco ignore both (they ship everything at once). A small window
   // saves bytes: updates that wait coalesce into fewer, denser batches,
   // whose indexes and values compress better.
   int64_t max_inflight_batches = 2;

@@ -177,6 +177,10 @@ class FakeTarget : public ReplicaTarget {
   Result<RemoteApplyResult> ApplyRemote(SiteId origin, uint64_t seq,
                                         std::span<const RemoteChunkDelta> deltas) override {
     std::lock_guard<std::mutex> lock(mu_);
+    if (apply_failures_ > 0) {
+      --apply_failures_;
+      return UnavailableError("injected: the store is slow");
+    }
     uint64_t& last = last_[origin];
     if (seq <= last) return RemoteApplyResult{false, 0};
     if (seq != last + 1) return FailedPreconditionError("gap: seq " + std::to_string(seq));
@@ -204,6 +208,11 @@ class FakeTarget : public ReplicaTarget {
   Status ReadChunkValue(ChunkKey, float*) const override { return InvalidArgumentError("the fake holds no chunks"); }
   Status SetChunkValue(ChunkKey, std::span<const float>) override { return InvalidArgumentError("the fake holds no chunks"); }
 
+  // The next `n` ApplyRemote calls fail with Unavailable, changing nothing.
+  void fail_applies(int n) {
+    std::lock_guard<std::mutex> lock(mu_);
+    apply_failures_ = n;
+  }
   void set_reset_result(Status s) {
     std::lock_guard<std::mutex> lock(mu_);
     reset_result_ = std::move(s);
@@ -223,7 +232,33 @@ class FakeTarget : public ReplicaTarget {
   std::vector<Applied> applied_;
   Status reset_result_;
   int reset_calls_ = 0;
+  int apply_failures_ = 0;
 };
+
+// avg, diloco: a batch goes to the sink, not into the replica; its seq is
+// consumed after the sink took it, and when that fails the sink gets the
+// same batch again on the resend (and never a duplicate after).
+TEST_F(RemoteInboxTest, ASinkTakesTheBatchAndGetsItAgainWhenItsSeqCouldNotBeMarked) {
+  FakeTarget target;
+  RemoteInbox inbox(&target, &gate_, 0, 8);
+  std::vector<std::pair<SiteId, uint64_t>> sunk;
+  inbox.SetBatchSink([&](SiteId origin, uint64_t seq, const DecodedBatch& batch) {
+    EXPECT_EQ(batch.chunks.size(), 1u);
+    sunk.emplace_back(origin, seq);
+    return Status::Ok();
+  });
+  target.fail_applies(1);
+  Status first = inbox.OnBatch(Make(1, 1, 2.0f));
+  EXPECT_EQ(first.code(), StatusCode::kUnavailable) << first.ToString();
+  EXPECT_EQ(target.LastAppliedSeq(1), 0u);
+  ASSERT_TRUE(inbox.OnBatch(Make(1, 1, 2.0f)).ok());
+  ASSERT_TRUE(inbox.OnBatch(Make(1, 1, 2.0f)).ok());  // applied: a duplicate, not sunk again
+  EXPECT_EQ(sunk, (std::vector<std::pair<SiteId, uint64_t>>{{1, 1}, {1, 1}}));
+  EXPECT_EQ(target.LastAppliedSeq(1), 1u);
+  // Nothing of the batch was added: the seq was consumed with no deltas.
+  EXPECT_EQ(target.applied(), (std::vector<FakeTarget::Applied>{{1, 1, 0.0f}}));
+  EXPECT_EQ(inbox.stats().batches_refused, 1);
+}
 
 TEST_F(RemoteInboxTest, IncarnationZeroIsAlwaysAdmitted) {
   RemoteInbox inbox(shard_.get(), &gate_, 0, 8);

@@ -37,8 +37,7 @@ Status OuterStep::Add(int64_t step, SiteId site, std::span<const SparseChunkUpda
     return InvalidArgumentError(what + ": that site is not part of the run");
   }
   if (step < next_) return InvalidArgumentError(what + ": step " + std::to_string(step) + " is applied already");
-  auto g = given_.find(site);
-  const int64_t last = g == given_.end() ? 0 : g->second;
+  const int64_t last = LastGiven(site);
   if (step <= last) return InvalidArgumentError(what + ": that site gave step " + std::to_string(last) + " already");
   if (step != last + 1) {
     return InvalidArgumentError(what + ": that site's next step is " + std::to_string(last + 1));

@@ -64,6 +64,11 @@ class OuterStep {
   // size, or an index out of range. Nothing changes on error.
   Status Add(int64_t step, SiteId site, std::span<const SparseChunkUpdate> chunks, bool final);
 
+  // The last step `site` gave (0: none).
+  int64_t LastGiven(SiteId site) const {
+    auto g = given_.find(site);
+    return g == given_.end() ? 0 : g->second;
+  }
   // The next step to apply (steps 1 .. next_step() - 1 are applied).
   int64_t next_step() const { return next_; }
   // Every site has given next_step(), or ended before it.

@@ -183,19 +183,17 @@ Status RemoteInbox::NotYetApplied(const WanBatch& batch, uint64_t last) const {
 }
 
 Status RemoteInbox::ApplyLocked(SiteId origin, uint64_t seq, const DecodedBatch& batch) {
+  auto refused = [&](const Status& s) {
+    ++stats_.batches_refused;
+    return s.WithContext("batch " + std::to_string(seq) + " from site " + std::to_string(origin));
+  };
   if (sink_) {
     if (seq != target_->LastAppliedSeq(origin) + 1) return Status::Ok();  // a duplicate: nothing to do
     Status s = sink_(origin, seq, batch);
-    if (!s.ok()) {
-      ++stats_.batches_refused;
-      return s.WithContext("batch " + std::to_string(seq) + " from site " + std::to_string(origin));
-    }
+    if (!s.ok()) return refused(s);
     // The seq is consumed like an applied batch's; nothing is added.
     Result<RemoteApplyResult> r = target_->ApplyRemote(origin, seq, {});
-    if (!r.ok()) {
-      ++stats_.batches_refused;
-      return r.status().WithContext("batch " + std::to_string(seq) + " from site " + std::to_string(origin));
-    }
+    if (!r.ok()) return refused(r.status());
     ++stats_.batches_applied;
     for (const SparseChunkUpdate& u : batch.chunks) stats_.elements_applied += static_cast<int64_t>(u.values.size());
     return Status::Ok();
@@ -206,10 +204,7 @@ Status RemoteInbox::ApplyLocked(SiteId origin, uint64_t seq, const DecodedBatch&
     views_.push_back(RemoteChunkDelta{u.key, u.num_elements, u.indices, u.values});
   }
   Result<RemoteApplyResult> r = target_->ApplyRemote(origin, seq, views_);
-  if (!r.ok()) {
-    ++stats_.batches_refused;
-    return r.status().WithContext("batch " + std::to_string(seq) + " from site " + std::to_string(origin));
-  }
+  if (!r.ok()) return refused(r.status());
   if (r->quarantined) {
     ++stats_.batches_quarantined;
     spdlog::error("WAN {}; quarantined (the stream goes on with seq {})", r->quarantine, seq + 1);

@@ -100,7 +100,9 @@ class RemoteInbox {
   // avg, diloco: a batch goes to `sink` (the outer step) instead of being
   // added to the replica; its seq is consumed once `sink` returns OK (an
   // error refuses the batch, which stays unapplied). Called in seq order
-  // per origin, with the inbox lock held. Set before messages arrive.
+  // per origin, with the inbox lock held; the same (origin, seq) comes again
+  // when consuming its seq failed, and must then be taken as a duplicate.
+  // Set before messages arrive.
   using BatchSink = std::function<Status(SiteId origin, uint64_t seq, const DecodedBatch& batch)>;
   void SetBatchSink(BatchSink sink) { sink_ = std::move(sink); }
 

@@ -7,7 +7,9 @@
 // clock calls never wait for encoding):
 //   1. select from the SignificanceFilter that accumulates local updates,
 //      per mode: asp takes what exceeds t(k); bsp and all-async take
-//      everything; avg takes everything at multiples of H and nothing else;
+//      everything; avg and diloco take everything at multiples of H and
+//      nothing else, as this site's contribution to the outer step (its
+//      own file, replicator_outer.cc; docs/wan_replication.md);
 //   2. encode once with the mode's codec; the residuals go back into the
 //      filter (error feedback);
 //   3. per peer: send the batch (stamped with that peer's next seq) when the
@@ -15,7 +17,7 @@
 //      updates coalesce per chunk and leave most significant first when the
 //      window opens (PeerOutbox); asp announces a batch the link needs
 //      longer than notice_min_seconds for with a selective-barrier notice;
-//   4. report the clock to every peer: in bsp and avg with the last seq
+//   4. report the clock to every peer: in bsp, avg and diloco with the last seq
 //      sent, so that the peer takes the clock only once those batches have
 //      landed (the barrier covers the updates); in asp and all-async
 //      untied, so the mirror clock tracks progress without waiting behind
@@ -251,7 +253,7 @@ class Replicator final : public ReplicationTap, public WanReceiver, public Outbo
   int64_t BudgetBytes(SiteId peer, bool finishing);
   // The link to out.peer() would deliver `bytes` more within
   // max_queue_seconds, or has nothing in flight (so a long delay alone
-  // never stalls it); always true when finishing, or in bsp and avg.
+  // never stalls it); always true when finishing, or in bsp, avg and diloco.
   bool LinkKeepsUp(const PeerOutbox& out, int64_t bytes, bool finishing);
   int64_t Window(bool finishing) const;
   PeerOutbox* OutboxFor(SiteId peer);
@@ -277,7 +279,7 @@ class Replicator final : public ReplicationTap, public WanReceiver, public Outbo
   ThresholdSchedule schedule_;            // GUARDED_BY(mu_)
   Clock target_clock_ = 0;                // GUARDED_BY(mu_): largest shard clock heard
   Clock ticked_ = 0;                      // GUARDED_BY(mu_): last clock processed
-  Clock last_sync_ = 0;                   // GUARDED_BY(mu_): avg: last clock shipped at
+  Clock last_sync_ = 0;                   // GUARDED_BY(mu_): avg, diloco: last clock shipped at
   bool finished_ = false;                 // GUARDED_BY(mu_)
   bool drained_ = false;                  // GUARDED_BY(mu_)
   bool stop_ = false;                     // GUARDED_BY(mu_)

@@ -5,24 +5,25 @@
 
 #include <spdlog/spdlog.h>
 
-#include "wan/codec/batch_restamp.h"
 #include "wan/replication/replicator.h"
 
 namespace geops::wan {
 
 void Replicator::ShipContribution(Clock k, bool finishing) {
   bool due = false;
+  int64_t step = 0;  // only this thread moves own_steps_
   {
     std::lock_guard<std::mutex> lock(mu_);
     due = step_due_ && !own_final_given_;
     step_due_ = false;
+    step = own_steps_ + 1;
   }
   const int64_t window = Window(finishing);
   if (due) {
     const double start = NowSeconds();
     BatchHeader header;
     header.origin = config_.site;
-    header.seq = 0;  // stamped per peer: the step
+    header.seq = static_cast<uint64_t>(step);  // every peer gets the step as its seq
     header.clock = k;
     header.codec = finishing ? ValueCodec::kFp32 : options_.EffectiveCodec();
     header.final = finishing;
@@ -41,19 +42,12 @@ void Replicator::ShipContribution(Clock k, bool finishing) {
     // Error feedback: what the codec could not carry stays for the next step.
     for (const SparseChunkUpdate& r : residuals_) filter_.AddSparse(r).IgnoreError();
     // Every site adds what its peers will decode: the same bits everywhere.
-    const int64_t step = ++own_steps_;
+    own_steps_ = step;
     Status s = outer_->Add(step, config_.site, decoded_.chunks, finishing);
     if (!s.ok()) spdlog::error("wan shard {}: own contribution: {}", config_.shard, s.ToString());
     own_final_given_ = finishing;
     for (PeerOutbox& out : outboxes_) {
-      WanBatch batch;
-      batch.origin = config_.site;
-      batch.seq = static_cast<uint64_t>(step);
-      batch.clock = k;
-      batch.payload = payload_;
-      s = RestampBatchSeq(batch.payload, batch.seq);
-      if (!s.ok()) spdlog::error("wan shard {}: {}", config_.shard, s.ToString());
-      deferred_[out.peer()].push_back(std::move(batch));
+      deferred_[out.peer()].push_back(WanBatch{config_.site, static_cast<uint64_t>(step), k, payload_, 0, 0});
     }
     ApplyReadyLocked();
   }
@@ -76,6 +70,9 @@ void Replicator::ShipContribution(Clock k, bool finishing) {
 
 Status Replicator::OnContribution(SiteId origin, uint64_t seq, const DecodedBatch& batch) {
   std::lock_guard<std::mutex> lock(mu_);
+  // Given already (the inbox took it, then could not mark its seq): the
+  // redelivery is the same batch.
+  if (static_cast<int64_t>(seq) <= outer_->LastGiven(origin)) return Status::Ok();
   GEOPS_RETURN_IF_ERROR(outer_->Add(static_cast<int64_t>(seq), origin, batch.chunks, batch.header.final));
   ApplyReadyLocked();
   return Status::Ok();
