@@ -82,7 +82,9 @@ void SiteWan::ReportProgress(int64_t period_ms) {
                {"t", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()},
                {"wire_bytes", total},
                {"wire_bytes_to", links},
-               {"barrier_wait_seconds", g.drift_wait_seconds + g.notice_wait_seconds}});
+               {"barrier_wait_seconds", g.drift_wait_seconds + g.notice_wait_seconds},
+               {"max_drift_clocks", g.max_drift_clocks},
+               {"drift_bound_clocks", endpoint_->replicator()->gate()->DriftBound()}});
   }
 }
 
@@ -190,7 +192,8 @@ json SiteWan::StatsJson() const {
                     {"reads_timed_out", r.gate.reads_timed_out},
                     {"notices", r.gate.notices},
                     {"notices_expired", r.gate.notices_expired},
-                    {"max_drift_clocks", r.gate.max_drift_clocks}}}};
+                    {"max_drift_clocks", r.gate.max_drift_clocks},
+                    {"max_bound_clocks", r.gate.max_bound_clocks}}}};
 }
 
 }  // namespace geops::cli

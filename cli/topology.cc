@@ -107,12 +107,14 @@ class TableReader {
 Status ParseWan(const toml::table& root, const std::string& origin, Topology* t) {
   WanSpec& w = t->wan;
   TableReader r(root["wan"].as_table(), "wan", origin);
-  r.RejectUnknown({"mode", "staleness_ds", "threshold", "threshold_floor", "codec", "compress", "averaging_period",
+  r.RejectUnknown({"mode", "staleness_ds", "max_drift_allowance", "threshold", "threshold_floor", "codec", "compress", "averaging_period",
                    "outer_lr", "outer_momentum", "outer_nesterov", "outer_average_last",
                    "max_inflight_batches", "max_queue_ms", "notice_min_ms", "notice_timeout_ms", "peer_lease_ms", "time_scale",
-                   "links", "trace_dir", "skyplane_bandwidth", "trace_file", "variation", "variation_bin_s"});
+                   "links", "trace_dir", "skyplane_bandwidth", "bandwidth_scale", "trace_file", "variation", "variation_bin_s",
+                   "variation_stagger_s"});
   r.Get("mode", &w.mode);
   r.Get("staleness_ds", &w.staleness_ds);
+  r.Get("max_drift_allowance", &w.max_drift_allowance);
   r.Get("threshold", &w.threshold);
   r.Get("threshold_floor", &w.threshold_floor);
   r.Get("codec", &w.codec);
@@ -134,11 +136,15 @@ Status ParseWan(const toml::table& root, const std::string& origin, Topology* t)
   r.Get("trace_file", &w.trace_file);
   r.Get("variation", &w.variation);
   r.Get("variation_bin_s", &w.variation_bin_s);
+  r.Get("bandwidth_scale", &w.bandwidth_scale);
+  r.Get("variation_stagger_s", &w.variation_stagger_s);
   r.Require(w.mode == "bsp" || w.mode == "all-async" || w.mode == "asp" || w.mode == "avg" || w.mode == "diloco",
             "mode", "must be \"bsp\", \"all-async\", \"asp\", \"avg\" or \"diloco\", got \"" + w.mode + "\"");
   r.Require(w.outer_lr > 0 && w.outer_lr < 1e6, "outer_lr", "must be > 0");
   r.Require(w.outer_momentum >= 0 && w.outer_momentum < 1, "outer_momentum", "must be in [0, 1)");
   r.Require(w.staleness_ds >= -1, "staleness_ds", "must be >= 0, or -1 for none");
+  r.Require(w.max_drift_allowance >= 0 && w.max_drift_allowance <= 1000000, "max_drift_allowance",
+            "must be in [0, 1000000]");
   r.Require(w.threshold >= 0 && w.threshold < 1e6, "threshold", "must be >= 0");
   r.Require(w.threshold_floor >= 0 && w.threshold_floor < 1e6, "threshold_floor", "must be >= 0");
   r.Require(w.codec == "fp32" || w.codec == "fp16" || w.codec == "int8" || w.codec == "int4" || w.codec == "sign",
@@ -157,6 +163,9 @@ Status ParseWan(const toml::table& root, const std::string& origin, Topology* t)
             "must be \"per-connection\" or \"aggregate\"");
   r.Require(w.links != "csv" || !w.trace_file.empty(), "trace_file", "is needed with links = \"csv\"");
   r.Require(w.variation_bin_s > 0, "variation_bin_s", "must be > 0");
+  r.Require(w.bandwidth_scale > 0 && w.bandwidth_scale <= 1e6, "bandwidth_scale", "must be in (0, 1e6]");
+  r.Require(w.variation_stagger_s >= 0 && w.variation_stagger_s <= 1e6, "variation_stagger_s",
+            "must be in [0, 1e6]");
   GEOPS_RETURN_IF_ERROR(r.Check());
 
   const toml::array* links = root["links"].as_array();

@@ -38,6 +38,7 @@ struct LinkSpec {
 struct WanSpec {
   std::string mode = "asp";            // "bsp", "all-async", "asp", "avg", "diloco"
   int64_t staleness_ds = 2;            // asp: drift bound DS in clocks; -1 = none
+  int64_t max_drift_allowance = 24;    // asp: clocks in delivery the bound may add to DS
   double threshold = 0.01;             // asp: t0 (relative change)
   double threshold_floor = 0.001;      // asp: floor of t(k)
   std::string codec = "fp16";          // asp: "fp32", "fp16", "int8", "int4", "sign"
@@ -56,9 +57,11 @@ struct WanSpec {
   std::string links = "static";        // "static" ([[links]]), "skyplane" (regions), "csv"
   std::string trace_dir;               // skyplane: folder with throughput.csv and latency.csv
   std::string skyplane_bandwidth = "per-connection";  // or "aggregate" (sum of 64 connections)
+  double bandwidth_scale = 1.0;        // every link's bandwidth times this (a share of a busier link)
   std::string trace_file;              // csv: geops CSV trace
   std::string variation;               // optional Mahimahi trace: bandwidth varies like it
   double variation_bin_s = 0.5;        // Mahimahi bin width, seconds
+  double variation_stagger_s = 0;      // link i replays the variation from i x this seconds in
 };
 
 // One `[[faults]]` entry: a failure `geops launch` injects on purpose

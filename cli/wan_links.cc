@@ -80,12 +80,21 @@ Result<std::vector<EffectiveLink>> BuildLinks(const Topology& t) {
     for (const SiteSpec& s : t.sites) names.push_back(s.name);
     GEOPS_ASSIGN_OR_RETURN(links, FromTraceSet(t, set, names));
   }
-  if (!w.variation.empty()) {
+  if (w.bandwidth_scale != 1.0) {
     for (EffectiveLink& l : links) {
+      std::vector<wan::LinkSegment> segs = l.schedule.segments();
+      for (wan::LinkSegment& s : segs) s.bandwidth_bps *= w.bandwidth_scale;
+      GEOPS_ASSIGN_OR_RETURN(l.schedule, wan::LinkSchedule::Create(std::move(segs), l.schedule.loop_period_s()));
+    }
+  }
+  if (!w.variation.empty()) {
+    for (size_t i = 0; i < links.size(); ++i) {
+      EffectiveLink& l = links[i];
       wan::MahimahiOptions mo;
       mo.mean_bandwidth_bps = l.schedule.BandwidthAt(0);
       mo.delay_s = l.schedule.DelayAt(0);
       mo.bin_s = w.variation_bin_s;
+      mo.offset_s = static_cast<double>(i) * w.variation_stagger_s;
       Result<wan::LinkSchedule> varied = wan::LoadMahimahi(t.Resolve(w.variation), mo);
       if (!varied.ok()) return varied.status().WithContext(t.path + ": wan.variation");
       l.schedule = std::move(varied).value();
@@ -100,6 +109,7 @@ Result<wan::WanOptions> BuildWanOptions(const Topology& t) {
   GEOPS_ASSIGN_OR_RETURN(o.mode, wan::ParseWanMode(w.mode));
   GEOPS_ASSIGN_OR_RETURN(o.codec, wan::ParseValueCodec(w.codec));
   o.staleness_ds = w.staleness_ds;
+  o.max_drift_allowance = w.max_drift_allowance;
   o.threshold.initial = w.threshold;
   o.threshold.floor = w.threshold_floor;
   o.compress = w.compress;

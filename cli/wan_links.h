@@ -13,8 +13,14 @@
 //                       "per-connection" (one flow's share), or as measured
 //                       with "aggregate"; one-way delay is half the ping RTT
 //   links = "csv"       wan.trace_file, `time_s,src,dst,bandwidth_mbps,delay_ms`
+//   bandwidth_scale     every link's bandwidth times this (a stream that
+//                       gets only part of one connection's share)
 //   variation = FILE    each link's bandwidth follows the Mahimahi trace
-//                       FILE, scaled so its mean is the link's bandwidth
+//                       FILE, scaled so its mean is the link's bandwidth;
+//                       its empty bins are outages. With
+//                       variation_stagger_s = S the i-th directed link
+//                       (in site order) replays it from i x S seconds in,
+//                       so the links do not fade and fail in lockstep
 // Relative paths are taken from the topology file's folder.
 //
 // Free functions of a Topology; thread-compatible.

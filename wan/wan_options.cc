@@ -70,6 +70,9 @@ Status WanOptions::Validate() const {
     return InvalidArgumentError(p + "unknown mode " + std::to_string(static_cast<int>(mode)));
   }
   if (staleness_ds < -1) return InvalidArgumentError(p + "staleness_ds must be >= 0, or -1 for none");
+  if (max_drift_allowance < 0 || max_drift_allowance > 1000000) {
+    return InvalidArgumentError(p + "max_drift_allowance must be in [0, 1000000]");
+  }
   GEOPS_RETURN_IF_ERROR(ThresholdSchedule::Create(threshold).status().WithContext("wan options"));
   if (static_cast<uint8_t>(codec) >= kNumValueCodecs) return InvalidArgumentError(p + "unknown codec");
   if (averaging_period < 1) return InvalidArgumentError(p + "averaging_period must be >= 1");

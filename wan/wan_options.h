@@ -57,6 +57,13 @@ struct WanOptions {
   // all-async, avg and diloco none (the outer step bounds the last two),
   // whatever is set here.
   int64_t staleness_ds = 2;
+  // asp: the drift bound also allows the clocks a clock report spends on
+  // its way to the peers: DS + ceil(report delivery / clock period), where
+  // delivery is the transport's estimate for the slowest peer now (its
+  // delay, and the rest of an outage) and the clock period is this shard's
+  // recent typical one. At most this many clocks beyond DS (>= 0); 0 keeps
+  // the bound at DS. Transports that model no link estimate 0.
+  int64_t max_drift_allowance = 24;
   ThresholdOptions threshold;           // asp: t(k) = max(floor, t0 / sqrt(k + 1))
   ValueCodec codec = ValueCodec::kFp16;  // asp: value codec; other modes use fp32
   bool compress = true;                 // LZ4 over each batch body

@@ -129,6 +129,9 @@ class WanTransport {
   virtual double EstimateDeliverySeconds(SiteId peer, int64_t bytes) = 0;
   // The link's current bandwidth to `peer`, bytes per second; 0 = unknown.
   virtual double BandwidthBytesPerSecond(SiteId peer) = 0;
+  // Seconds until a clock report sent now would reach `peer` (the link's
+  // delay, and the rest of an outage); 0 when the link is not modelled.
+  virtual double EstimateReportSeconds(SiteId /*peer*/) { return 0; }
 };
 
 }  // namespace geops::wan

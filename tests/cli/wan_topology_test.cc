@@ -158,6 +158,40 @@ TEST(WanTopologyTest, SkyplaneLinksUseOneConnectionsShareAndHalfTheRtt) {
   EXPECT_EQ(BuildLinks(*t).status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(WanTopologyTest, ABandwidthScaleAndStaggeredVariationShapeEveryLink) {
+  const std::string dir = std::string(GEOPS_SOURCE_DIR) + "/experiments/traces/skyplane-aws3";
+  const std::string varied = std::string(GEOPS_SOURCE_DIR) + "/../shared/traces/mahimahi-cellular/Verizon-EVDO-driving.down";
+  auto t = Parse(std::string("[wan]\nlinks = \"skyplane\"\ntrace_dir = \"") + dir +
+                 "\"\nbandwidth_scale = 0.25\nmax_drift_allowance = 6\n" + kSites);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->wan.max_drift_allowance, 6);
+  auto o = BuildWanOptions(*t);
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->max_drift_allowance, 6);
+  auto links = BuildLinks(*t);
+  ASSERT_TRUE(links.ok()) << links.status().ToString();
+  EXPECT_NEAR((*links)[0].schedule.BandwidthAt(0), 4318e6 / 64 / 4, 1e6);
+  EXPECT_NEAR((*links)[0].schedule.DelayAt(0), 0.0849 / 2, 0.001);  // delays stay
+  if (!std::filesystem::exists(varied)) GTEST_SKIP() << "no " << varied;
+  t->wan.variation = varied;
+  t->wan.variation_stagger_s = 10;
+  auto v = BuildLinks(*t);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  // The trace has an outage 8 s in: link 0 meets it at 8 s, link 1 (10 s
+  // further into the trace) is past it then and meets one later.
+  EXPECT_EQ((*v)[0].schedule.BandwidthAt(8.2), 0);
+  EXPECT_GT((*v)[1].schedule.BandwidthAt(8.2), 0);
+  EXPECT_EQ((*v)[1].schedule.BandwidthAt(3.7), 0);  // the trace at 13.7 s
+  EXPECT_NEAR((*v)[1].schedule.MeanBandwidth(0, (*v)[1].schedule.loop_period_s()), (*links)[1].schedule.BandwidthAt(0),
+              1e3);  // the mean stays the link's
+  EXPECT_EQ(Parse("[wan]\nbandwidth_scale = 0\n" + std::string(kSites)).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(Parse("[wan]\nvariation_stagger_s = -1\n" + std::string(kSites)).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(Parse("[wan]\nmax_drift_allowance = -1\n" + std::string(kSites)).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
 TEST(WanTopologyTest, RelativePathsAreTakenFromTheTopologyFile) {
   Topology t;
   t.path = "experiments/topologies/default.toml";
@@ -177,7 +211,7 @@ TEST(WanSummaryTest, AddsBytesPerLinkWaitsDriftAndPerSiteResults) {
       {"links", {{{"src", "a"}, {"dst", "b"}, {"wire_bytes", 1000}, {"bytes_delivered", 900}, {"batches", 3},
                   {"offered_bps", 1e6}, {"achieved_bps", 2.5e5}}}},
       {"gate", {{"drift_wait_seconds", 1.5}, {"notice_wait_seconds", 0.5}, {"final_wait_seconds", 0.25},
-                {"max_drift_clocks", 4}}}};
+                {"max_drift_clocks", 4}, {"max_bound_clocks", 9}}}};
   stats.OnShardEvent(0, 0, {{"event", "shard_stats"}, {"wan", wan}});
   stats.OnShardEvent(0, 1, {{"event", "shard_stats"}, {"wan", wan}});
   nlohmann::json s = nlohmann::json::object();
@@ -189,6 +223,7 @@ TEST(WanSummaryTest, AddsBytesPerLinkWaitsDriftAndPerSiteResults) {
   EXPECT_DOUBLE_EQ(s["barrier_wait_seconds"].get<double>(), 4.0);
   EXPECT_DOUBLE_EQ(s["final_wait_seconds"].get<double>(), 0.5);
   EXPECT_EQ(s["max_site_drift_clocks"], 4);
+  EXPECT_EQ(s["max_drift_bound_clocks"], 9);
   EXPECT_DOUBLE_EQ(s["test_accuracy"].get<double>(), 0.86);  // the lowest site
   EXPECT_EQ(s["test_accuracy_by_site"].size(), 3u);
   EXPECT_EQ(s["counter_max_abs_error_by_site"].size(), 3u);

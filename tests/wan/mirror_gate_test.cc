@@ -1,4 +1,5 @@
 #include "wan/replication/mirror_gate.h"
+#include "wan/replication/drift_allowance.h"
 
 #include <gtest/gtest.h>
 
@@ -70,6 +71,52 @@ TEST(MirrorGateTest, HoldsClockAdvancesBeyondDsOfTheSlowestMirror) {
   EXPECT_TRUE(g.WaitAdvance(100, Deadline::InMs(10), &waited).ok());
   MirrorGate unbounded({1}, -1, milliseconds(60000));
   EXPECT_TRUE(unbounded.WaitAdvance(1000, Deadline::InMs(10), &waited).ok());
+}
+
+TEST(MirrorGateTest, AnAllowanceWidensTheBoundAndTheAdmittedDriftStaysWithinIt) {
+  MirrorGate g({1}, /*ds=*/2, milliseconds(60000));
+  EXPECT_EQ(g.DriftBound(), 2);
+  EXPECT_EQ(Wait(g, {kA}, 4, false, 20).code(), StatusCode::kDeadlineExceeded);
+  g.SetDriftAllowance(3);  // three clocks in delivery: DS 2 + 3
+  EXPECT_EQ(g.DriftBound(), 5);
+  EXPECT_TRUE(Wait(g, {kA}, 4, false, 10).ok());
+  EXPECT_TRUE(Wait(g, {kA}, 5, false, 10).ok());
+  Status held = Wait(g, {kA}, 6, false, 20);
+  EXPECT_EQ(held.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_NE(held.message().find("DS=2 + 3"), std::string::npos) << held.message();
+  double waited = 0;
+  EXPECT_TRUE(g.WaitAdvance(6, Deadline::InMs(10), &waited).ok());  // ends iteration 5
+  EXPECT_EQ(g.WaitAdvance(7, Deadline::InMs(20), &waited).code(), StatusCode::kDeadlineExceeded);
+  // The stats record the drift of what passed, never above the bound.
+  GateStats st = g.stats();
+  EXPECT_EQ(st.max_drift_clocks, 5);
+  EXPECT_EQ(st.max_bound_clocks, 5);
+  // The allowance shrinks again: the bound is back to DS.
+  g.SetDriftAllowance(0);
+  EXPECT_EQ(Wait(g, {kA}, 3, false, 20).code(), StatusCode::kDeadlineExceeded);  // own clock is 6 now
+  g.OnPeerClock(1, 4, false);
+  EXPECT_TRUE(Wait(g, {kA}, 6, false, 10).ok());
+  EXPECT_EQ(g.stats().max_bound_clocks, 5);
+}
+
+TEST(DriftAllowanceTest, CountsTheClocksADeliveryLastsAtTheTypicalClockPeriod) {
+  DriftAllowance a(/*max_clocks=*/24);
+  EXPECT_EQ(a.ClocksFor(0.2), 0);  // period unknown
+  double t = 100;
+  for (Clock c = 1; c <= 12; ++c) a.OnClock(c, t += 0.05);
+  EXPECT_NEAR(a.period_s(), 0.05, 1e-9);
+  EXPECT_EQ(a.ClocksFor(0.2), 4);
+  EXPECT_EQ(a.ClocksFor(0.201), 5);
+  EXPECT_EQ(a.ClocksFor(0), 0);
+  EXPECT_EQ(a.ClocksFor(3600), 24);  // an outage: capped
+  // A few clocks held at the bound (much longer) barely move the period.
+  for (Clock c = 13; c <= 16; ++c) a.OnClock(c, t += 2.0);
+  EXPECT_NEAR(a.period_s(), 0.05, 1e-9);
+  // A jump of several clocks at once counts per clock; a repeat is ignored.
+  a.OnClock(20, t += 0.2);
+  a.OnClock(20, t += 5);
+  EXPECT_NEAR(a.period_s(), 0.05, 1e-9);
+  EXPECT_EQ(DriftAllowance(0).ClocksFor(1.0), 0);
 }
 
 TEST(MirrorGateTest, NegativeDsNeverHoldsForDrift) {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <mutex>
 #include <vector>
+#include <thread>
 
 namespace geops::wan {
 namespace {
@@ -129,6 +130,33 @@ TEST(ShapedTransportTest, NoticesOvertakeQueuedBatches) {
   size_t notice_at = 0;
   while (r.arrivals[notice_at].kind != 'n') ++notice_at;
   EXPECT_LT(notice_at, 3u) << "the notice waited behind the batches";
+}
+
+TEST(ShapedTransportTest, ClockReportsWaitOutAnOutageButNotTheQueue) {
+  // 1 s of link, then 3 s of outage, repeating; 200 ms one-way; real time.
+  Recorder r;
+  ShapedTransportOptions o;
+  o.heartbeat_ms = 0;
+  Result<LinkSchedule> sched = LinkSchedule::Create({{0, 8e6, 0.2}, {1.0, 0, 0.2}}, 4.0);
+  ASSERT_TRUE(sched.ok());
+  auto t = ShapedTransport::Start({PeerLink{1, "a->b", *sched}}, o,
+                                  [&r](SiteId, Lane) { return std::make_unique<FakeChannel>(&r); });
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  // Now (link up): the delay only, however much is queued in bulk.
+  for (int i = 1; i <= 4; ++i) (*t)->SendBatch(1, WanBatch{0, static_cast<uint64_t>(i), 0, std::vector<uint8_t>(256 << 10, 1)});
+  EXPECT_NEAR((*t)->EstimateReportSeconds(1), 0.2, 0.05);
+  EXPECT_GT((*t)->EstimateDeliverySeconds(1, 0), 0.5);
+  EXPECT_EQ((*t)->EstimateReportSeconds(99), 0);  // no such link
+  // In the outage: its rest, then the delay.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_NEAR((*t)->EstimateReportSeconds(1), 2.5 + 0.2, 0.2);
+  r.start = Clock_::now();
+  (*t)->SendClock(1, WanClockReport{0, 5, 0, false});
+  ASSERT_TRUE((*t)->WaitQuiet(Deadline::InMs(10000)));
+  std::lock_guard<std::mutex> lock(r.mu);
+  for (const Arrival& a : r.arrivals) {
+    if (a.kind == 'c') EXPECT_GT(a.t, 2.4) << "the report crossed the outage";
+  }
 }
 
 TEST(ShapedTransportTest, RetriesUnavailableSendsWithoutReordering) {

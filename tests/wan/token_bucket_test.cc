@@ -93,6 +93,18 @@ TEST(LinkScheduleTest, LoopingScheduleIntegratesOverManyPeriods) {
   EXPECT_DOUBLE_EQ(s.TransmitEnd(4, 0), 4);
 }
 
+TEST(LinkScheduleTest, APriorityLaneKeepsTheOutagesAndDelaysButNotTheRate) {
+  LinkSchedule s = Steps({{0, 10e6, 0.005}, {0.3, 0, 0.005}, {0.5, 2e6, 0.2}}, 1.0);
+  LinkSchedule p = s.WithBandwidth(1e15);
+  EXPECT_EQ(p.BandwidthAt(0.1), 1e15);
+  EXPECT_EQ(p.BandwidthAt(0.4), 0);  // the outage stays
+  EXPECT_EQ(p.BandwidthAt(0.6), 1e15);
+  EXPECT_DOUBLE_EQ(p.DelayAt(0.6), 0.2);
+  EXPECT_DOUBLE_EQ(p.loop_period_s(), 1.0);
+  // A small message sent in the outage leaves when it ends.
+  EXPECT_NEAR(p.TransmitEnd(0.35, 512), 0.5, 1e-9);
+}
+
 TEST(LinkScheduleTest, RejectsBadSegments) {
   EXPECT_FALSE(LinkSchedule::Create({}).ok());
   EXPECT_FALSE(LinkSchedule::Create({{1, 1e6, 0}}).ok());

@@ -287,5 +287,26 @@ TEST_F(MahimahiFilesTest, MalformedTracesNameFileAndLine) {
             StatusCode::kInvalidArgument);
 }
 
+TEST_F(MahimahiFilesTest, AnOffsetStartsTheReplayLaterInTheTrace) {
+  const std::string p = Write("ok.trace", "1\n1\n2\n700\n1000\n");
+  Result<LinkSchedule> plain = LoadMahimahi(p, MahimahiOptions{.bin_s = 0.5});
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_DOUBLE_EQ(plain->BandwidthAt(0.1), 72000);  // 1, 1, 2
+  EXPECT_DOUBLE_EQ(plain->BandwidthAt(0.7), 48000);  // 700, 1000
+  // Half a second in: 700 ms comes first (at 200 ms), then the early
+  // packets (at 501 - 502 ms) with the last one, which closes the period
+  // and so stands for time 0 (at 500 ms). The period stays 1 s.
+  Result<LinkSchedule> s = LoadMahimahi(p, MahimahiOptions{.bin_s = 0.5, .offset_s = 0.5});
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_DOUBLE_EQ(s->loop_period_s(), 1.0);
+  EXPECT_DOUBLE_EQ(s->BandwidthAt(0.1), 24000);
+  EXPECT_DOUBLE_EQ(s->BandwidthAt(0.7), 96000);
+  // A whole number of periods is no offset at all.
+  Result<LinkSchedule> round = LoadMahimahi(p, MahimahiOptions{.bin_s = 0.5, .offset_s = 3.0});
+  ASSERT_TRUE(round.ok());
+  EXPECT_DOUBLE_EQ(round->BandwidthAt(0.1), 72000);
+  EXPECT_EQ(LoadMahimahi(p, MahimahiOptions{.offset_s = -1}).status().code(), StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace geops::wan

@@ -18,6 +18,16 @@ LinkSchedule LinkSchedule::Constant(double bandwidth_bps, double delay_s) {
   return LinkSchedule({LinkSegment{0, bandwidth_bps, delay_s}}, 0);
 }
 
+LinkSchedule LinkSchedule::WithBandwidth(double bandwidth_bps) const {
+  std::vector<LinkSegment> segs;
+  for (const LinkSegment& s : segments_) {
+    const double bps = s.bandwidth_bps > 0 ? bandwidth_bps : 0;
+    if (!segs.empty() && segs.back().bandwidth_bps == bps && segs.back().delay_s == s.delay_s) continue;
+    segs.push_back(LinkSegment{s.start_s, bps, s.delay_s});
+  }
+  return LinkSchedule(std::move(segs), period_);
+}
+
 Result<LinkSchedule> LinkSchedule::Create(std::vector<LinkSegment> segments, double loop_period_s) {
   if (segments.empty()) return InvalidArgumentError("link schedule: no segments");
   for (size_t i = 0; i < segments.size(); ++i) {

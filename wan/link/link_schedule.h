@@ -38,6 +38,11 @@ class LinkSchedule {
 
   LinkSchedule() : LinkSchedule(Constant(0, 0)) {}
 
+  // The same delays, period and outages with every non-zero bandwidth set
+  // to `bandwidth_bps` (> 0): a lane of small messages that waits out the
+  // link's outages and its delay but never its rate.
+  LinkSchedule WithBandwidth(double bandwidth_bps) const;
+
   // The segment in force at trace time t (t < 0 counts as 0).
   const LinkSegment& At(double t) const;
   double BandwidthAt(double t) const { return At(t).bandwidth_bps; }

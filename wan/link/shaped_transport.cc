@@ -16,7 +16,7 @@ constexpr int64_t kSmallMessageBytes = 64;
 // The link model never refuses: the Replicator's windows and barriers bound
 // what is queued.
 constexpr uint64_t kUnboundedQueueBytes = uint64_t{1} << 40;
-// Bandwidth of the priority lane: only its delay matters.
+// Bandwidth of the priority lane: only its delay and outages matter.
 constexpr double kPriorityLaneBps = 1e15;
 
 int Index(Lane lane) { return lane == Lane::kBulk ? 0 : 1; }
@@ -27,6 +27,7 @@ struct ShapedTransport::Peer {
   SiteId id = 0;
   std::string name;
   LinkSchedule schedule;
+  LinkSchedule priority;                  // schedule.WithBandwidth(kPriorityLaneBps)
   std::unique_ptr<LinkShaper> shaper[2];  // loop thread
   std::deque<WanMessage> pending[2];      // loop thread: in the shaper, in order
   std::unique_ptr<LaneSender> sender[2];
@@ -79,7 +80,8 @@ Result<std::unique_ptr<ShapedTransport>> ShapedTransport::Start(std::vector<Peer
     p->name = l.name;
     p->schedule = l.schedule;
     Peer* raw = p.get();
-    const LinkSchedule lanes[2] = {l.schedule, LinkSchedule::Constant(kPriorityLaneBps, l.schedule.DelayAt(0))};
+    p->priority = l.schedule.WithBandwidth(kPriorityLaneBps);
+    const LinkSchedule lanes[2] = {l.schedule, p->priority};
     for (int lane = 0; lane < 2; ++lane) {
       auto shaper = LinkShaper::Create(&t->loop_, lanes[lane], so, [raw, lane](ShapedMessage m) {
         WanMessage msg = std::move(raw->pending[lane].front());
@@ -261,6 +263,15 @@ double ShapedTransport::BandwidthBytesPerSecond(SiteId peer) {
   Peer* p = Find(peer);
   if (p == nullptr) return 0;
   return p->schedule.BandwidthAt(TraceNow()) / 8.0 * options_.time_scale;
+}
+
+double ShapedTransport::EstimateReportSeconds(SiteId peer) {
+  Peer* p = Find(peer);
+  if (p == nullptr) return 0;
+  const double now = TraceNow();
+  const double left = p->priority.TransmitEnd(now, kSmallMessageBytes * 8.0);
+  if (!std::isfinite(left)) return 3600;
+  return std::min(3600.0, (left - now + p->priority.DelayAt(left)) / options_.time_scale);
 }
 
 bool ShapedTransport::WaitQuiet(Deadline deadline) const {

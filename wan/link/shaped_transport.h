@@ -4,7 +4,8 @@
 //
 //   Send* (any thread) -> libuv loop thread: a LinkShaper per peer and lane
 //   (bulk: token bucket at the link's scheduled bandwidth plus its one-way
-//   delay; priority: the delay only, so notices overtake queued batches)
+//   delay; priority: the delay and the outages only, so notices overtake
+//   queued batches but wait out an outage like everything else)
 //   -> when the model delivers a message, a LaneSender thread per peer and
 //   lane sends it through a PeerChannel (a Thrift mirror connection) and,
 //   for a batch the peer accepted, calls the delivery callback.
@@ -92,6 +93,7 @@ class ShapedTransport : public WanTransport {
   void SendNotice(SiteId peer, WanNotice notice) override;
   double EstimateDeliverySeconds(SiteId peer, int64_t bytes) override;
   double BandwidthBytesPerSecond(SiteId peer) override;
+  double EstimateReportSeconds(SiteId peer) override;
 
   // Blocks until every message offered so far has been sent, or the
   // deadline (false).

@@ -108,6 +108,9 @@ struct MahimahiOptions {
   double mean_bandwidth_bps = 0;  // >= 0; 0 = unscaled
   double delay_s = 0;             // one-way delay added to every segment, >= 0
   double bin_s = 0.1;             // segment width, > 0
+  // Start the replay this far into the trace (it wraps round at its end),
+  // so links that share one trace need not fade out together, >= 0.
+  double offset_s = 0;
 };
 Result<LinkSchedule> LoadMahimahi(const std::string& path, const MahimahiOptions& options = {});
 

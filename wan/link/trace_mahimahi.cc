@@ -23,6 +23,9 @@ Result<LinkSchedule> LoadMahimahi(const std::string& path, const MahimahiOptions
   if (!(options.bin_s > 0) || !std::isfinite(options.bin_s)) {
     return InvalidArgumentError(path + ": bin_s must be > 0");
   }
+  if (!(options.offset_s >= 0) || !std::isfinite(options.offset_s)) {
+    return InvalidArgumentError(path + ": offset_s must be >= 0");
+  }
   GEOPS_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
   std::vector<int64_t> ms;
   ms.reserve(text.size() / 6);
@@ -56,6 +59,13 @@ Result<LinkSchedule> LoadMahimahi(const std::string& path, const MahimahiOptions
     return LineError(path, line, "the trace spans 0 ms; it needs a last timestamp > 0");
   }
   const double period_s = period_ms * 1e-3;
+  const int64_t offset_ms = static_cast<int64_t>(std::llround(options.offset_s * 1e3)) % period_ms;
+  if (offset_ms != 0) {
+    // Rotate: the packet at offset_ms is delivered at 0, and what came
+    // before the offset follows the trace's end.
+    for (int64_t& t : ms) t = (t - offset_ms + period_ms) % period_ms;
+    std::sort(ms.begin(), ms.end());
+  }
   const double bin_ms = options.bin_s * 1e3;
   const size_t bins = static_cast<size_t>(std::ceil(period_ms / bin_ms));
   std::vector<double> counts(bins, 0.0);

@@ -6,6 +6,7 @@ namespace geops::wan {
 
 MirrorGate::MirrorGate(std::vector<SiteId> peers, int64_t ds, std::chrono::milliseconds lease)
     : ds_(ds), lease_(lease) {
+  stats_.max_bound_clocks = std::max<int64_t>(ds, 0);
   const auto now = SteadyClock::now();
   for (SiteId p : peers) peers_[p].heard = now;
 }
@@ -74,7 +75,7 @@ bool MirrorGate::AllDrainedLocked() const {
 MirrorGate::Hold MirrorGate::HoldLocked(std::span<const ChunkKey> keys, SteadyClock::time_point now) {
   RefreshLivenessLocked(now);
   if (local_finished_ && !AllDrainedLocked()) return Hold::kFinal;
-  if (ds_ >= 0 && own_clock_ - MinMirrorLocked(now) > ds_) return Hold::kDrift;
+  if (ds_ >= 0 && own_clock_ - MinMirrorLocked(now) > BoundLocked()) return Hold::kDrift;
   if (outer_period_ > 0 && !local_finished_ && own_clock_ / outer_period_ - 1 > outer_applied_) return Hold::kOuter;
   if (notices_.empty()) return Hold::kNone;
   for (const ChunkKey& key : keys) {
@@ -110,6 +111,7 @@ std::string MirrorGate::DescribeLocked(Hold hold, std::span<const ChunkKey> keys
         }
       }
       return "shard clock " + std::to_string(own_clock_) + " is more than DS=" + std::to_string(ds_) +
+             (allowance_ > 0 ? " + " + std::to_string(allowance_) + " (clocks in delivery)" : std::string()) +
              " clocks ahead of mirror clock " + std::to_string(min) + " (site(s) " + behind + ")";
     }
     case Hold::kNotice:
@@ -133,7 +135,10 @@ Status MirrorGate::WaitReadable(std::span<const ChunkKey> keys, Clock shard_cloc
   local_finished_ = local_finished_ || site_finished;
   if (!interrupted_.empty()) return UnavailableError(interrupted_);
   Hold hold = HoldLocked(keys, now);
-  if (hold == Hold::kNone) return Status::Ok();
+  if (hold == Hold::kNone) {
+    AdmittedLocked(own_clock_ - MinMirrorLocked(now));
+    return Status::Ok();
+  }
   ++stats_.reads_held;
   const auto start = now;
   auto last = now;
@@ -160,6 +165,7 @@ Status MirrorGate::WaitReadable(std::span<const ChunkKey> keys, Clock shard_cloc
     if (hold == Hold::kNotice) stats_.notice_wait_seconds += slice;
     hold = HoldLocked(keys, now);
   }
+  AdmittedLocked(own_clock_ - MinMirrorLocked(now));
   if (waited != nullptr) *waited += std::chrono::duration<double>(now - start).count();
   return Status::Ok();
 }
@@ -173,11 +179,14 @@ Status MirrorGate::WaitAdvance(Clock new_clock, Deadline deadline, double* waite
   auto held = [&] {
     bool any = false;
     for (const auto& [id, p] : peers_) any = any || !(p.drained || p.catching_up || now - p.heard > lease_);
-    return any && new_clock - 1 - MinMirrorLocked(now) > ds_;
+    return any && new_clock - 1 - MinMirrorLocked(now) > BoundLocked();
   };
   if (!interrupted_.empty()) return UnavailableError(interrupted_);
   RefreshLivenessLocked(now);
-  if (!held()) return Status::Ok();
+  if (!held()) {
+    AdmittedLocked(new_clock - 1 - MinMirrorLocked(now));
+    return Status::Ok();
+  }
   const auto start = now;
   auto last = now;
   while (held()) {
@@ -196,6 +205,7 @@ Status MirrorGate::WaitAdvance(Clock new_clock, Deadline deadline, double* waite
     last = now;
     RefreshLivenessLocked(now);
   }
+  AdmittedLocked(new_clock - 1 - MinMirrorLocked(now));
   if (waited != nullptr) *waited += std::chrono::duration<double>(now - start).count();
   return Status::Ok();
 }
@@ -222,14 +232,28 @@ void MirrorGate::OnOuterStep(int64_t applied, bool outstanding) {
   changed_.notify_all();
 }
 
+void MirrorGate::SetDriftAllowance(int64_t clocks) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    allowance_ = std::max<int64_t>(clocks, 0);
+    if (ds_ >= 0) stats_.max_bound_clocks = std::max(stats_.max_bound_clocks, BoundLocked());
+  }
+  changed_.notify_all();
+}
+
+int64_t MirrorGate::DriftBound() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return BoundLocked();
+}
+
+void MirrorGate::AdmittedLocked(int64_t drift) { stats_.max_drift_clocks = std::max(stats_.max_drift_clocks, drift); }
+
 void MirrorGate::SetOwnClock(Clock clock, bool local_finished) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     own_clock_ = std::max(own_clock_, clock);
     local_finished_ = local_finished_ || local_finished;
     RefreshLivenessLocked(SteadyClock::now());
-    stats_.max_drift_clocks =
-        std::max<int64_t>(stats_.max_drift_clocks, own_clock_ - MinMirrorLocked(SteadyClock::now()));
   }
   changed_.notify_all();
 }

@@ -4,8 +4,11 @@
 //   final    every local worker has finished and some peer has not yet
 //            drained (its final batch is not applied here): the read is the
 //            evaluator's, and it must see the final model;
-//   drift    own shard clock - min(mirror clocks) > DS (mirror clock; DS < 0
-//            disables it). Mirror clocks count only live peers (heard within
+//   drift    own shard clock - min(mirror clocks) > DS + allowance (mirror
+//            clock; DS < 0 disables it). The allowance (SetDriftAllowance,
+//            0 by default) is what the owner grants for the clocks a peer's
+//            report spends on the way: the bound the gate enforces is
+//            DS + allowance, recorded as max_bound_clocks. Mirror clocks count only live peers (heard within
 //            the lease) that have not drained and are in step; a drained
 //            peer never holds anyone back. A peer silent past the lease is
 //            recorded as down (PeerDownEvent); when it is heard again it
@@ -68,7 +71,12 @@ struct GateStats {
   int64_t reads_timed_out = 0;
   int64_t notices = 0;             // notices received
   int64_t notices_expired = 0;     // notices whose batch had not landed in time
-  int64_t max_drift_clocks = 0;    // largest own clock - min mirror clock seen
+  // Largest drift admitted: own clock - min mirror clock of a read that
+  // passed, or new clock - 1 - min mirror clock of an advance that passed
+  // (the clock the site then works in). Never above max_bound_clocks when
+  // DS >= 0.
+  int64_t max_drift_clocks = 0;
+  int64_t max_bound_clocks = 0;    // largest DS + allowance in force (DS when none)
   std::vector<PeerDownEvent> down_events;
 };
 
@@ -85,6 +93,12 @@ class MirrorGate : public ReadGate {
   // site finishes an iteration more than DS clocks ahead of the slowest
   // live peer (DS < 0: never held). Counted as drift wait.
   Status WaitAdvance(Clock new_clock, Deadline deadline, double* waited) override;
+
+  // Clocks the drift bound allows beyond DS from now on (>= 0; ignored when
+  // DS < 0).
+  void SetDriftAllowance(int64_t clocks);
+  // DS + the allowance; -1 when unbounded.
+  int64_t DriftBound() const;
 
   // Own shard clock (the largest seen) and whether every local worker finished.
   void SetOwnClock(Clock clock, bool local_finished);
@@ -147,6 +161,9 @@ class MirrorGate : public ReadGate {
   enum class Hold { kNone, kFinal, kDrift, kNotice, kOuter };
 
   Clock MinMirrorLocked(SteadyClock::time_point now) const;
+  int64_t BoundLocked() const { return ds_ < 0 ? -1 : ds_ + allowance_; }
+  // Notes the drift of a read or advance that passes.
+  void AdmittedLocked(int64_t drift);
   // Records peers that fell silent past the lease.
   void RefreshLivenessLocked(SteadyClock::time_point now) const;
   // The peer sent something: renews its lease, ends a down event.
@@ -162,6 +179,7 @@ class MirrorGate : public ReadGate {
   std::string interrupted_;  // GUARDED_BY(mu_); non-empty after Interrupt()
   mutable std::condition_variable changed_;
   Clock own_clock_ = 0;                      // GUARDED_BY(mu_)
+  int64_t allowance_ = 0;                    // GUARDED_BY(mu_)
   bool local_finished_ = false;              // GUARDED_BY(mu_)
   mutable std::map<SiteId, Peer> peers_;     // GUARDED_BY(mu_); liveness refreshed lazily
   std::multimap<ChunkKey, Notice> notices_;  // GUARDED_BY(mu_)

@@ -149,6 +149,7 @@ Replicator::Replicator(const ModelSpec* spec, ReplicatorConfig config, ReplicaTa
       inbox_(target, &gate_, config_.site, config_.options.max_reorder_batches),
       filter_(std::move(filter)),
       schedule_(std::move(schedule)),
+      allowance_(config_.options.mode == WanMode::kAsp ? config_.options.max_drift_allowance : 0),
       outbox_stats_(outboxes.size()),
       outbox_seq_(outboxes.size(), 0),
       outboxes_(std::move(outboxes)),
@@ -253,6 +254,19 @@ void Replicator::OnShardClock(Clock shard_clock, bool all_finished) {
     // this site's last contribution and the step that holds it.
     std::lock_guard<std::mutex> lock(mu_);
     if (!own_final_given_) gate_.OnOuterStep(outer_->next_step() - 1, true);
+  }
+  if (options_.mode == WanMode::kAsp && options_.max_drift_allowance > 0) {
+    // The drift bound counts the clocks a report now needs to reach the
+    // slowest-reached peer (DriftAllowance).
+    double worst = 0;
+    for (SiteId peer : config_.peers) worst = std::max(worst, transport_->EstimateReportSeconds(peer));
+    int64_t clocks = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      allowance_.OnClock(shard_clock, NowSeconds());
+      clocks = allowance_.ClocksFor(worst);
+    }
+    gate_.SetDriftAllowance(clocks);
   }
   gate_.SetOwnClock(shard_clock, all_finished);
   {

@@ -77,6 +77,7 @@
 #include "common/replication.h"
 #include "common/status.h"
 #include "wan/codec/codec.h"
+#include "wan/replication/drift_allowance.h"
 #include "wan/replication/mirror_gate.h"
 #include "wan/replication/outer_step.h"
 #include "wan/replication/outbound_journal.h"
@@ -277,6 +278,7 @@ class Replicator final : public ReplicationTap, public WanReceiver, public Outbo
   std::condition_variable drained_cv_;    // drain sent / acknowledged
   SignificanceFilter filter_;             // GUARDED_BY(mu_)
   ThresholdSchedule schedule_;            // GUARDED_BY(mu_)
+  DriftAllowance allowance_;              // GUARDED_BY(mu_): asp, the clocks a report spends in delivery
   Clock target_clock_ = 0;                // GUARDED_BY(mu_): largest shard clock heard
   Clock ticked_ = 0;                      // GUARDED_BY(mu_): last clock processed
   Clock last_sync_ = 0;                   // GUARDED_BY(mu_): avg, diloco: last clock shipped at
