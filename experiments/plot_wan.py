@@ -1,15 +1,23 @@
 #!/usr/bin/env python3
 """Tables and plots of the WAN comparison (experiments/run_wan_comparison.sh).
 
-Reads every launch folder under RESULTS (summary.json and events.jsonl of
-one run each) and writes RESULTS/results.md and three PNGs:
+Reads every launch folder under RESULTS, one scenario (summary.json,
+events.jsonl and run.json, what the run was, of one run each; scenario.txt
+names the scenario) and writes RESULTS/results.md and three PNGs:
   accuracy_vs_time.png    test accuracy against seconds since the workers started
   wan_bytes_per_link.png  bytes each directed link carried, per run
   barrier_wait.png        time reads were held by the drift bound and notices
 Bytes "to target" are the WAN bytes sent until the first evaluation that
-reached the target accuracy (from the shards' wan_progress events).
+reached the target accuracy (from the shards' wan_progress events). A bsp
+run stopped before the target (too slow over its links) gets an
+extrapolated figure instead: its WAN bytes per clock times the clocks the
+LAN run needed (bsp updates exactly like the LAN run, clock by clock).
 
-Usage: python3 experiments/plot_wan.py experiments/results/wan
+The drift check reads every shard's wan_progress events: the largest drift
+any site worked at (max_drift_clocks) must not exceed the run's cap (DS +
+max_drift_allowance for asp, 0 for bsp; run.json's drift_cap).
+
+Usage: python3 experiments/plot_wan.py experiments/results/wan/default
 """
 import json
 import os
@@ -20,27 +28,17 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-# What each run was, for the legends (run_wan_comparison.sh builds them so).
-WHAT = {
-    "lan": "lan: 1 site x 6 workers",
-    "bsp": "bsp: every update, every clock, fp32, barrier",
-    "all-async": "all-async: every update, every clock, fp32, no bound",
-    "asp": "asp: significant updates, 4-bit, DS 8",
-    "avg": "avg: models averaged every 10 clocks",
-    "diloco": "diloco: H 50, 4-bit, outer lr 0.7, Nesterov 0.9",
-    "diloco-int8": "diloco: H 20, 8-bit, outer lr 0.7, Nesterov 0.9",
-    "asp-int8": "asp, 8-bit",
-    "asp-sign": "asp, 1-bit sign",
-    "asp-mahimahi": "asp, links varying like a cellular trace",
-    "bsp-mahimahi": "bsp, links varying like a cellular trace",
-}
-
-ORDER = ["lan", "bsp", "all-async", "asp", "avg", "diloco", "diloco-int8", "asp-int8", "asp-sign", "asp-mahimahi", "bsp-mahimahi"]
+ORDER = ["lan", "bsp", "all-async", "asp", "asp-ds", "avg", "diloco", "diloco-int8", "asp-int8", "asp-sign",
+         "asp-varying", "bsp-varying"]
 
 
 def load_run(folder):
     with open(os.path.join(folder, "summary.json")) as f:
         summary = json.load(f)
+    info = {}
+    if os.path.exists(os.path.join(folder, "run.json")):
+        with open(os.path.join(folder, "run.json")) as f:
+            info = json.load(f)
     events = []
     path = os.path.join(folder, "events.jsonl")
     if os.path.exists(path):
@@ -50,7 +48,7 @@ def load_run(folder):
                     events.append(json.loads(line))
                 except ValueError:
                     pass
-    return summary, events
+    return summary, events, info
 
 
 def workers_start(events):
@@ -96,6 +94,27 @@ def target_time(events, target):
     return min(hits) if hits else None
 
 
+def event_drift(events):
+    """Largest max_drift_clocks and drift_bound_clocks in the wan_progress events."""
+    drift = [e["max_drift_clocks"] for e in events
+             if e.get("event") == "wan_progress" and isinstance(e.get("max_drift_clocks"), int)]
+    bound = [e["drift_bound_clocks"] for e in events
+             if e.get("event") == "wan_progress" and isinstance(e.get("drift_bound_clocks"), int)]
+    return (max(drift) if drift else None), (max(bound) if bound else None)
+
+
+def last_clock(events):
+    clocks = [e["clock"] for e in events if e.get("event") == "progress" and isinstance(e.get("clock"), int)]
+    return max(clocks) + 1 if clocks else None
+
+
+def lan_target_clock(events, target):
+    hits = [e["clock"] for e in events
+            if e.get("event") == "eval" and isinstance(e.get("test_accuracy"), (int, float))
+            and e["test_accuracy"] >= target and isinstance(e.get("clock"), int)]
+    return min(hits) if hits else None
+
+
 def fmt(v, digits=1, unit=""):
     if v is None:
         return "-"
@@ -103,101 +122,131 @@ def fmt(v, digits=1, unit=""):
 
 
 def main():
-    results = sys.argv[1] if len(sys.argv) > 1 else "experiments/results/wan"
+    results = sys.argv[1] if len(sys.argv) > 1 else "experiments/results/wan/default"
     names = [n for n in ORDER if os.path.exists(os.path.join(results, n, "summary.json"))]
     names += sorted(n for n in os.listdir(results)
                     if n not in names and os.path.exists(os.path.join(results, n, "summary.json")))
     if not names:
         print("no runs under", results)
         return 1
+    title = os.path.basename(os.path.normpath(results))
+    if os.path.exists(os.path.join(results, "scenario.txt")):
+        with open(os.path.join(results, "scenario.txt")) as f:
+            title = f.read().strip() or title
     runs = {}
     for n in names:
-        summary, events = load_run(os.path.join(results, n))
+        summary, events, info = load_run(os.path.join(results, n))
         t0 = workers_start(events)
         target = summary.get("target_accuracy", 0.85)
         tt = target_time(events, target)
+        drift, bound = event_drift(events)
         runs[n] = {
-            "summary": summary,
+            "summary": summary, "events": events, "info": info,
+            "what": info.get("what", n),
             "curve": accuracy_curve(events, t0),
             "time_to_target": summary.get("time_to_target_seconds"),
             "bytes_to_target": bytes_at(events, tt) if tt is not None and summary.get("sites", 1) > 1 else
             (0.0 if summary.get("sites", 1) == 1 and tt is not None else None),
+            "extrapolated": False,
+            "event_drift": drift, "event_bound": bound,
         }
+    # A bsp run stopped before the target: bytes per clock x the LAN run's clocks to target.
+    lan = runs.get("lan")
+    lan_clock = lan_target_clock(lan["events"], lan["summary"].get("target_accuracy", 0.85)) if lan else None
+    for n, r in runs.items():
+        if not n.startswith("bsp") or r["bytes_to_target"] is not None or lan_clock is None:
+            continue
+        clocks = last_clock(r["events"])
+        if clocks:
+            r["bytes_to_target"] = (r["summary"].get("wan_bytes") or 0) / clocks * lan_clock
+            r["extrapolated"] = True
+            r["clocks_run"] = clocks
 
-    lines = ["# WAN comparison", ""]
+    lines = [f"# WAN comparison: {title}", ""]
     info = os.path.join(results, "run_info.txt")
     if os.path.exists(info):
         with open(info) as f:
             lines += ["```", f.read().strip(), "```", ""]
-    lines += ["| run | sites | final accuracy (lowest site) | time to target s | wall s | WAN MB | WAN MB to target | "
-              "barrier wait s | max drift clocks | link utilization | exit |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    lines += ["| run | what | sites | final accuracy (lowest site) | accuracy by site | time to target s | wall s | "
+              "WAN MB | WAN MB to target | barrier wait s | max drift / cap clocks | link utilization | exit |",
+              "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    drift_ok = True
+    drift_notes = []
     for n in names:
-        s = runs[n]["summary"]
+        r = runs[n]
+        s = r["summary"]
         links = s.get("wan_links") or {}
         util = [v["utilization"] for v in links.values() if isinstance(v.get("utilization"), (int, float))]
-        btt = runs[n]["bytes_to_target"]
-        lines.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
-            n, s.get("sites"), fmt(s.get("test_accuracy"), 4), fmt(runs[n]["time_to_target"]),
-            fmt(s.get("wall_seconds")), fmt((s.get("wan_bytes") or 0) / 1e6, 2),
-            fmt(btt / 1e6 if btt is not None else None, 2), fmt(s.get("barrier_wait_seconds")),
-            s.get("max_site_drift_clocks", "-"), fmt(sum(util) / len(util) if util else None, 3), s.get("exit")))
+        btt = r["bytes_to_target"]
+        btt_s = fmt(btt / 1e6 if btt is not None else None, 2)
+        if r["extrapolated"]:
+            btt_s = "~" + btt_s + " (extrapolated)"
+        by_site = s.get("test_accuracy_by_site") or {}
+        acc_sites = " ".join(f"{v:.4f}" for v in by_site.values() if isinstance(v, (int, float))) if len(by_site) > 1 else "-"
+        cap = r["info"].get("drift_cap")
+        drift = r["event_drift"] if r["event_drift"] is not None else s.get("max_site_drift_clocks")
+        if cap is not None and drift is not None:
+            if drift > cap:
+                drift_ok = False
+                drift_notes.append(f"{n}: drift {drift} > cap {cap}")
+            drift_s = f"{drift} / {cap}"
+        else:
+            drift_s = f"{drift if drift is not None else '-'} / -"
+        lines.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+            n, r["what"], s.get("sites"), fmt(s.get("test_accuracy"), 4), acc_sites, fmt(r["time_to_target"]),
+            fmt(s.get("wall_seconds")), fmt((s.get("wan_bytes") or 0) / 1e6, 2), btt_s,
+            fmt(s.get("barrier_wait_seconds")), drift_s, fmt(sum(util) / len(util) if util else None, 3),
+            s.get("exit")))
+    lines.append("")
+    lines.append("Drift check (every shard's wan_progress events): " +
+                 ("no site ever worked more than its cap ahead of its slowest mirror clock." if drift_ok else
+                  "VIOLATED: " + "; ".join(drift_notes)))
     lines.append("")
 
     def ratio(a, b):
         return None if a is None or b is None or b == 0 else a / b
 
+    def acc(name):
+        return runs[name]["summary"].get("test_accuracy") if name in runs else None
+
     lines.append("Ratios (time to target = first evaluation at or above the target accuracy):")
     lines.append("")
-    for asp_name, bsp_name, label in (("asp", "bsp", "default links"),
-                                      ("asp-int8", "bsp", "default links, ASP with 8-bit values"),
-                                      ("asp-sign", "bsp", "default links, ASP with 1-bit values"),
-                                      ("asp-mahimahi", "bsp-mahimahi", "Mahimahi-varying links")):
-        asp, bsp, lan = runs.get(asp_name), runs.get(bsp_name), runs.get("lan")
-        if asp is None:
+    for name in ("asp", "asp-ds", "asp-int8", "asp-sign", "asp-varying", "all-async", "diloco", "diloco-int8", "avg"):
+        if name not in runs or lan is None:
             continue
-        if bsp is not None:
-            r = ratio(bsp["bytes_to_target"], asp["bytes_to_target"])
-            lines.append(f"- {label}: BSP sends {fmt(r, 1)}x the WAN bytes of ASP to reach the target "
-                         f"(all bytes of the run: {fmt(ratio(bsp['summary'].get('wan_bytes'), asp['summary'].get('wan_bytes')), 1)}x)")
-            lines.append(f"- {label}: ASP reaches the target {fmt(ratio(bsp['time_to_target'], asp['time_to_target']), 2)}x "
-                         f"faster than BSP; accuracy {fmt(asp['summary'].get('test_accuracy'), 4)} vs "
-                         f"{fmt(bsp['summary'].get('test_accuracy'), 4)}")
-        if lan is not None:
-            lines.append(f"- {label}: ASP final accuracy {fmt(asp['summary'].get('test_accuracy'), 4)} vs LAN "
-                         f"{fmt(lan['summary'].get('test_accuracy'), 4)} "
-                         f"({fmt(100 * (asp['summary'].get('test_accuracy') or 0) - 100 * (lan['summary'].get('test_accuracy') or 0), 2)} points)")
-            lines.append(f"- {label}: ASP time to target is {fmt(ratio(asp['time_to_target'], lan['time_to_target']), 2)}x "
-                         f"the LAN baseline's ({fmt(asp['time_to_target'])} s vs {fmt(lan['time_to_target'])} s)")
-    for name, label in (("diloco", "DiLoCo every 50 clocks, 4-bit"), ("diloco-int8", "DiLoCo every 20 clocks, 8-bit"),
-                        ("avg", "averaging every 10 clocks")):
-        d, asp, lan = runs.get(name), runs.get("asp"), runs.get("lan")
-        if d is None:
+        r = runs[name]
+        d = 100 * ((acc(name) or 0) - (acc("lan") or 0))
+        reached = (f"time to target {fmt(ratio(r['time_to_target'], lan['time_to_target']), 2)}x the LAN run's "
+                   f"({fmt(r['time_to_target'])} s vs {fmt(lan['time_to_target'])} s)"
+                   if r["time_to_target"] is not None else "never reached the target")
+        lines.append(f"- {name}: {reached}; final accuracy {fmt(acc(name), 4)} at the lowest site vs LAN "
+                     f"{fmt(acc('lan'), 4)} ({d:+.2f} points)")
+    for name, other in (("bsp", "asp"), ("bsp", "diloco"), ("bsp-varying", "asp-varying"), ("diloco", "asp"),
+                        ("diloco-int8", "asp"), ("all-async", "asp")):
+        if name not in runs or other not in runs:
             continue
-        acc = fmt(d["summary"].get("test_accuracy"), 4)
-        if asp is not None:
-            lines.append(f"- default links, {label}: {fmt(ratio(d['bytes_to_target'], asp['bytes_to_target']), 2)}x "
-                         f"the WAN bytes ASP needs to reach the target (all bytes of the run: "
-                         f"{fmt(ratio(d['summary'].get('wan_bytes'), asp['summary'].get('wan_bytes')), 2)}x), time to "
-                         f"target {fmt(ratio(d['time_to_target'], asp['time_to_target']), 2)}x ASP's; accuracy {acc} vs "
-                         f"ASP {fmt(asp['summary'].get('test_accuracy'), 4)}")
-        if lan is not None:
-            lines.append(f"- default links, {label}: time to target {fmt(ratio(d['time_to_target'], lan['time_to_target']), 2)}x "
-                         f"the LAN baseline's ({fmt(d['time_to_target'])} s vs {fmt(lan['time_to_target'])} s); accuracy "
-                         f"{acc} vs LAN {fmt(lan['summary'].get('test_accuracy'), 4)}")
+        a, b = runs[name], runs[other]
+        if a["bytes_to_target"] is None or b["bytes_to_target"] is None:
+            continue
+        note = " (bsp's figure extrapolated)" if a["extrapolated"] else ""
+        lines.append(f"- {name} sends {fmt(ratio(a['bytes_to_target'], b['bytes_to_target']), 2)}x the WAN bytes of "
+                     f"{other} to reach the target{note}; accuracy {fmt(acc(name), 4)} vs {fmt(acc(other), 4)}")
     lines.append("")
     lines += [
         "Notes:",
         "",
-        "- Every run trains the same model with the same data order and six workers; the WAN runs place them in "
-        "three sites of two workers linked by the topology's links (each process on this machine, loopback TCP "
-        "shaped per link), the LAN run in one site.",
+        "- Every run trains the same model with the same data order and the same workers; the WAN runs place them "
+        "in the scenario's sites, linked by its links (each process on this machine, loopback TCP shaped per link), "
+        "the LAN run in one site. `what` says what each run was.",
         "- WAN MB counts what the mirror connections put on the wire (batches after quantisation and LZ4, "
-        "clock reports, notices, heartbeats, Thrift framing). Barrier wait sums the time reads were held by the "
-        "drift bound and selective-barrier notices over all shards (several workers may wait at once).",
-        "- avg and diloco synchronise through an outer step (docs/wan_replication.md): the sites' progress is averaged, "
-        "so at outer lr 1 a clock moves the model a third as far as in the other modes, where every worker's update adds "
-        "up; DiLoCo's Nesterov momentum (lr 0.7, 0.9) makes up for it. Their last step averages the sites' models.",
+        "clock reports, notices, heartbeats, Thrift framing). Barrier wait sums the time reads and clock advances "
+        "were held by the drift bound and selective-barrier notices over all shards.",
+        "- max drift is the largest own clock - slowest mirror clock any site worked at; cap is the largest the "
+        "run's settings allow (asp: DS + max_drift_allowance; bsp: 0). docs/wan_replication.md has the rule.",
+        "- A bsp run stopped by its time limit before the target has its bytes to target extrapolated: its bytes "
+        "per clock times the clocks the LAN run needed (bsp applies every update every clock, like the LAN run).",
+        "- avg and diloco synchronise through an outer step (docs/wan_replication.md); their last step averages the "
+        "sites' models.",
         "- Time to target is quantised by the evaluation period; wall times depend on what else the machine runs, "
         "so compare runs of one invocation (run_info.txt) and expect a few seconds of noise.",
         "",
@@ -206,49 +255,51 @@ def main():
         f.write("\n".join(lines))
     print("\n".join(lines))
 
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, ax = plt.subplots(figsize=(9, 5.5))
     for n in names:
         c = runs[n]["curve"]
         if c:
-            ax.plot([p[0] for p in c], [p[1] for p in c], marker="o", markersize=3, label=WHAT.get(n, n))
+            ax.plot([p[0] for p in c], [p[1] for p in c], marker="o", markersize=3, label=runs[n]["what"])
     ax.axhline(runs[names[0]]["summary"].get("target_accuracy", 0.85), color="grey", linestyle="--", linewidth=1)
     ax.set_xlabel("seconds since the workers started")
-    ax.set_ylabel("test accuracy")
+    ax.set_ylabel("test accuracy (first site's worker 0)")
     ax.set_ylim(0.5, 0.9)
     ax.set_xscale("log")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
-    ax.set_title("Fashion-MNIST MLP over the default links (3 AWS regions x 2 workers)")
+    ax.set_title("Fashion-MNIST MLP, " + title, fontsize=9)
     fig.tight_layout()
     fig.savefig(os.path.join(results, "accuracy_vs_time.png"), dpi=120)
 
     wan_runs = [n for n in names if runs[n]["summary"].get("wan_bytes_by_link")]
     links = sorted({k for n in wan_runs for k in runs[n]["summary"]["wan_bytes_by_link"]})
     if wan_runs and links:
-        fig, ax = plt.subplots(figsize=(10, 5))
+        fig, ax = plt.subplots(figsize=(max(10, 0.6 * len(links)), 5.5))
         width = 0.8 / len(wan_runs)
         for i, n in enumerate(wan_runs):
             by = runs[n]["summary"]["wan_bytes_by_link"]
             ax.bar([j + i * width for j in range(len(links))], [max(by.get(k, 0), 1) / 1e6 for k in links],
-                   width, label=WHAT.get(n, n))
+                   width, label=runs[n]["what"])
         ax.set_xticks([j + 0.4 - width / 2 for j in range(len(links))])
-        ax.set_xticklabels(links, rotation=20, ha="right")
+        ax.set_xticklabels(links, rotation=30, ha="right", fontsize=7)
         ax.set_yscale("log")
-        ax.set_ylabel("MB on the wire")
+        ax.set_ylabel("MB on the wire (whole run)")
         ax.grid(True, axis="y", alpha=0.3)
-        ax.legend()
-        ax.set_title("WAN bytes per directed link")
+        ax.legend(fontsize=7)
+        ax.set_title("WAN bytes per directed link, " + title, fontsize=9)
         fig.tight_layout()
         fig.savefig(os.path.join(results, "wan_bytes_per_link.png"), dpi=120)
 
-        fig, ax = plt.subplots(figsize=(8, 4))
-        ax.bar(wan_runs, [runs[n]["summary"].get("barrier_wait_seconds") or 0 for n in wan_runs], label="barrier wait")
+        fig, ax = plt.subplots(figsize=(9, 4.5))
+        ax.bar(wan_runs, [runs[n]["summary"].get("barrier_wait_seconds") or 0 for n in wan_runs],
+               label="barrier wait (drift bound, notices)")
         ax.bar(wan_runs, [runs[n]["summary"].get("final_wait_seconds") or 0 for n in wan_runs],
-               bottom=[runs[n]["summary"].get("barrier_wait_seconds") or 0 for n in wan_runs], label="final wait")
-        ax.set_ylabel("seconds of reads held (summed over shards)")
+               bottom=[runs[n]["summary"].get("barrier_wait_seconds") or 0 for n in wan_runs],
+               label="final wait (the last updates of the others)")
+        ax.set_ylabel("seconds held (summed over shards)")
         ax.grid(True, axis="y", alpha=0.3)
-        ax.legend()
-        ax.set_title("Time reads waited for other sites")
+        ax.legend(fontsize=8)
+        ax.set_title("Time reads waited for other sites, " + title, fontsize=9)
         fig.tight_layout()
         fig.savefig(os.path.join(results, "barrier_wait.png"), dpi=120)
     return 0
