@@ -20,6 +20,7 @@ struct SiteArgs {
   int shard = 0;
   int port = -1;          // -1: from the topology (base_port + shard); 0: any free port
   std::string out_dir;    // optional: where to write shard status at exit
+  int metrics_port = -1;  // -1: from the topology (SiteSpec::MetricsPort); 0: any free port
   // The shard's store directory; "" keeps it in memory. Only when
   // data_dir_given; otherwise it comes from the topology's [storage].
   std::string data_dir;
@@ -48,6 +49,7 @@ struct WorkerArgs {
   int worker = 0;
   std::string shards;     // "host:port,host:port" in shard order; empty: from the topology
   std::string out_dir;    // metrics JSONL goes to OUT/metrics/
+  int metrics_port = -1;  // -1: from the topology (SiteSpec::MetricsPort); 0: any free port
   bool exit_with_parent = false;  // see ExitWithParent
   double progress_every_s = 0.5;  // seconds between progress events
 };

@@ -20,6 +20,7 @@
 #include "cli/launch_wan.h"
 #include "cli/process_manager.h"
 #include "cli/progress_display.h"
+#include "cli/prometheus_targets.h"
 #include "cli/summary.h"
 #include "cli/summary_faults.h"
 #include "cli/worker_env.h"
@@ -130,6 +131,7 @@ class Launcher {
   bool target_announced_ = false;
   LaunchOutcome outcome_;
   int exit_code_ = 0;
+  PrometheusTargets metrics_targets_{o_.out_dir + "/prometheus_targets.json"};
 };
 
 int Launcher::Run() {
@@ -313,6 +315,13 @@ void Launcher::OnLine(int id, OutputStream stream, std::string_view line) {
   nlohmann::json logged = parsed.event;
   logged["launcher_t"] = t;
   if (events_) std::fprintf(events_, "%s\n", DumpJsonLine(logged).c_str());
+  if (parsed.name == "metrics") {
+    const std::string process = (role.shard ? "shard-" : "worker-") + std::to_string(role.index);
+    Status s = metrics_targets_.Set(o_.topology.sites[static_cast<size_t>(role.site)].name, process,
+                                    StringField(parsed.event, "address").value_or(""));
+    if (!s.ok()) display_.Message("warning: " + s.message(), true);
+    return;
+  }
   if (role.shard) {
     if (parsed.name == "listening") {
       OnListening(id, parsed.event);

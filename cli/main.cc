@@ -43,6 +43,9 @@ int main(int argc, char** argv) {
   site_cmd->add_option("--port", site.port, "Port (0 = any free port; default: base_port + shard)")
       ->check(CLI::Range(0, 65535));
   site_cmd->add_option("--out", site.out_dir, "Results folder");
+  site_cmd->add_option("--metrics-port", site.metrics_port,
+                       "Prometheus /metrics port (0 = any free port; default: the site's metrics_base_port + shard)")
+      ->check(CLI::Range(0, 65535));
   CLI::Option* data_dir_opt = site_cmd->add_option(
       "--data-dir", site.data_dir,
       "The shard's store directory (default: from the topology's [storage]; \"\" keeps it in memory)");
@@ -80,6 +83,10 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   worker_cmd->add_option("--shards", worker.shards, "Shard addresses host:port,... in shard order");
   worker_cmd->add_option("--out", worker.out_dir, "Results folder");
+  worker_cmd->add_option("--metrics-port", worker.metrics_port,
+                         "Prometheus /metrics port (0 = any free port; default: the site's metrics_base_port + "
+                         "shards + worker)")
+      ->check(CLI::Range(0, 65535));
   worker_cmd->add_option("--progress-every", worker.progress_every_s, "Seconds between progress events")
       ->check(CLI::PositiveNumber);
   worker_cmd->add_flag("--exit-with-parent", worker.exit_with_parent,

@@ -15,7 +15,9 @@
 
 #include "cli/commands.h"
 #include "cli/event_line.h"
+#include "cli/metrics_endpoint.h"
 #include "cli/model_from_topology.h"
+#include "cli/shard_metrics.h"
 #include "cli/site_mirror.h"
 #include "cli/site_wan.h"
 #include "cli/tls_options.h"
@@ -149,6 +151,7 @@ int RunSite(const SiteArgs& args) {
   }
 
   ShardParts parts;
+  std::atomic<SiteWan*> wan_ptr{nullptr};  // parts.wan once built, for the metrics endpoint
   int build_exit = 2;  // exit code for the step of build() that failed
   // Makes store -> shard -> WAN side for `spec`; on failure nothing is kept.
   auto build = [&](const ModelSpec& spec) -> Result<datacenter::Shard*> {
@@ -192,6 +195,7 @@ int RunSite(const SiteArgs& args) {
     }
     parts.store = std::move(store);
     parts.shard = std::move(shard);
+    wan_ptr.store(parts.wan.get(), std::memory_order_release);
     return parts.shard.get();
   };
 
@@ -240,8 +244,31 @@ int RunSite(const SiteArgs& args) {
   if (mirror) listening["mirror"] = mirror->address();
   EmitEvent(listening);
 
+  // Prometheus /metrics: a fresh snapshot of the shard's stats per scrape.
+  std::unique_ptr<MetricsEndpoint> metrics;
+  const int metrics_port = args.metrics_port >= 0 ? args.metrics_port : spec_site.MetricsPort(true, args.shard);
+  if (metrics_port >= 0) {
+    rpc::PsServer* srv = server->get();
+    auto started = MetricsEndpoint::Start(spec_site.host, metrics_port, [&host, &wan_ptr, srv, &spec_site, &args] {
+      MetricsBuilder b({{"site", spec_site.name}, {"shard", std::to_string(args.shard)}});
+      if (datacenter::Shard* shard = host->shard()) AppendShardMetrics(shard->GetStatus(), srv->connections_refused(), &b);
+      if (SiteWan* wan = wan_ptr.load(std::memory_order_acquire)) wan->AppendMetrics(&b);
+      return b.Take();
+    });
+    if (!started.ok()) {
+      std::fprintf(stderr, "geops site: %s\n", started.status().ToString().c_str());
+      if (mirror) mirror->service()->Stop(Deadline::InMs(10000)).IgnoreError();
+      host_ptr.store(nullptr, std::memory_order_release);
+      return 1;
+    }
+    metrics = std::move(started).value();
+    spdlog::info("site {} shard {}: metrics on http://{}/metrics", spec_site.name, args.shard, metrics->address());
+    EmitEvent({{"event", "metrics"}, {"site", spec_site.name}, {"shard", args.shard}, {"address", metrics->address()}});
+  }
+
   int sig = 0;
   sigwait(&stop, &sig);
+  metrics.reset();  // no scrape may reach the parts once they go
   spdlog::info("site {} shard {}: signal {}, stopping", spec_site.name, args.shard, sig);
   Status stopped = Status::Ok();
   Status flushed = Status::Ok();

@@ -43,6 +43,7 @@ Result<std::unique_ptr<SiteWan>> SiteWan::Start(const Topology& t, int site, int
   }
   GEOPS_ASSIGN_OR_RETURN(o.wan, BuildWanOptions(t));
   o.shaping.time_scale = t.wan.time_scale;
+  o.shaping.kernel_rate = t.wan.kernel_rate;
   // Idle links say they are alive several times per lease, so a peer is
   // dropped only when it is really gone.
   o.shaping.heartbeat_ms = std::clamp<int64_t>(t.wan.peer_lease_ms / 4, 10, 1000);
@@ -194,6 +195,71 @@ json SiteWan::StatsJson() const {
                     {"notices_expired", r.gate.notices_expired},
                     {"max_drift_clocks", r.gate.max_drift_clocks},
                     {"max_bound_clocks", r.gate.max_bound_clocks}}}};
+}
+
+void SiteWan::AppendMetrics(MetricsBuilder* b) const {
+  const wan::ReplicatorStats r = endpoint_->replicator()->stats();
+  wan::ShapedTransport* transport = endpoint_->transport();
+  for (const wan::LinkStats& l : endpoint_->transport()->stats()) {
+    const Labels link = {{"peer", topology_->sites[l.peer].name}};
+    b->Counter("geops_wan_wire_bytes_total", "Bytes the mirror connections to the peer put on the wire "
+               "(batches, clock reports, notices, heartbeats, framing)", static_cast<double>(l.wire_bytes), link);
+    b->Counter("geops_wan_payload_bytes_total", "Batch bytes (after quantisation and LZ4) delivered to the peer",
+               static_cast<double>(l.bytes_delivered), link);
+    b->Counter("geops_wan_batches_total", "Batches delivered to the peer", static_cast<double>(l.batches), link);
+    b->Gauge("geops_wan_queue_bytes", "Batch bytes offered to the link and not yet delivered",
+             static_cast<double>(std::max<int64_t>(0, l.bytes_offered - l.bytes_delivered)), link);
+    b->Gauge("geops_wan_estimated_delivery_seconds", "Seconds a batch byte queued now would need to reach the peer",
+             transport->EstimateDeliverySeconds(l.peer, 0), link);
+    b->Gauge("geops_wan_link_bandwidth_bytes_per_second", "The link's bandwidth towards the peer now",
+             transport->BandwidthBytesPerSecond(l.peer), link);
+    b->Counter("geops_wan_send_retries_total", "Sends to the peer retried after a failure",
+               static_cast<double>(l.retries), link);
+  }
+  for (const wan::PeerReplicationStats& p : r.peers) {
+    const Labels peer = {{"peer", topology_->sites[p.peer].name}};
+    b->Gauge("geops_wan_backlog_batches", "Updates held back for the peer, coalesced per chunk",
+             static_cast<double>(p.out.backlog_batches), peer);
+    b->Counter("geops_wan_quarantined_by_peer_total", "Batches of this site the peer quarantined",
+               static_cast<double>(p.quarantined_by_peer), peer);
+  }
+  b->Counter("geops_wan_elements_pushed_total", "Local update values the significance filter took in",
+             static_cast<double>(r.elements_pushed));
+  b->Counter("geops_wan_elements_selected_total", "Values the significance filter selected for shipping",
+             static_cast<double>(r.elements_selected));
+  b->Counter("geops_wan_elements_suppressed_total",
+             "Values taken in and not (yet) selected: they stay accumulated until significant",
+             static_cast<double>(std::max<int64_t>(0, r.elements_pushed - r.elements_selected)));
+  b->Gauge("geops_wan_residual_norm", "L2 norm of what the filter holds unshipped (error-feedback residual included)",
+           r.residual_norm);
+  b->Gauge("geops_wan_dirty_chunks", "Chunks holding unshipped updates", static_cast<double>(r.dirty_chunks));
+  b->Counter("geops_wan_ticks_total", "Replicator ticks (one per shard clock)", static_cast<double>(r.ticks));
+  b->Histogram("geops_wan_hold_wait_seconds",
+               "Reads and clock advances held by the WAN gate (drift bound, notices, outer step, final): how long",
+               r.gate.hold_wait);
+  b->Counter("geops_wan_drift_wait_seconds_total", "Time reads and advances waited at the drift bound",
+             r.gate.drift_wait_seconds);
+  b->Counter("geops_wan_notice_wait_seconds_total", "Time reads waited for noticed batches",
+             r.gate.notice_wait_seconds);
+  b->Gauge("geops_wan_max_drift_clocks", "Largest own clock - slowest mirror clock a read or advance passed at",
+           static_cast<double>(r.gate.max_drift_clocks));
+  b->Gauge("geops_wan_drift_bound_clocks", "The drift bound in force now (DS + clocks in delivery)",
+           static_cast<double>(endpoint_->replicator()->gate()->DriftBound()));
+  b->Gauge("geops_wan_mirror_clock", "The slowest live peer's clock as this shard knows it",
+           static_cast<double>(endpoint_->replicator()->gate()->MinMirrorClock()));
+  b->Counter("geops_wan_batches_applied_total", "Peer batches applied here", static_cast<double>(r.inbox.batches_applied));
+  b->Counter("geops_wan_batches_quarantined_total", "Peer batches quarantined here (their sum would not be finite)",
+             static_cast<double>(r.inbox.batches_quarantined));
+  b->Counter("geops_wan_batches_refused_total", "Peer batches refused here", static_cast<double>(r.inbox.batches_refused));
+  b->Counter("geops_wan_received_bytes_total", "Batch bytes received from peers", static_cast<double>(r.inbox.bytes_received));
+  b->Gauge("geops_wan_incarnation", "This shard's WAN incarnation (changes when it loses its store)",
+           static_cast<double>(r.incarnation));
+  b->Counter("geops_wan_stream_resets_total", "Peers whose stream started over (they lost their store)",
+             static_cast<double>(r.stream_resets.size()));
+  b->Counter("geops_wan_peer_down_total", "Peers that went silent past the lease",
+             static_cast<double>(r.gate.down_events.size()));
+  b->Gauge("geops_wan_recovered", "1 when this shard restarted from its store",
+           r.recovery.recovered ? 1.0 : 0.0);
 }
 
 }  // namespace geops::cli

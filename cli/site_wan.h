@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/metrics_endpoint.h"
 #include "cli/site_mirror.h"
 #include "cli/topology.h"
 #include "common/model_spec.h"
@@ -53,6 +54,9 @@ class SiteWan {
   // peers; fresh_store tells): when it started, loaded its state and got
   // back within DS of its peers, and the bytes received until then.
   nlohmann::json RecoveryJson() const;
+  // The WAN metrics of this shard for its Prometheus endpoint
+  // (docs/operations.md lists them).
+  void AppendMetrics(MetricsBuilder* b) const;
 
  private:
   SiteWan() = default;

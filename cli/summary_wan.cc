@@ -55,7 +55,7 @@ void AddWanSummary(const Topology& t, const LaunchStats& stats, json* s) {
   }
   std::map<std::string, LinkTotals> links;
   double barrier = 0, final_wait = 0, wire_total = 0;
-  int64_t drift = 0, bound = 0;
+  int64_t drift = 0, bound = -1;
   for (const json& e : stats.shard_stats()) {
     if (!e.contains("wan") || !e["wan"].is_object()) continue;
     const json& w = e["wan"];
@@ -75,7 +75,9 @@ void AddWanSummary(const Topology& t, const LaunchStats& stats, json* s) {
                  Num(w["gate"], "outer_wait_seconds");
       final_wait += Num(w["gate"], "final_wait_seconds");
       drift = std::max<int64_t>(drift, static_cast<int64_t>(Num(w["gate"], "max_drift_clocks")));
-      bound = std::max<int64_t>(bound, static_cast<int64_t>(Num(w["gate"], "max_bound_clocks")));
+      if (w["gate"].contains("max_bound_clocks")) {
+        bound = std::max<int64_t>(bound, static_cast<int64_t>(Num(w["gate"], "max_bound_clocks")));
+      }
     }
   }
   json by_link = json::object(), detail = json::object();
@@ -101,11 +103,13 @@ void AddWanSummary(const Topology& t, const LaunchStats& stats, json* s) {
 std::string FormatWanSummary(const json& s) {
   if (!s.contains("wan_mode") || !s["wan_mode"].is_string()) return "";
   char buf[256];
-  std::snprintf(buf, sizeof(buf), "WAN %s: %.2f MB on %zu links, barrier wait %.1f s, max drift %lld clocks (bound %lld)\n",
+  const auto bound = static_cast<long long>(Num(s, "max_drift_bound_clocks"));
+  const std::string bound_text = bound < 0 ? "no bound" : "bound " + std::to_string(bound);
+  std::snprintf(buf, sizeof(buf), "WAN %s: %.2f MB on %zu links, barrier wait %.1f s, max drift %lld clocks (%s)\n",
                 s["wan_mode"].get<std::string>().c_str(), Num(s, "wan_bytes") / 1e6,
                 s.contains("wan_bytes_by_link") ? s["wan_bytes_by_link"].size() : size_t{0},
                 Num(s, "barrier_wait_seconds"), static_cast<long long>(Num(s, "max_site_drift_clocks")),
-                static_cast<long long>(Num(s, "max_drift_bound_clocks")));
+                bound_text.c_str());
   std::string out = buf;
   if (s.contains("test_accuracy_by_site") && s["test_accuracy_by_site"].size() > 1) {
     out += "accuracy by site:";

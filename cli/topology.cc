@@ -110,6 +110,7 @@ Status ParseWan(const toml::table& root, const std::string& origin, Topology* t)
   r.RejectUnknown({"mode", "staleness_ds", "max_drift_allowance", "threshold", "threshold_floor", "codec", "compress", "averaging_period",
                    "outer_lr", "outer_momentum", "outer_nesterov", "outer_average_last",
                    "max_inflight_batches", "max_queue_ms", "notice_min_ms", "notice_timeout_ms", "peer_lease_ms", "time_scale",
+                   "kernel_rate",
                    "links", "trace_dir", "skyplane_bandwidth", "bandwidth_scale", "trace_file", "variation", "variation_bin_s",
                    "variation_stagger_s"});
   r.Get("mode", &w.mode);
@@ -130,6 +131,7 @@ Status ParseWan(const toml::table& root, const std::string& origin, Topology* t)
   r.Get("notice_timeout_ms", &w.notice_timeout_ms);
   r.Get("peer_lease_ms", &w.peer_lease_ms);
   r.Get("time_scale", &w.time_scale);
+  r.Get("kernel_rate", &w.kernel_rate);
   r.Get("links", &w.links);
   r.Get("trace_dir", &w.trace_dir);
   r.Get("skyplane_bandwidth", &w.skyplane_bandwidth);
@@ -456,10 +458,11 @@ Result<Topology> ParseTopology(const std::string& text, const std::string& origi
     }
     SiteSpec s;
     TableReader r(st, "sites", origin);
-    r.RejectUnknown({"name", "host", "base_port", "shards", "workers", "region"});
+    r.RejectUnknown({"name", "host", "base_port", "shards", "workers", "region", "metrics_base_port"});
     r.Get("name", &s.name);
     r.Get("host", &s.host);
     r.Get("base_port", &s.base_port);
+    r.Get("metrics_base_port", &s.metrics_base_port);
     r.Get("shards", &s.shards);
     r.Get("workers", &s.workers);
     r.Get("region", &s.region);
@@ -467,6 +470,8 @@ Result<Topology> ParseTopology(const std::string& text, const std::string& origi
     r.Require(names.insert(s.name).second, "name", "'" + s.name + "' is used by two sites");
     r.Require(!s.host.empty(), "host", "must be a non-empty address");
     r.Require(s.base_port >= 0 && s.base_port <= 65535, "base_port", "must be in 0..65535");
+    r.Require(s.metrics_base_port >= -1 && s.metrics_base_port <= 65535, "metrics_base_port",
+              "must be in 0..65535, or -1 for none");
     r.Require(s.shards >= 1 && s.shards <= 256, "shards", "must be in 1..256");
     r.Require(s.workers >= 1 && s.workers <= 1024, "workers", "must be in 1..1024");
     GEOPS_RETURN_IF_ERROR(r.Check());

@@ -22,6 +22,15 @@ struct SiteSpec {
   int shards = 1;                // shard processes of the site
   int workers = 1;               // worker processes of the site
   std::string region;            // measured-grid region, e.g. "aws:us-east-1" ([wan] links = "skyplane")
+  // Prometheus /metrics on `host`: shard i on metrics_base_port + i, worker
+  // w on metrics_base_port + shards + w; 0 = any free port (geops launch
+  // writes where they went into prometheus_targets.json); -1 = none.
+  int metrics_base_port = -1;
+  // The port of a process's /metrics; -1 when off.
+  int MetricsPort(bool shard, int index) const {
+    if (metrics_base_port <= 0) return metrics_base_port;
+    return metrics_base_port + (shard ? index : shards + index);
+  }
 };
 
 // One directed WAN link of `[[links]]`. Without an entry for the reverse
@@ -54,6 +63,7 @@ struct WanSpec {
   int64_t notice_timeout_ms = 10000;
   int64_t peer_lease_ms = 30000;       // a silent site leaves the mirror clock after this
   double time_scale = 1.0;             // link model runs this many times faster than real time
+  bool kernel_rate = false;            // tc on the hosts limits the rate; geops adds delay and outages
   std::string links = "static";        // "static" ([[links]]), "skyplane" (regions), "csv"
   std::string trace_dir;               // skyplane: folder with throughput.csv and latency.csv
   std::string skyplane_bandwidth = "per-connection";  // or "aggregate" (sum of 64 connections)

@@ -1,4 +1,5 @@
 // `geops worker`: one training process.
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -9,7 +10,9 @@
 
 #include "cli/commands.h"
 #include "cli/event_line.h"
+#include "cli/metrics_endpoint.h"
 #include "cli/model_from_topology.h"
+#include "cli/shard_metrics.h"
 #include "cli/tls_options.h"
 #include "thrift/ps_client.h"
 #include "worker/ps_client.h"
@@ -49,6 +52,7 @@ class EventObserver : public worker::TrainerObserver {
   double trainer_period() const { return watch_.empty() ? period_s_ : kEveryClock; }
 
   void OnProgress(const worker::ProgressInfo& p) override {
+    clock_.store(p.clock, std::memory_order_relaxed);
     if (watch_.empty()) {
       EmitProgress(p.clock, p.loss, p.examples_per_sec, p.t);
       return;
@@ -78,6 +82,8 @@ class EventObserver : public worker::TrainerObserver {
     Emit({{"event", "eval"}, {"site", site_}, {"worker", worker_}, {"clock", e.clock},
           {"test_accuracy", e.test_accuracy}, {"test_loss", e.test_loss}, {"t", e.t}});
   }
+  int64_t clock() const { return clock_.load(std::memory_order_relaxed); }
+  void set_clock(int64_t clock) { clock_.store(clock, std::memory_order_relaxed); }
   void Emit(const nlohmann::json& event) {
     EmitEvent(event);
     if (metrics_.is_open()) metrics_ << event.dump() << "\n" << std::flush;
@@ -96,6 +102,7 @@ class EventObserver : public worker::TrainerObserver {
   int64_t steps_ = 0;
   double examples_ = 0;
   std::ofstream metrics_;
+  std::atomic<int64_t> clock_{0};  // the last progress clock, for the metrics endpoint
 };
 
 }  // namespace
@@ -176,8 +183,25 @@ int RunWorker(const WorkerArgs& args) {
     return 1;
   }
   // The clock the shards hold for this worker: 0, or where a restarted worker resumes.
+  observer.set_clock((*client)->clock());
   observer.Emit({{"event", "worker_started"}, {"site", s.name}, {"worker", args.worker},
                  {"clock", (*client)->clock()}});
+  std::unique_ptr<MetricsEndpoint> metrics;
+  const int metrics_port = args.metrics_port >= 0 ? args.metrics_port : s.MetricsPort(false, args.worker);
+  if (metrics_port >= 0) {
+    worker::PsClient* c = client->get();
+    auto started = MetricsEndpoint::Start(s.host, metrics_port, [&observer, c, &s, &args, &topology] {
+      MetricsBuilder b({{"site", s.name}, {"worker", std::to_string(args.worker)}});
+      AppendWorkerMetrics(observer.clock(), topology->clocks, c->stats(), &b);
+      return b.Take();
+    });
+    if (!started.ok()) {
+      std::fprintf(stderr, "geops worker: %s\n", started.status().ToString().c_str());
+      return 1;
+    }
+    metrics = std::move(started).value();
+    observer.Emit({{"event", "metrics"}, {"site", s.name}, {"worker", args.worker}, {"address", metrics->address()}});
+  }
   auto report = worker::RunTrainer(trainer_options, client->get(), &observer);
   if (!report.ok()) {
     std::fprintf(stderr, "geops worker %s/%d: %s\n", s.name.c_str(), args.worker,

@@ -4,10 +4,13 @@
 #ifndef GEOPS_COMMON_PS_TYPES_H_
 #define GEOPS_COMMON_PS_TYPES_H_
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
+#include "common/histogram.h"
 #include "common/ids.h"
+#include "common/status.h"
 
 namespace geops {
 
@@ -57,12 +60,15 @@ struct ShardStatus {
   int64_t reads_served = 0;
   int64_t read_bytes_served = 0;
   int64_t requests_rejected = 0;
+  std::array<int64_t, kNumStatusCodes> rejected_by_code{};  // the same, by StatusCode
   double read_wait_seconds = 0;  // total time reads spent waiting for the clock
+  HistogramSnapshot read_wait;    // per read: its wait for the SSP clock and the WAN gate
   // Persistence (all zero for a shard without a store).
   bool persistent = false;
   int64_t store_commits = 0;         // commits written by this process
   int64_t store_bytes_committed = 0; // chunk payload bytes in them
   double store_commit_seconds = 0;   // time spent writing them
+  HistogramSnapshot store_commit;    // per commit: its time in ShardStore::Commit
   std::vector<WorkerState> workers;
 };
 

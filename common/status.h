@@ -18,6 +18,7 @@
 #ifndef GEOPS_COMMON_STATUS_H_
 #define GEOPS_COMMON_STATUS_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -45,6 +46,7 @@ enum class StatusCode : int32_t {
   kUnavailable = 14,
   kDataLoss = 15,
 };
+inline constexpr size_t kNumStatusCodes = 16;
 
 // Returns the upper-case name of `code` ("INVALID_ARGUMENT").
 std::string_view StatusCodeName(StatusCode code);

@@ -32,6 +32,7 @@
 #include "datacenter/shard.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdio>
 #include <map>
@@ -145,8 +146,13 @@ class ShardImpl final : public Shard {
       for (const WorkerState& w : tracker_.States()) all_finished = all_finished && w.finished;
       Status gated = gate->WaitReadable(keys, *shard_clock, all_finished, capped, &gate_waited);
       if (gate_waited > 0) read_wait_ns_.fetch_add(static_cast<int64_t>(gate_waited * 1e9), std::memory_order_relaxed);
-      if (!gated.ok()) return Reject(std::move(gated));
+      waited += gate_waited;
+      if (!gated.ok()) {
+        read_wait_hist_.Observe(waited);
+        return Reject(std::move(gated));
+      }
     }
+    read_wait_hist_.Observe(waited);
 
     float* dst = out;
     for (const ChunkKey key : keys) {
@@ -161,7 +167,7 @@ class ShardImpl final : public Shard {
     return reply;
   }
 
-  void CountRefused() override { rejected_.fetch_add(1, std::memory_order_relaxed); }
+  void CountRefused(StatusCode code) override { Count(code); }
 
   void BeginStop() override {
     const std::string why = "shard " + std::to_string(options_.shard_id) + " is stopping";
@@ -296,13 +302,18 @@ class ShardImpl final : public Shard {
     st.reads_served = reads_served_.load(std::memory_order_relaxed);
     st.read_bytes_served = read_bytes_.load(std::memory_order_relaxed);
     st.requests_rejected = rejected_.load(std::memory_order_relaxed);
+    for (size_t i = 0; i < rejected_by_code_.size(); ++i) {
+      st.rejected_by_code[i] = rejected_by_code_[i].load(std::memory_order_relaxed);
+    }
     st.read_wait_seconds = static_cast<double>(read_wait_ns_.load(std::memory_order_relaxed)) * 1e-9;
+    st.read_wait = read_wait_hist_.Snapshot();
     if (persister_ != nullptr) {
       const PersisterStats ps = persister_->stats();
       st.persistent = true;
       st.store_commits = ps.commits;
       st.store_bytes_committed = ps.bytes;
       st.store_commit_seconds = ps.seconds;
+      st.store_commit = ps.commit_latency;
     }
     st.workers = tracker_.States();
     return st;
@@ -518,8 +529,13 @@ class ShardImpl final : public Shard {
 
   // Counts a refused request and passes its status through.
   Status Reject(Status s) {
-    rejected_.fetch_add(1, std::memory_order_relaxed);
+    Count(s.code());
     return s;
+  }
+  void Count(StatusCode code) {
+    rejected_.fetch_add(1, std::memory_order_relaxed);
+    const auto i = static_cast<size_t>(code);
+    if (i < rejected_by_code_.size()) rejected_by_code_[i].fetch_add(1, std::memory_order_relaxed);
   }
 
   // Loads the store's state into the chunks and the tracker, then starts
@@ -624,7 +640,9 @@ class ShardImpl final : public Shard {
   std::atomic<int64_t> reads_served_{0};
   std::atomic<int64_t> read_bytes_{0};
   std::atomic<int64_t> rejected_{0};
+  std::array<std::atomic<int64_t>, kNumStatusCodes> rejected_by_code_{};
   std::atomic<int64_t> read_wait_ns_{0};
+  Histogram read_wait_hist_;
   std::atomic<Clock> last_tick_{0};  // durability off: shard clock of the last commit asked for
 
   // Last member: destroyed first, so its final commit still sees the chunks

@@ -170,7 +170,7 @@ class Shard : public ReplicaTarget {
   // Counts a request refused before it reached the shard (by the RPC layer:
   // a malformed frame, a payload of the wrong size) in requests_rejected,
   // with the shard's own refusals.
-  virtual void CountRefused() = 0;
+  virtual void CountRefused(StatusCode code) = 0;
 
   // Replaces `out` with a copy of every chunk this shard owns, in key order;
   // used by inspection and tests. Not gated by the clock; each chunk is

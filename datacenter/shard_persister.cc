@@ -147,7 +147,9 @@ Status ShardPersister::failure() const {
 
 PersisterStats ShardPersister::stats() const {
   std::lock_guard<std::mutex> lock(state_mu_);
-  return stats_;
+  PersisterStats s = stats_;
+  s.commit_latency = commit_hist_.Snapshot();
+  return s;
 }
 
 void ShardPersister::CommitterLoop() {
@@ -224,6 +226,7 @@ void ShardPersister::CommitOnce() {
         stats_.bytes += commit_.chunks.total_elements() * int64_t{sizeof(float)};
         for (const OutboundRecord& r : commit_.outbound_puts) stats_.bytes += static_cast<int64_t>(r.value.size());
         stats_.seconds += seconds;
+        commit_hist_.Observe(seconds);
         stats_.max_seconds = std::max(stats_.max_seconds, seconds);
       }
     } else {

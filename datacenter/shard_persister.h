@@ -40,6 +40,7 @@
 #include <thread>
 
 #include "common/deadline.h"
+#include "common/histogram.h"
 #include "common/ids.h"
 #include "common/replication.h"
 #include "common/shard_store.h"
@@ -54,6 +55,7 @@ struct PersisterStats {
   int64_t bytes = 0;          // chunk payload bytes committed
   double seconds = 0;         // time spent in ShardStore::Commit
   double max_seconds = 0;     // the slowest commit
+  HistogramSnapshot commit_latency;  // per commit
 };
 
 class ShardPersister {
@@ -167,6 +169,7 @@ class ShardPersister {
   bool stop_ = false;       // GUARDED_BY(state_mu_)
   Status failure_;          // GUARDED_BY(state_mu_)
   PersisterStats stats_;    // GUARDED_BY(state_mu_)
+  Histogram commit_hist_;   // lock-free
 
   ShardCommit commit_;  // committer thread only
   std::thread committer_;

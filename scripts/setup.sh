@@ -14,6 +14,7 @@ packages=(
   libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev nlohmann-json3-dev prometheus-cpp-dev
   dataset-fashion-mnist jargon-text
   python3 python3-matplotlib
+  prometheus  # the server the metrics test scrapes a three-site run with
   python3-dev pybind11-dev python3-numpy python3-torch python3-pytest
 )
 

@@ -124,7 +124,7 @@ void PsHandler::Serve(std::string_view call, Body&& body) {
   // A refusal made here, before the shard had the call, counts in the
   // shard's requests_rejected too (the shard counts its own).
   if (handed_to_ == nullptr) {
-    if (datacenter::Shard* shard = host_->shard()) shard->CountRefused();
+    if (datacenter::Shard* shard = host_->shard()) shard->CountRefused(status.code());
   }
   spdlog::log(LogLevel(status.code()), "shard {}: {} from {} refused: {}",
               host_->options().shard_id, call, peer_, status.ToString());

@@ -57,6 +57,7 @@ class WanEndpoint {
   HostPort mirror_address() const { return service_->address(); }
   wan::Replicator* replicator() { return replicator_.get(); }
   const wan::ShapedTransport* transport() const { return transport_.get(); }
+  wan::ShapedTransport* transport() { return transport_.get(); }
 
   // Waits until this shard's final updates have been acknowledged by every
   // peer and every peer's final updates have landed here (so stopping loses

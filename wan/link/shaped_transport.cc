@@ -81,7 +81,7 @@ Result<std::unique_ptr<ShapedTransport>> ShapedTransport::Start(std::vector<Peer
     p->schedule = l.schedule;
     Peer* raw = p.get();
     p->priority = l.schedule.WithBandwidth(kPriorityLaneBps);
-    const LinkSchedule lanes[2] = {l.schedule, p->priority};
+    const LinkSchedule lanes[2] = {options.kernel_rate ? p->priority : l.schedule, p->priority};
     for (int lane = 0; lane < 2; ++lane) {
       auto shaper = LinkShaper::Create(&t->loop_, lanes[lane], so, [raw, lane](ShapedMessage m) {
         WanMessage msg = std::move(raw->pending[lane].front());

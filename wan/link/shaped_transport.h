@@ -51,6 +51,10 @@ struct ShapedTransportOptions {
   double burst_bytes = 0;        // token bucket depth per link, bytes
   int64_t heartbeat_ms = 1000;   // priority-lane heartbeat when idle; 0 = none
   LaneSenderOptions sender;      // retries (heartbeat_ms above overrides its period)
+  // The kernel limits each link's rate (a tc qdisc on the host, as in
+  // experiments/run_netns.sh): the bulk lane then holds messages for the
+  // link's delay and outages only. Estimates still use the modelled rate.
+  bool kernel_rate = false;
 
   Status Validate() const;
 };

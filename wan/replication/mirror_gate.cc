@@ -6,7 +6,7 @@ namespace geops::wan {
 
 MirrorGate::MirrorGate(std::vector<SiteId> peers, int64_t ds, std::chrono::milliseconds lease)
     : ds_(ds), lease_(lease) {
-  stats_.max_bound_clocks = std::max<int64_t>(ds, 0);
+  stats_.max_bound_clocks = ds < 0 ? -1 : ds;
   const auto now = SteadyClock::now();
   for (SiteId p : peers) peers_[p].heard = now;
 }
@@ -166,6 +166,7 @@ Status MirrorGate::WaitReadable(std::span<const ChunkKey> keys, Clock shard_cloc
     hold = HoldLocked(keys, now);
   }
   AdmittedLocked(own_clock_ - MinMirrorLocked(now));
+  hold_wait_.Observe(std::chrono::duration<double>(now - start).count());
   if (waited != nullptr) *waited += std::chrono::duration<double>(now - start).count();
   return Status::Ok();
 }
@@ -206,6 +207,7 @@ Status MirrorGate::WaitAdvance(Clock new_clock, Deadline deadline, double* waite
     RefreshLivenessLocked(now);
   }
   AdmittedLocked(new_clock - 1 - MinMirrorLocked(now));
+  hold_wait_.Observe(std::chrono::duration<double>(now - start).count());
   if (waited != nullptr) *waited += std::chrono::duration<double>(now - start).count();
   return Status::Ok();
 }
@@ -342,7 +344,9 @@ Clock MirrorGate::MinMirrorClock() const {
 GateStats MirrorGate::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   RefreshLivenessLocked(SteadyClock::now());
-  return stats_;
+  GateStats s = stats_;
+  s.hold_wait = hold_wait_.Snapshot();
+  return s;
 }
 
 std::vector<ChunkKey> MirrorGate::NoticedChunks() const {

@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "common/deadline.h"
+#include "common/histogram.h"
 #include "common/ids.h"
 #include "common/replication.h"
 #include "common/status.h"
@@ -76,7 +77,8 @@ struct GateStats {
   // (the clock the site then works in). Never above max_bound_clocks when
   // DS >= 0.
   int64_t max_drift_clocks = 0;
-  int64_t max_bound_clocks = 0;    // largest DS + allowance in force (DS when none)
+  int64_t max_bound_clocks = 0;    // largest DS + allowance in force; -1: no drift bound
+  HistogramSnapshot hold_wait;     // per read or advance held at all: how long (any reason)
   std::vector<PeerDownEvent> down_events;
 };
 
@@ -187,6 +189,7 @@ class MirrorGate : public ReadGate {
   int64_t outer_applied_ = 0;                // GUARDED_BY(mu_)
   bool outer_outstanding_ = false;           // GUARDED_BY(mu_)
   mutable GateStats stats_;                  // GUARDED_BY(mu_)
+  Histogram hold_wait_;                      // lock-free
 };
 
 }  // namespace geops::wan

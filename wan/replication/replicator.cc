@@ -748,6 +748,8 @@ ReplicatorStats Replicator::stats() const {
   {
     std::lock_guard<std::mutex> lock(mu_);
     out = stats_;
+    out.residual_norm = filter_.ResidualNorm();
+    out.dirty_chunks = filter_.dirty_chunks();
     for (size_t i = 0; i < outbox_stats_.size(); ++i) {
       auto q = quarantined_by_peer_.find(config_.peers[i]);
       out.peers.push_back(PeerReplicationStats{config_.peers[i], outbox_seq_[i], outbox_stats_[i],

@@ -134,6 +134,8 @@ struct ReplicatorStats {
   double select_seconds = 0;
   double encode_seconds = 0;
   bool drained = false;           // the final marker has been sent
+  double residual_norm = 0;       // SignificanceFilter::ResidualNorm, when the stats were taken
+  int64_t dirty_chunks = 0;       // chunks holding unshipped mass then
   std::vector<PeerReplicationStats> peers;
   InboxStats inbox;
   GateStats gate;

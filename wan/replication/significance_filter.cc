@@ -170,6 +170,14 @@ SelectStats SignificanceFilter::Scan(Clock clock, const ChunkValueLookup* lookup
   return stats;
 }
 
+double SignificanceFilter::ResidualNorm() const {
+  double sum = 0;
+  for (const auto& [key, slot] : slots_) {
+    for (float v : slot.acc) sum += static_cast<double>(v) * v;
+  }
+  return std::sqrt(sum);
+}
+
 std::span<const float> SignificanceFilter::Accumulated(ChunkKey key) const {
   auto it = slots_.find(key);
   if (it == slots_.end()) return {};

@@ -109,6 +109,9 @@ class SignificanceFilter {
   int64_t tracked_chunks() const { return static_cast<int64_t>(slots_.size()); }
   // Bytes held by accumulators.
   int64_t accumulator_bytes() const { return accumulator_bytes_; }
+  // L2 norm of everything held unshipped (local updates not yet selected
+  // and the codec residuals put back): the error-feedback residual. O(n).
+  double ResidualNorm() const;
 
   // Frees the accumulators of chunks that hold no mass.
   void ReleaseCleanChunks();

@@ -1,0 +1,257 @@
+#!/usr/bin/env bash
+# Sites on separate hosts, emulated with Linux network namespaces: every site
+# of a topology gets its own namespace with its own address (10.77.0.N/24 on
+# a veth pair into a bridge that lives in a switch namespace), and its shards
+# and workers run there with exactly the command lines an operator would use
+# on real hosts (`geops site`, `geops worker`, fixed ports from the topology,
+# mutual TLS with certificates from `geops certs`), no launcher.
+#
+# The kernel shapes the rate: in each site's namespace an htb qdisc gives
+# every peer site a class at the link's rate (`geops trace show`, the
+# per-shard share), chosen by destination address. geops' own shaper adds
+# the one-way delay and the outages (`[wan] kernel_rate = true`).
+#
+# Needs root (ip netns, tc). Creates only namespaces named geopsNNNN-* (NNNN
+# = this script's PID) and removes them, and the processes it started (by
+# PID), on exit.
+#
+# Usage: bash experiments/run_netns.sh [--counter] [--clocks N] [--out DIR] [TOPOLOGY]
+#   TOPOLOGY   default experiments/topologies/default.toml (hosts, ports and
+#              [security] are replaced)
+#   --counter  the counter workload instead of the topology's model (exact
+#              end state checked at every site: the test's mode)
+#   --clocks N override [training] clocks
+#   --eval-every N  override [training] eval_every
+#   --compare-loopback  afterwards run the same topology through
+#              `geops launch` on loopback (geops shaping rate and delay) and
+#              compare time to 0.85
+#   --out DIR  results (default experiments/results/netns)
+# Prints, per directed link, the rate a bulk TCP transfer achieved between
+# the namespaces against the link's rate, and the run's outcome; writes
+# DIR/results.json and DIR/results.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+geops=${GEOPS:-$root/build/cli/geops}
+topo_in=experiments/topologies/default.toml
+out=experiments/results/netns
+counter=0
+clocks=""
+eval_every=""
+loopback=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    --counter) counter=1 ;;
+    --clocks) clocks=$2; shift ;;
+    --eval-every) eval_every=$2; shift ;;
+    --compare-loopback) loopback=1 ;;
+    --out) out=$2; shift ;;
+    -*) echo "unknown flag $1" >&2; exit 2 ;;
+    *) topo_in=$1 ;;
+  esac
+  shift
+done
+if [ "$(id -u)" -ne 0 ]; then echo "run_netns.sh needs root (ip netns, tc)" >&2; exit 2; fi
+command -v ip > /dev/null && command -v tc > /dev/null || { echo "needs iproute2 (ip, tc)" >&2; exit 2; }
+[ -x "$geops" ] || { echo "no geops binary at $geops (build first)" >&2; exit 2; }
+
+p=geops$$
+sw=$p-sw
+pids=()
+nss=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2> /dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2> /dev/null || true; done
+  for ns in "${nss[@]}"; do ip netns del "$ns" 2> /dev/null || true; done
+}
+trap cleanup EXIT
+trap "exit 1" TERM INT
+
+rm -rf "$out"
+mkdir -p "$out/logs"
+out=$(realpath "$out")
+topo=$out/topology.toml
+
+# The topology with each site on its own address and fixed ports.
+mapfile -t sites < <(awk '/^\[\[sites\]\]/ {s=1} s && /^name *=/ {gsub(/.*= *"|".*/, ""); print; s=0}' "$topo_in")
+n=${#sites[@]}
+[ "$n" -ge 2 ] || { echo "$topo_in: needs two or more sites" >&2; exit 2; }
+awk -v n="$n" '
+  /^\[\[sites\]\]/ { site++ }
+  /^host *=/ && site { print "host = \"10.77.0." site "\""; next }
+  /^base_port *=/ && site { print "base_port = 7000"; next }
+  /^metrics_base_port *=/ { next }
+  /^name *=/ && site { print; print "metrics_base_port = 9100"; next }
+  /^trace_dir *=/ { print; next }
+  { print }
+' "$topo_in" > "$topo"
+# Relative trace paths were relative to the original file.
+trace_dir=$(awk -F'"' '/^trace_dir *=/ {print $2; exit}' "$topo_in")
+if [ -n "$trace_dir" ] && [[ $trace_dir != /* ]]; then
+  sed -i "s|^trace_dir = .*|trace_dir = \"$(realpath "$(dirname "$topo_in")/$trace_dir")\"|" "$topo"
+fi
+sed -i 's/^\[wan\]/[wan]\nkernel_rate = true/' "$topo"
+if [ "$counter" = 1 ]; then
+  sed -i -e 's/^workload = .*/workload = "counter"/' -e 's/^layers = .*/layers = [784, 64, 10]/' \
+         -e 's/^eval_every = .*/eval_every = 0/' "$topo"
+fi
+[ -n "$clocks" ] && sed -i "s/^clocks = .*/clocks = $clocks/" "$topo"
+[ -n "$eval_every" ] && sed -i "s/^eval_every = .*/eval_every = $eval_every/" "$topo"
+printf '\n[security]\ncerts = "certs"\n' >> "$topo"
+"$geops" certs "$topo" --out "$out/certs" > "$out/logs/certs.log"
+
+# Namespaces: a switch with a bridge, one namespace per site.
+ip netns add "$sw"; nss+=("$sw")
+ip -n "$sw" link add br0 type bridge
+ip -n "$sw" link set br0 up
+for i in $(seq 1 "$n"); do
+  ns=$p-$i
+  ip netns add "$ns"; nss+=("$ns")
+  ip -n "$sw" link add "a$i" type veth peer name eth0 netns "$ns"
+  ip -n "$sw" link set "a$i" master br0 up
+  ip -n "$ns" addr add "10.77.0.$i/24" dev eth0
+  ip -n "$ns" link set eth0 up
+  ip -n "$ns" link set lo up
+done
+
+# The kernel's rate per directed link: an htb class per peer address.
+declare -A rate
+while read -r src dst mbit _; do
+  rate[$src,$dst]=$mbit
+done < <("$geops" trace show "$topo" | awk 'NR > 2 && NF >= 7 && $3 ~ /^[0-9.]+$/ {print $1, $2, $7}')
+for i in $(seq 1 "$n"); do
+  ns=$p-$i
+  tc -n "$ns" qdisc add dev eth0 root handle 1: htb default 999 r2q 1000
+  tc -n "$ns" class add dev eth0 parent 1: classid 1:999 htb rate 1gbit
+  for j in $(seq 1 "$n"); do
+    [ "$i" = "$j" ] && continue
+    r=${rate[${sites[$((i-1))]},${sites[$((j-1))]}]:-}
+    [ -n "$r" ] || { echo "no rate for ${sites[$((i-1))]} -> ${sites[$((j-1))]}" >&2; exit 1; }
+    # The measured rates are TCP goodput (iperf3); htb counts whole frames:
+    # 1514 bytes on the wire carry 1448 of payload (TCP with timestamps).
+    wire=$(awk -v r="$r" 'BEGIN {printf "%.0f", r * 1514 / 1448 * 1000}')
+    tc -n "$ns" class add dev eth0 parent 1: classid "1:$j" htb rate "${wire}kbit" ceil "${wire}kbit"
+    tc -n "$ns" filter add dev eth0 parent 1: protocol ip u32 match ip dst "10.77.0.$j/32" flowid "1:$j"
+  done
+done
+
+# Fidelity: a 3-second bulk TCP transfer over every directed link.
+probe_py='
+import socket, sys, time
+mode, addr = sys.argv[1], sys.argv[2]
+if mode == "server":
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((addr, 5999)); s.listen(1)
+    c, _ = s.accept(); n = 0; t0 = None
+    while True:
+        b = c.recv(1 << 16)
+        if not b: break
+        if t0 is None: t0 = time.monotonic()
+        n += len(b); t1 = time.monotonic()
+    print(n * 8 / (t1 - t0) / 1e6)
+else:
+    c = socket.create_connection((addr, 5999)); buf = b"x" * (1 << 16); end = time.monotonic() + 3
+    while time.monotonic() < end: c.sendall(buf)
+    c.close()
+'
+echo "link fidelity (kernel htb, 3 s bulk TCP goodput against the link's measured goodput):"
+fidelity="[]"
+for i in $(seq 1 "$n"); do
+  for j in $(seq 1 "$n"); do
+    [ "$i" = "$j" ] && continue
+    ip netns exec "$p-$j" python3 -c "$probe_py" server "10.77.0.$j" > "$out/logs/probe.txt" &
+    spid=$!
+    sleep 0.3
+    ip netns exec "$p-$i" python3 -c "$probe_py" client "10.77.0.$j"
+    wait "$spid"
+    got=$(cat "$out/logs/probe.txt")
+    want=${rate[${sites[$((i-1))]},${sites[$((j-1))]}]}
+    printf '  %-16s -> %-16s %8.2f Mbit/s of %8.2f (%.3f)\n' "${sites[$((i-1))]}" "${sites[$((j-1))]}" "$got" "$want" \
+      "$(awk -v a="$got" -v b="$want" 'BEGIN {print a / b}')"
+    fidelity=$(python3 -c "import json,sys; f=json.loads(sys.argv[1]); f.append({'src': sys.argv[2], 'dst': sys.argv[3], 'mbit_achieved': float(sys.argv[4]), 'mbit_link': float(sys.argv[5])}); print(json.dumps(f))" \
+      "$fidelity" "${sites[$((i-1))]}" "${sites[$((j-1))]}" "$got" "$want")
+  done
+done
+
+# The run: every process by hand, as on real hosts.
+start=$(date +%s.%N)
+shard_pids=()
+worker_pids=()
+for i in $(seq 1 "$n"); do
+  s=${sites[$((i-1))]}
+  shards=$(awk -v want="$s" '/^\[\[sites\]\]/ {x=0} /^name *=/ {x = ($0 ~ "\"" want "\"")} x && /^shards *=/ {print $3}' "$topo")
+  for k in $(seq 0 $((shards - 1))); do
+    ip netns exec "$p-$i" "$geops" site --topology "$topo" --site "$s" --shard "$k" --out "$out" \
+      > "$out/logs/$s-shard-$k.log" 2>&1 &
+    pids+=($!); shard_pids+=($!)
+  done
+done
+sleep 1
+for i in $(seq 1 "$n"); do
+  s=${sites[$((i-1))]}
+  workers=$(awk -v want="$s" '/^\[\[sites\]\]/ {x=0} /^name *=/ {x = ($0 ~ "\"" want "\"")} x && /^workers *=/ {print $3}' "$topo")
+  for w in $(seq 0 $((workers - 1))); do
+    ip netns exec "$p-$i" "$geops" worker --topology "$topo" --site "$s" --worker "$w" --out "$out" \
+      > "$out/logs/$s-worker-$w.log" 2>&1 &
+    pids+=($!); worker_pids+=($!)
+  done
+done
+failed=0
+for pid in "${worker_pids[@]}"; do wait "$pid" || failed=$((failed + 1)); done
+end=$(date +%s.%N)
+checks=0
+if [ "$counter" = 1 ]; then
+  for i in $(seq 1 "$n"); do
+    s=${sites[$((i-1))]}
+    if ! ip netns exec "$p-$i" "$geops" worker --check --wait 30 --topology "$topo" --site "$s" \
+         > "$out/logs/$s-check.log" 2>&1; then
+      checks=$((checks + 1))
+      echo "site $s: counter not exact (logs/$s-check.log)" >&2
+    fi
+  done
+fi
+for pid in "${shard_pids[@]}"; do kill -TERM "$pid" 2> /dev/null || true; done
+for pid in "${shard_pids[@]}"; do wait "$pid" 2> /dev/null || true; done
+
+if [ "$loopback" = 1 ]; then
+  lb=$out/loopback.toml
+  cp "$topo_in" "$lb"
+  if [ -n "$trace_dir" ] && [[ $trace_dir != /* ]]; then
+    sed -i "s|^trace_dir = .*|trace_dir = \"$(realpath "$(dirname "$topo_in")/$trace_dir")\"|" "$lb"
+  fi
+  [ -n "$clocks" ] && sed -i "s/^clocks = .*/clocks = $clocks/" "$lb"
+  [ -n "$eval_every" ] && sed -i "s/^eval_every = .*/eval_every = $eval_every/" "$lb"
+  printf '\n[security]\ncerts = "certs"\n' >> "$lb"  # mutual TLS there too: the same work per byte
+  echo "loopback run (geops launch, geops shaping rate and delay)..."
+  "$geops" launch "$lb" --out "$out/loopback" --plain --timeout 1500 > "$out/logs/loopback.log" 2>&1 || true
+fi
+
+python3 - "$out" "$fidelity" "$start" "$end" "$failed" "$checks" "$counter" <<'EOF'
+import glob, json, os, sys
+out, fidelity, start, end, failed, checks, counter = sys.argv[1:8]
+fidelity = json.loads(fidelity)
+finals, target = [], None
+for f in sorted(glob.glob(os.path.join(out, "metrics", "*-worker-*.jsonl"))):
+    for line in open(f):
+        e = json.loads(line)
+        if e.get("event") == "final":
+            finals.append(e)
+        if e.get("event") == "eval" and isinstance(e.get("test_accuracy"), float) and e["test_accuracy"] >= 0.85:
+            target = e["t"] if target is None else min(target, e["t"])
+res = {
+    "fidelity": fidelity,
+    "max_rate_error": max(abs(f["mbit_achieved"] / f["mbit_link"] - 1) for f in fidelity) if fidelity else None,
+    "wall_seconds": float(end) - float(start),
+    "workers_failed": int(failed),
+    "counter_sites_not_exact": int(checks) if counter == "1" else None,
+    "test_accuracy": [e.get("test_accuracy") for e in finals],
+    "time_to_0.85_seconds": target,
+}
+lb = os.path.join(out, "loopback", "summary.json")
+if os.path.exists(lb):
+    summary = json.load(open(lb))
+    res["loopback_time_to_0.85_seconds"] = summary.get("time_to_target_seconds")
+    res["loopback_test_accuracy"] = summary.get("test_accuracy")
+json.dump(res, open(os.path.join(out, "results.json"), "w"), indent=2)
+print(json.dumps({k: v for k, v in res.items() if k != "fidelity"}, indent=2))
+EOF
+[ "$failed" = 0 ] && [ "$checks" = 0 ]
