@@ -13,7 +13,7 @@
 #
 # Needs root (ip netns, tc). Creates only namespaces named geopsNNNN-* (NNNN
 # = this script's PID) and removes them, and the processes it started (by
-# PID), on exit.
+# PID), on exit, with the certificates it made for the run.
 #
 # Usage: bash experiments/run_netns.sh [--counter] [--clocks N] [--out DIR] [TOPOLOGY]
 #   TOPOLOGY   default experiments/topologies/default.toml (hosts, ports and
@@ -63,6 +63,8 @@ cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2> /dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2> /dev/null || true; done
   for ns in "${nss[@]}"; do ip netns del "$ns" 2> /dev/null || true; done
+  # The run's CA and keys served this run only: they do not stay behind.
+  [ -n "${out:-}" ] && rm -rf "$out/certs"
 }
 trap cleanup EXIT
 trap "exit 1" TERM INT
@@ -254,4 +256,6 @@ if os.path.exists(lb):
 json.dump(res, open(os.path.join(out, "results.json"), "w"), indent=2)
 print(json.dumps({k: v for k, v in res.items() if k != "fidelity"}, indent=2))
 EOF
+# Paths relative to the repository in what stays behind.
+grep -rlI "$root/" "$out" 2> /dev/null | xargs -r sed -i "s|$root/||g"
 [ "$failed" = 0 ] && [ "$checks" = 0 ]
