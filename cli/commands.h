@@ -94,6 +94,18 @@ struct CertsArgs {
 // already there without --force, 1 when writing fails.
 int RunCerts(const CertsArgs& args);
 
+struct DeployArgs {
+  std::string topology_path;
+  std::string out_dir;
+  std::string certs_dir;                 // what `geops certs` wrote
+  std::string image = "geops:latest";    // built from deploy/Dockerfile
+  std::string namespace_name = "geops";
+  std::string storage_size = "20Gi";     // each shard's volume
+  std::string repo_root = ".";           // trace paths under it are in the image at /opt/geops
+};
+// `geops deploy k8s`: the Kubernetes manifests (cli/deploy_k8s.h).
+int RunDeployK8s(const DeployArgs& args);
+
 }  // namespace geops::cli
 
 #endif  // GEOPS_CLI_COMMANDS_H_

@@ -8,6 +8,7 @@
 //   geops trace show TOPOLOGY.toml          print the effective WAN link table
 //   geops chaos TOPOLOGY.toml --out DIR     kill and restart processes at random; check the end state
 //   geops certs TOPOLOGY.toml --out DIR     make the deployment's CA and its mutual-TLS certificates
+//   geops deploy k8s TOPOLOGY.toml --certs DIR --out DIR   Kubernetes manifests of the deployment
 //
 // Exit codes: 0 success, 1 runtime failure, 2 bad arguments or configuration;
 // `launch` returns 130 / 143 when stopped by SIGINT / SIGTERM.
@@ -119,6 +120,21 @@ int main(int argc, char** argv) {
   certs_cmd->add_option("--days", certs.days, "Validity of every certificate, days")->check(CLI::Range(1, 36500));
   certs_cmd->add_flag("--force", certs.force, "Replace an existing CA and every certificate (old ones stop working)");
 
+  geops::cli::DeployArgs deploy;
+  CLI::App* deploy_cmd = app.add_subcommand("deploy", "Render the manifests of a deployment");
+  deploy_cmd->require_subcommand(1);
+  CLI::App* k8s_cmd = deploy_cmd->add_subcommand(
+      "k8s", "Kubernetes: per site a StatefulSet of shards with volumes, an indexed Job of workers, services, "
+             "certificate secrets (writes OUT/geops.yaml)");
+  k8s_cmd->add_option("topology", deploy.topology_path, "Topology TOML file")->required();
+  k8s_cmd->add_option("--out", deploy.out_dir, "Folder for geops.yaml")->required();
+  k8s_cmd->add_option("--certs", deploy.certs_dir, "The folder `geops certs` wrote for the topology")->required();
+  k8s_cmd->add_option("--image", deploy.image, "Container image (deploy/Dockerfile)");
+  k8s_cmd->add_option("--namespace", deploy.namespace_name, "Kubernetes namespace");
+  k8s_cmd->add_option("--storage-size", deploy.storage_size, "Each shard's volume, e.g. 20Gi");
+  k8s_cmd->add_option("--repo-root", deploy.repo_root,
+                      "The repository the image was built from: trace paths under it map to /opt/geops");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -135,6 +151,7 @@ int main(int argc, char** argv) {
   if (*launch_cmd) return geops::cli::RunLaunch(launch);
   if (*chaos_cmd) return geops::cli::RunChaosCommand(chaos);
   if (*certs_cmd) return geops::cli::RunCerts(certs);
+  if (*k8s_cmd) return geops::cli::RunDeployK8s(deploy);
   if (*worker_cmd && check) return geops::cli::RunCheck(worker, check_wait);
   if (*worker_cmd && worker_index->count() == 0) {
     std::fprintf(stderr, "geops worker: --worker is required (or --check)\n");

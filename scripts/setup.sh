@@ -25,8 +25,23 @@ for p in "${packages[@]}"; do
   fi
 done
 
+# The offline schema validator of the Kubernetes manifests
+# (deploy/k8s/validate: kubernetes-models from npm's registry). Debian's
+# nodejs and npm when the machine has no npm yet.
+k8s_validator() {
+  local dir
+  dir="$(cd "$(dirname "$0")/.." && pwd)/deploy/k8s/validate"
+  if [ -d "$dir/node_modules/kubernetes-models" ]; then return 0; fi
+  if ! command -v npm > /dev/null; then
+    DEBIAN_FRONTEND=noninteractive ${SUDO:-} apt-get install -y -q --no-install-recommends nodejs npm
+  fi
+  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error) ||
+    echo "setup: npm could not install the manifest validator; its test will skip" >&2
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#packages[@]} packages already installed"
+  k8s_validator
   exit 0
 fi
 
@@ -41,3 +56,4 @@ if [ -z "$lists_present" ] || [ ! -f "$stamp" ] || [ -n "$(find "$stamp" -mmin +
 fi
 echo "setup: installing ${missing[*]}"
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+k8s_validator
