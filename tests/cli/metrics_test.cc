@@ -1,10 +1,7 @@
 // The metrics plumbing without processes: Histogram, MetricsBuilder's
 // families, a MetricsEndpoint scraped over loopback HTTP, the shard's
 // metric set from a ShardStatus, and the service-discovery file.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -19,30 +16,12 @@
 #include "cli/prometheus_targets.h"
 #include "cli/shard_metrics.h"
 #include "common/histogram.h"
+#include "tests/common/loopback_http.h"
 
 namespace geops::cli {
 namespace {
 
-std::optional<std::string> Scrape(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  timeval tv{2, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    close(fd);
-    return std::nullopt;
-  }
-  const std::string req = "GET /metrics HTTP/1.0\r\n\r\n";
-  (void)send(fd, req.data(), req.size(), 0);
-  std::string resp;
-  char buf[4096];
-  for (ssize_t n; (n = recv(fd, buf, sizeof(buf), 0)) > 0;) resp.append(buf, static_cast<size_t>(n));
-  close(fd);
-  return resp;
-}
+std::optional<std::string> Scrape(int port) { return geops::testing::LoopbackHttpGet(port, "/metrics"); }
 
 TEST(HistogramTest, CountsEachSampleInTheFirstBucketThatHoldsIt) {
   Histogram h;

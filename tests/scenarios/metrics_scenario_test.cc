@@ -28,6 +28,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/common/loopback_http.h"
 #include "tests/scenarios/launch_fixture.h"
 
 extern char** environ;
@@ -79,36 +80,8 @@ int FreePort() {
   return ntohs(a.sin_port);
 }
 
-// HTTP GET on loopback; the body, or nullopt. 2 s deadline.
 std::optional<std::string> HttpGet(int port, const std::string& target) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  timeval tv{2, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    close(fd);
-    return std::nullopt;
-  }
-  const std::string req = "GET " + target + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-  if (send(fd, req.data(), req.size(), 0) != static_cast<ssize_t>(req.size())) {
-    close(fd);
-    return std::nullopt;
-  }
-  std::string resp;
-  char buf[8192];
-  while (true) {
-    ssize_t n = recv(fd, buf, sizeof(buf), 0);
-    if (n <= 0) break;
-    resp.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  const size_t body = resp.find("\r\n\r\n");
-  if (resp.rfind("HTTP/1.", 0) != 0 || body == std::string::npos || resp.find(" 200 ") > 12) return std::nullopt;
-  return resp.substr(body + 4);
+  return geops::testing::LoopbackHttpGet(port, target);
 }
 
 // Prometheus' instant query: {site -> value} of `metric` (summed per site).
