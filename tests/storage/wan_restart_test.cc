@@ -215,6 +215,21 @@ TEST_F(WanRestartTest, ASiteThatCrashesAndRestartsLosesAndRepeatsNothing) {
   EXPECT_TRUE(restored.recovery.recovered) << "site 0 restored no outbound state";
   const Clock resume = sites_[0].shard->GetStatus().workers[0].clock;
   EXPECT_EQ(resume, kCrashAt) << "the worker's acknowledged clocks are durable";
+  {
+    // The restarted site hears the survivor's clock (its reports queued
+    // while site 0 was down) before its worker trains on. Stepping at once
+    // would hold site 0's advance at the drift bound (its fresh gate has the
+    // peer at clock 0) with nothing to say meanwhile: this fake network has
+    // no heartbeats, so with a 300 ms lease the survivor would count a
+    // second "down". Bounded: 5 s.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (sites_[0].repl->gate()->MinMirrorClock() < kCrashAt + kAloneClocks &&
+           std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ASSERT_GE(sites_[0].repl->gate()->MinMirrorClock(), kCrashAt + kAloneClocks)
+        << "the restarted site never heard the survivor's clock";
+  }
   for (Clock c = resume; c < kClocks; ++c) Step(0, c, c + 1 == kClocks);
   for (Clock c = kCrashAt + kAloneClocks; c < kClocks; ++c) Step(1, c, c + 1 == kClocks);
   for (SiteId s = 0; s < kSites; ++s) {
@@ -235,7 +250,12 @@ TEST_F(WanRestartTest, ASiteThatCrashesAndRestartsLosesAndRepeatsNothing) {
                         << worst;
   }
   const wan::ReplicatorStats survivor = sites_[1].repl->stats();
-  ASSERT_EQ(survivor.gate.down_events.size(), 1u) << "site 1 should have seen site 0 go down once";
+  std::string events;
+  for (const wan::PeerDownEvent& e : survivor.gate.down_events) {
+    events += " [last heard " + std::to_string(e.last_heard_unix) + ", detected " + std::to_string(e.detected_unix) +
+              ", back " + std::to_string(e.back_unix) + "]";
+  }
+  ASSERT_EQ(survivor.gate.down_events.size(), 1u) << "site 1 should have seen site 0 go down once:" << events;
   EXPECT_EQ(survivor.gate.down_events[0].peer, 0);
   EXPECT_GT(survivor.gate.down_events[0].back_unix, survivor.gate.down_events[0].detected_unix);
   EXPECT_GT(sites_[0].repl->stats().recovery.caught_up_unix, 0) << "site 0 never got back within DS";
