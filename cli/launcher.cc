@@ -315,9 +315,8 @@ void Launcher::OnLine(int id, OutputStream stream, std::string_view line) {
   nlohmann::json logged = parsed.event;
   logged["launcher_t"] = t;
   if (events_) std::fprintf(events_, "%s\n", DumpJsonLine(logged).c_str());
-  if (parsed.name == "metrics") {
-    const std::string process = (role.shard ? "shard-" : "worker-") + std::to_string(role.index);
-    Status s = metrics_targets_.Set(o_.topology.sites[static_cast<size_t>(role.site)].name, process,
+  if (parsed.name == "metrics") {  // a process's /metrics endpoint: into the service-discovery file
+    Status s = metrics_targets_.Set(o_.topology.sites[static_cast<size_t>(role.site)].name, role.shard, role.index,
                                     StringField(parsed.event, "address").value_or(""));
     if (!s.ok()) display_.Message("warning: " + s.message(), true);
     return;
@@ -795,9 +794,6 @@ void Launcher::OnSignal(uv_signal_t* s, int signum) {
 
 }  // namespace
 
-int RunLauncher(const LauncherOptions& options) {
-  Launcher launcher(options);
-  return launcher.Run();
-}
+int RunLauncher(const LauncherOptions& options) { return Launcher(options).Run(); }
 
 }  // namespace geops::cli

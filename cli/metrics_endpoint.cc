@@ -3,8 +3,13 @@
 #include <exception>
 #include <limits>
 
-#include <prometheus/collectable.h>
-#include <prometheus/exposer.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <prometheus/text_serializer.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string_view>
 
 namespace geops::cli {
 
@@ -45,37 +50,73 @@ void MetricsBuilder::Histogram(const std::string& name, const std::string& help,
   m.histogram.bucket.push_back({h.count, std::numeric_limits<double>::infinity()});
 }
 
-class MetricsEndpoint::Source : public prometheus::Collectable {
- public:
-  explicit Source(MetricsEndpoint::CollectFn collect) : collect_(std::move(collect)) {}
-  std::vector<prometheus::MetricFamily> Collect() const override { return collect_(); }
+namespace {
 
- private:
-  MetricsEndpoint::CollectFn collect_;
-};
+MHD_Result Respond(MHD_Connection* conn, unsigned status, const std::string& body, const char* type) {
+  MHD_Response* r =
+      MHD_create_response_from_buffer(body.size(), const_cast<char*>(body.data()), MHD_RESPMEM_MUST_COPY);
+  if (r == nullptr) return MHD_NO;
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+  const MHD_Result ret = MHD_queue_response(conn, status, r);
+  MHD_destroy_response(r);
+  return ret;
+}
+
+// libmicrohttpd's request handler (MHD_AccessHandlerCallback).
+MHD_Result Handle(void* cls, MHD_Connection* conn, const char* url, const char* method, const char* /*version*/,
+                  const char* /*upload_data*/, size_t* upload_data_size, void** /*state*/) {
+  const auto* e = static_cast<const MetricsEndpoint*>(cls);
+  if (std::string_view(method) != "GET" && std::string_view(method) != "HEAD") {
+    return Respond(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET\n", "text/plain");
+  }
+  if (upload_data_size != nullptr && *upload_data_size != 0) *upload_data_size = 0;
+  if (std::string_view(url) != "/metrics") return Respond(conn, MHD_HTTP_NOT_FOUND, "see /metrics\n", "text/plain");
+  std::string body;
+  try {
+    body = e->Render();
+  } catch (const std::exception& ex) {
+    return Respond(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, std::string("collecting metrics failed: ") + ex.what() + "\n",
+                   "text/plain");
+  }
+  return Respond(conn, MHD_HTTP_OK, body, "text/plain; version=0.0.4; charset=utf-8");
+}
+
+}  // namespace
+
+std::string MetricsEndpoint::Render() const { return prometheus::TextSerializer().Serialize(collect_()); }
 
 Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const std::string& host, int port, CollectFn collect) {
   if (port < 0 || port > 65535) return InvalidArgumentError("metrics port " + std::to_string(port) + " out of range");
+  const std::string where = host + ":" + std::to_string(port);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  if (int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0 || found == nullptr) {
+    return UnavailableError("cannot serve metrics on " + where + ": " + gai_strerror(rc));
+  }
   std::unique_ptr<MetricsEndpoint> e(new MetricsEndpoint());
   e->host_ = host;
-  e->source_ = std::make_shared<Source>(std::move(collect));
-  const std::string bind = host + ":" + std::to_string(port);
-  try {
-    // One listening thread is plenty: Prometheus scrapes every few seconds.
-    e->exposer_ = std::make_unique<prometheus::Exposer>(bind, 2);
-  } catch (const std::exception& ex) {
-    return UnavailableError("cannot serve metrics on " + bind + ": " + ex.what());
+  e->collect_ = std::move(collect);
+  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD;
+  if (found->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+  // One thread, a few connections at a time, and a short timeout: enough
+  // for Prometheus, and a slow or idle client cannot hold the endpoint.
+  e->daemon_ = MHD_start_daemon(flags, static_cast<uint16_t>(port), nullptr, nullptr, &Handle,
+                                e.get(), MHD_OPTION_SOCK_ADDR, found->ai_addr, MHD_OPTION_CONNECTION_TIMEOUT,
+                                10u, MHD_OPTION_CONNECTION_LIMIT, 16u, MHD_OPTION_END);
+  freeaddrinfo(found);
+  if (e->daemon_ == nullptr) {
+    return UnavailableError("cannot serve metrics on " + where + ": " + std::strerror(errno));
   }
-  e->exposer_->RegisterCollectable(e->source_);
-  const std::vector<int> ports = e->exposer_->GetListeningPorts();
-  if (ports.empty()) return UnavailableError("cannot serve metrics on " + bind + ": not listening");
-  e->port_ = ports.front();
+  const MHD_DaemonInfo* info = MHD_get_daemon_info(e->daemon_, MHD_DAEMON_INFO_BIND_PORT);
+  e->port_ = info != nullptr ? info->port : port;
   return e;
 }
 
 MetricsEndpoint::~MetricsEndpoint() {
-  if (exposer_) exposer_->RemoveCollectable(source_);
-  exposer_.reset();
+  if (daemon_ != nullptr) MHD_stop_daemon(daemon_);
 }
 
 }  // namespace geops::cli

@@ -1,7 +1,10 @@
 // MetricsEndpoint: the Prometheus /metrics endpoint of one geops process
-// (a `geops site` shard or a `geops worker`), served by prometheus-cpp's
-// Exposer over plain HTTP on the address the topology gives
-// ([[sites]] metrics_base_port; cli/topology.h).
+// (a `geops site` shard or a `geops worker`): prometheus-cpp's metric
+// families in its text format, served over plain HTTP by libmicrohttpd on
+// the address the topology gives ([[sites]] metrics_base_port;
+// cli/topology.h). (Not prometheus-cpp's own Exposer: its CivetWeb starts
+// threads with 100 KiB stacks, which glibc refuses in a process that also
+// loads cuBLAS, whose static TLS alone takes 94 KiB.)
 //
 // geops keeps its counters in its own stats structs (ShardStatus,
 // ReplicatorStats, PsClientStats). At each scrape the endpoint calls the
@@ -9,9 +12,9 @@
 // metric families (MetricsBuilder), so metrics cost nothing between
 // scrapes and the hot paths carry no Prometheus types.
 //
-// Thread-safety: `collect` runs on the exposer's threads, one scrape at a
-// time or several at once; it must be safe to call from any thread until
-// the endpoint is destroyed.
+// Thread-safety: `collect` runs on the endpoint's thread, one scrape at a
+// time; it must be safe to call from that thread until the endpoint is
+// destroyed.
 #ifndef GEOPS_CLI_METRICS_ENDPOINT_H_
 #define GEOPS_CLI_METRICS_ENDPOINT_H_
 
@@ -25,9 +28,7 @@
 #include "common/histogram.h"
 #include "common/status.h"
 
-namespace prometheus {
-class Exposer;
-}
+struct MHD_Daemon;
 
 namespace geops::cli {
 
@@ -66,17 +67,18 @@ class MetricsEndpoint {
   MetricsEndpoint& operator=(const MetricsEndpoint&) = delete;
 
   int port() const { return port_; }
+  // The metrics now, in Prometheus' text format (what GET /metrics answers).
+  std::string Render() const;
   // "host:port", for service discovery.
   std::string address() const { return host_ + ":" + std::to_string(port_); }
 
  private:
-  class Source;
   MetricsEndpoint() = default;
 
   std::string host_;
   int port_ = 0;
-  std::shared_ptr<Source> source_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  CollectFn collect_;
+  MHD_Daemon* daemon_ = nullptr;
 };
 
 }  // namespace geops::cli

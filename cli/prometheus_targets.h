@@ -26,6 +26,10 @@ class PrometheusTargets {
   // Records (or replaces) the endpoint of `process` of `site` and rewrites
   // the file.
   Status Set(const std::string& site, const std::string& process, const std::string& address);
+  // The same for shard or worker `index` ("shard-0", "worker-1").
+  Status Set(const std::string& site, bool shard, int index, const std::string& address) {
+    return Set(site, (shard ? "shard-" : "worker-") + std::to_string(index), address);
+  }
   // The file's JSON text.
   std::string Render() const;
   const std::string& path() const { return path_; }

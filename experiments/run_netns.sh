@@ -197,6 +197,21 @@ for i in $(seq 1 "$n"); do
     pids+=($!); worker_pids+=($!)
   done
 done
+# Wait for the workers; a shard that exits before them fails the run at
+# once (its log says why) rather than leaving the workers to retry.
+while :; do
+  running=0
+  for pid in "${worker_pids[@]}"; do kill -0 "$pid" 2> /dev/null && running=$((running + 1)); done
+  [ "$running" = 0 ] && break
+  for pid in "${shard_pids[@]}"; do
+    if ! kill -0 "$pid" 2> /dev/null; then
+      echo "a shard exited during the run; its log:" >&2
+      grep -l . "$out"/logs/*-shard-*.log | while read -r f; do tail -n 3 "$f" >&2; done
+      exit 1
+    fi
+  done
+  sleep 1
+done
 failed=0
 for pid in "${worker_pids[@]}"; do wait "$pid" || failed=$((failed + 1)); done
 end=$(date +%s.%N)

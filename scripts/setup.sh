@@ -11,7 +11,7 @@ packages=(
   librocksdb-dev libuv1-dev liblz4-dev zlib1g-dev libssl-dev
   libopenblas-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
-  libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev nlohmann-json3-dev prometheus-cpp-dev
+  libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev nlohmann-json3-dev prometheus-cpp-dev libmicrohttpd-dev
   dataset-fashion-mnist jargon-text
   python3 python3-matplotlib
   prometheus  # the server the metrics test scrapes a three-site run with
