@@ -4,6 +4,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <openssl/evp.h>
+
 namespace geops::cli {
 namespace {
 
@@ -31,24 +33,12 @@ bool IsDnsLabel(const std::string& s) {
   return s.front() != '-' && s.back() != '-';
 }
 
+// Secret data: standard base64 (OpenSSL's encoder, no line breaks).
 std::string Base64(const std::string& in) {
-  static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    const uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
-    for (int s : {18, 12, 6, 0}) out += kAlphabet[(v >> s) & 63];
-  }
-  if (i + 1 == in.size()) {
-    const uint32_t v = uint8_t(in[i]) << 16;
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += "==";
-  } else if (i + 2 == in.size()) {
-    const uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8);
-    for (int s : {18, 12, 6}) out += kAlphabet[(v >> s) & 63];
-    out += "=";
-  }
+  std::string out(4 * ((in.size() + 2) / 3) + 1, '\0');
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(in.data()), static_cast<int>(in.size()));
+  out.resize(static_cast<size_t>(n));
   return out;
 }
 
@@ -75,11 +65,11 @@ std::string QuotedValue(const std::string& line) {
 
 // A path of the topology as the image sees it: under repo_root -> /opt/geops/...
 Result<std::string> InImage(const Topology& t, const K8sOptions& o, const std::string& key, const std::string& value) {
-  std::error_code ec;
-  const fs::path host = fs::weakly_canonical(fs::absolute(t.Resolve(value)), ec);
-  const fs::path root = fs::weakly_canonical(fs::absolute(o.repo_root), ec);
+  std::error_code host_ec, root_ec;
+  const fs::path host = fs::weakly_canonical(fs::absolute(t.Resolve(value)), host_ec);
+  const fs::path root = fs::weakly_canonical(fs::absolute(o.repo_root), root_ec);
   const fs::path rel = host.lexically_relative(root);
-  if (ec || rel.empty() || *rel.begin() == "..") {
+  if (host_ec || root_ec || rel.empty() || *rel.begin() == "..") {
     return InvalidArgumentError(t.path + ": wan." + key + " '" + value + "' is outside " + o.repo_root +
                                 ", which the image holds at " + kImageRoot + "; copy it into the image's tree");
   }
