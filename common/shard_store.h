@@ -114,6 +114,12 @@ struct WorkerRecord {
   Clock clock = 0;               // the clock the shard holds for the worker
   Clock last_update_clock = -1;  // clock of its last applied update batch; -1: none
   bool finished = false;
+  // A clock's update may come in parts (a worker splits a large one into
+  // bounded requests, part 0, 1, ...): the last part applied at
+  // last_update_clock. kWholeClock: the clock's update is complete (a
+  // record written before parts existed).
+  int32_t last_update_part = -1;
+  static constexpr int32_t kWholeClock = 0x7fffffff;
 };
 
 struct OriginRecord {

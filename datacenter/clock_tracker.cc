@@ -69,7 +69,7 @@ Status ClockTracker::Touch(WorkerId worker) {
   return Status::Ok();
 }
 
-Result<ClockTracker::Admission> ClockTracker::AdmitUpdate(WorkerId worker, Clock clock) {
+Result<ClockTracker::Admission> ClockTracker::AdmitUpdate(WorkerId worker, Clock clock, int32_t part) {
   std::lock_guard<std::mutex> lock(mu_);
   GEOPS_RETURN_IF_ERROR(CheckRegisteredLocked(worker));
   const SteadyClock::time_point now = SteadyClock::now();
@@ -81,23 +81,31 @@ Result<ClockTracker::Admission> ClockTracker::AdmitUpdate(WorkerId worker, Clock
                                 std::to_string(clock) +
                                 "; a batch must carry the worker's current clock");
   }
-  if (clock < s.clock || clock == s.last_update_clock) {
+  if (part < 0) {
+    return InvalidArgumentError("update from worker " + std::to_string(worker) + " at clock " +
+                                std::to_string(clock) + ": part " + std::to_string(part) + " is negative");
+  }
+  if (clock < s.clock || (clock == s.last_update_clock && part <= s.last_update_part)) {
     return Admission{false, ShardClockLocked(now, nullptr)};
   }
   if (s.finished) {
     return FailedPreconditionError("worker " + std::to_string(worker) + " finished at clock " +
                                    std::to_string(s.clock) + " and cannot push updates; register again to continue");
   }
-  const Clock previous = s.last_update_clock;
+  const Admission admission{true, ShardClockLocked(now, nullptr), s.last_update_clock, s.last_update_part};
   s.last_update_clock = clock;
-  return Admission{true, ShardClockLocked(now, nullptr), previous};
+  s.last_update_part = part;
+  return admission;
 }
 
 void ClockTracker::RevokeAdmission(WorkerId worker, Clock clock, const Admission& admission) {
   std::lock_guard<std::mutex> lock(mu_);
   if (worker < 0 || worker >= static_cast<WorkerId>(slots_.size())) return;
   Slot& s = slots_[worker];
-  if (admission.apply && s.last_update_clock == clock) s.last_update_clock = admission.previous;
+  if (admission.apply && s.last_update_clock == clock) {
+    s.last_update_clock = admission.previous;
+    s.last_update_part = admission.previous_part;
+  }
 }
 
 Result<Clock> ClockTracker::Advance(WorkerId worker, Clock new_clock, bool finished) {
@@ -209,7 +217,7 @@ Clock ClockTracker::ShardClock() const {
 WorkerRecord ClockTracker::Record(WorkerId worker) const {
   std::lock_guard<std::mutex> lock(mu_);
   const Slot& s = slots_[worker];
-  return WorkerRecord{worker, s.clock, s.last_update_clock, s.finished};
+  return WorkerRecord{worker, s.clock, s.last_update_clock, s.finished, s.last_update_part};
 }
 
 void ClockTracker::Restore(const WorkerRecord& record) {
@@ -217,6 +225,7 @@ void ClockTracker::Restore(const WorkerRecord& record) {
   Slot& s = slots_[record.worker];
   s.clock = record.clock;
   s.last_update_clock = record.last_update_clock;
+  s.last_update_part = record.last_update_clock < 0 ? -1 : record.last_update_part;
   s.finished = record.finished;
   advanced_.notify_all();
 }

@@ -66,6 +66,7 @@ class ClockTracker {
     bool apply = false;  // false: a retry of a batch already admitted
     Clock shard_clock = 0;
     Clock previous = -1;  // for RevokeAdmission
+    int32_t previous_part = -1;
   };
   // Admits the update batch (worker, clock). apply is true when the batch
   // must be applied (it is recorded as applied now, so the caller must apply
@@ -73,7 +74,10 @@ class ClockTracker {
   // batch again. InvalidArgument when clock is above the held clock (a jump);
   // FailedPrecondition for a new batch from a finished worker.
   // REQUIRES: clock >= 0.
-  Result<Admission> AdmitUpdate(WorkerId worker, Clock clock);
+  // `part`: the update of one clock may come in parts 0, 1, ... sent in
+  // order (each after the previous one was acknowledged); a part at or
+  // below the last one admitted at that clock is a retry.
+  Result<Admission> AdmitUpdate(WorkerId worker, Clock clock, int32_t part = 0);
   // Forgets an admission whose batch was refused before anything of it was
   // applied (its result would not be finite): a retry of (worker, clock) is
   // then a new batch again. Same serialisation as AdmitUpdate.
@@ -123,6 +127,7 @@ class ClockTracker {
     bool finished = false;
     Clock clock = 0;
     Clock last_update_clock = -1;  // clock of the last admitted batch, -1: none
+    int32_t last_update_part = -1; // its part
     int reads_in_flight = 0;
     SteadyClock::time_point last_heard;  // shard start for never-registered workers
   };

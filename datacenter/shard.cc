@@ -83,6 +83,7 @@ bool TokensEqual(const std::string& a, const std::string& b) {
 
 class ShardImpl final : public Shard {
  public:
+  using Shard::Update;
   ShardImpl(const ModelSpec& spec, const ShardOptions& options)
       : Shard(spec, options),
         fingerprint_(spec_.Fingerprint()),
@@ -176,7 +177,8 @@ class ShardImpl final : public Shard {
   }
 
   Result<UpdateReply> Update(WorkerId worker, Clock clock, std::span<const ChunkKey> keys,
-                             std::span<const float> values) override {
+                             std::span<const float> values, int32_t part) override {
+    // (Shard::Update(worker, clock, keys, values) is part 0.)
     Status s = CheckWorker(worker);
     if (s.ok()) s = CheckClock(clock, "update");
     if (s.ok()) s = validator_->CheckValues(keys, values);
@@ -189,7 +191,7 @@ class ShardImpl final : public Shard {
     }
     std::optional<ShardPersister::Mutation> mutation;
     if (persister_ != nullptr) mutation.emplace(persister_->Begin());
-    Result<ClockTracker::Admission> admission = tracker_.AdmitUpdate(worker, clock);
+    Result<ClockTracker::Admission> admission = tracker_.AdmitUpdate(worker, clock, part);
     if (!admission.ok()) return Reject(admission.status());
     UpdateReply reply;
     reply.shard_clock = admission->shard_clock;

@@ -131,9 +131,18 @@ class Shard : public ReplicaTarget {
   // max_commit_wait_ms, then Unavailable (the batch is applied in memory; a
   // retry answers applied=false once it is written). Unavailable as well
   // once a commit has failed; the shard then takes no more changes.
+  //
+  // One clock's update may come in parts (`part` 0, 1, ..., each sent once
+  // the previous one was answered), so that no request grows with the
+  // model: a part at or below the last one applied at that clock is a
+  // retry.
   virtual Result<UpdateReply> Update(WorkerId worker, Clock clock,
                                      std::span<const ChunkKey> keys,
-                                     std::span<const float> values) = 0;
+                                     std::span<const float> values, int32_t part) = 0;
+  Result<UpdateReply> Update(WorkerId worker, Clock clock, std::span<const ChunkKey> keys,
+                             std::span<const float> values) {
+    return Update(worker, clock, keys, values, 0);
+  }
 
   // Ends the worker's iteration: its clock becomes `new_clock`, which must be
   // the held clock + 1 (or <= the held clock: a retry, no change); more is

@@ -194,6 +194,7 @@ std::string OriginKey(SiteId origin) { return IdKey(kOriginPrefix, static_cast<u
 std::string EncodeWorker(const WorkerRecord& record) {
   std::string out = EncodeFixed<int64_t>(record.clock) + EncodeFixed<int64_t>(record.last_update_clock);
   out.push_back(record.finished ? 1 : 0);
+  out += EncodeFixed<int32_t>(record.last_update_part);
   return out;
 }
 
@@ -201,15 +202,23 @@ Status DecodeWorker(std::string_view key_suffix, std::string_view value, WorkerR
   if (key_suffix.size() != 4) return DataLossError("a worker record has a malformed key");
   record->worker = static_cast<WorkerId>(GetBigEndian32(key_suffix.data()));
   const std::string what = "worker record " + std::to_string(record->worker);
-  if (value.size() != kWorkerValueSize) {
+  if (value.size() != kWorkerValueSize && value.size() != kWorkerValueSizeWhole) {
     return DataLossError(what + " has " + std::to_string(value.size()) + " bytes, expected " +
-                         std::to_string(kWorkerValueSize));
+                         std::to_string(kWorkerValueSize) + " (or " + std::to_string(kWorkerValueSizeWhole) +
+                         " without the update part)");
   }
   record->clock = GetFixed<int64_t>(value.data());
   record->last_update_clock = GetFixed<int64_t>(value.data() + 8);
   const unsigned char finished = static_cast<unsigned char>(value[16]);
   if (finished > 1) return DataLossError(what + " has a finished flag of " + std::to_string(finished));
   record->finished = finished == 1;
+  record->last_update_part = WorkerRecord::kWholeClock;
+  if (value.size() == kWorkerValueSize) {
+    record->last_update_part = GetFixed<int32_t>(value.data() + 17);
+    if (record->last_update_part < -1) {
+      return DataLossError(what + " has the update part " + std::to_string(record->last_update_part));
+    }
+  }
   return Status::Ok();
 }
 

@@ -64,7 +64,9 @@ inline constexpr size_t kChunkKeySize = 8;
 inline constexpr size_t kChunkHeaderSize = 16;
 inline constexpr uint32_t kChunkValueVersion = 1;
 // Worker value: i64 clock, i64 last update clock (-1: none), u8 finished (0/1).
-inline constexpr size_t kWorkerValueSize = 17;
+inline constexpr size_t kWorkerValueSize = 21;
+// A worker record written before update parts existed (read as a whole clock).
+inline constexpr size_t kWorkerValueSizeWhole = 17;
 
 // Ledger key: u32 BE origin site, then the chunk key, so that one origin's
 // rows are contiguous and in ChunkKey order.

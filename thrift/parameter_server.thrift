@@ -51,6 +51,7 @@ struct UpdateRequest {
   2: i64 clock,
   3: list<i64> chunk_keys,
   4: binary values,           // deltas, already scaled by -lr
+  5: i32 part = 0,            // a clock's update may come in parts 0, 1, ... (bounded requests)
 }
 
 struct UpdateReply {

@@ -239,11 +239,12 @@ Result<ReadReply> ThriftShardConnection::Read(WorkerId worker, Clock clock, int6
 
 Result<UpdateReply> ThriftShardConnection::Update(WorkerId worker, Clock clock,
                                                   std::span<const ChunkKey> keys,
-                                                  std::span<const float> values) {
+                                                  std::span<const float> values, int32_t part) {
   GEOPS_RETURN_IF_ERROR(CheckValuesFrame(keys, values, "an update"));
   gen::UpdateRequest& req = messages_->update_request;
   req.worker_id = worker;
   req.clock = clock;
+  req.__set_part(part);
   PackKeysInto(keys, &req.chunk_keys);
   req.values.clear();  // the payload is written from `values` directly
   gen::UpdateReply reply;

@@ -78,7 +78,8 @@ class ThriftShardConnection : public worker::ShardConnection {
                          int64_t deadline_ms) override;
   // ResourceExhausted when the request would exceed max_frame_bytes (nothing sent).
   Result<UpdateReply> Update(WorkerId worker, Clock clock, std::span<const ChunkKey> keys,
-                             std::span<const float> values) override;
+                             std::span<const float> values, int32_t part) override;
+  using ShardConnection::Update;
   Result<Clock> AdvanceClock(WorkerId worker, Clock new_clock, bool finished) override;
   Status Heartbeat(WorkerId worker) override;
   Result<ShardStatus> GetStatus() override;

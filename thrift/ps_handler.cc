@@ -216,7 +216,7 @@ Status PsHandler::DoUpdate(datacenter::Shard* shard, gen::UpdateReply& reply,
                                 std::to_string(keys.size()) + " chunks");
   }
   handed_to_ = shard;
-  GEOPS_ASSIGN_OR_RETURN(UpdateReply r, shard->Update(req.worker_id, req.clock, keys, values));
+  GEOPS_ASSIGN_OR_RETURN(UpdateReply r, shard->Update(req.worker_id, req.clock, keys, values, req.part));
   reply.applied = r.applied;
   reply.shard_clock = r.shard_clock;
   return Status::Ok();

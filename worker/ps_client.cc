@@ -42,12 +42,24 @@ PsClient::PsClient(const ModelSpec& spec, int num_shards, const WorkerClientOpti
   shard_keys_.resize(num_shards_);
   read_buf_.resize(num_shards_);
   send_buf_.resize(num_shards_);
+  read_groups_.resize(num_shards_);
   for (ShardId s = 0; s < num_shards_; ++s) {
     shard_keys_[s] = spec_.ChunksOfShard(s, num_shards_);
-    int64_t elems = 0;
-    for (ChunkKey k : shard_keys_[s]) elems += spec_.ChunkElements(k);
-    read_buf_[s].resize(elems);
-    send_buf_[s].reserve(elems);
+    // Requests stay under kMaxRequestBytes (a larger chunk goes alone), so
+    // that no buffer here or at the shard grows with the model.
+    int64_t group = 0, largest = 0;
+    for (size_t i = 0; i < shard_keys_[s].size(); ++i) {
+      const int64_t n = spec_.ChunkElements(shard_keys_[s][i]);
+      if (read_groups_[s].empty() || (group > 0 && (group + n) * 4 > kMaxRequestBytes)) {
+        read_groups_[s].push_back({i, i});
+        group = 0;
+      }
+      read_groups_[s].back().second = i + 1;
+      group += n;
+      largest = std::max(largest, group);
+    }
+    read_buf_[s].resize(largest);
+    send_buf_[s].reserve(largest);
   }
   conns_.resize(num_shards_);
   hb_conns_.resize(num_shards_);
@@ -289,21 +301,25 @@ Status PsClient::ReadShard(ShardId s, geops::Clock clock, int64_t staleness, geo
     *stamp = std::numeric_limits<geops::Clock>::max();
     return Status::Ok();
   }
-  float* buf = read_buf_[s].data();
-  GEOPS_RETURN_IF_ERROR(CallShard(s, [&](ShardConnection& c) -> Status {
-    auto r = c.Read(options_.worker_id, clock, staleness, keys, buf, options_.rpc_timeout_ms);
-    if (!r.ok()) return r.status();
-    *stamp = r->shard_clock;
-    return Status::Ok();
-  }));
-  // Scatter the shard's chunks into the dense tables (and, while each chunk
-  // is still in the CPU's cache, into the caller's copy).
-  for (ChunkKey k : keys) {
-    const int64_t n = spec_.ChunkElements(k);
-    const int64_t offset = spec_.ChunkOffset(k);
-    std::memcpy(cache_[k.table].data() + offset, buf, n * sizeof(float));
-    if (!also_into.empty()) std::memcpy(also_into[k.table] + offset, buf, n * sizeof(float));
-    buf += n;
+  *stamp = std::numeric_limits<geops::Clock>::max();
+  for (const auto& [begin, end] : read_groups_[s]) {
+    const std::span<const ChunkKey> group(keys.data() + begin, end - begin);
+    float* buf = read_buf_[s].data();
+    GEOPS_RETURN_IF_ERROR(CallShard(s, [&](ShardConnection& c) -> Status {
+      auto r = c.Read(options_.worker_id, clock, staleness, group, buf, options_.rpc_timeout_ms);
+      if (!r.ok()) return r.status();
+      *stamp = std::min(*stamp, r->shard_clock);
+      return Status::Ok();
+    }));
+    // Scatter the chunks into the dense tables (and, while each chunk is
+    // still in the CPU's cache, into the caller's copy).
+    for (ChunkKey k : group) {
+      const int64_t n = spec_.ChunkElements(k);
+      const int64_t offset = spec_.ChunkOffset(k);
+      std::memcpy(cache_[k.table].data() + offset, buf, n * sizeof(float));
+      if (!also_into.empty()) std::memcpy(also_into[k.table] + offset, buf, n * sizeof(float));
+      buf += n;
+    }
   }
   return Status::Ok();
 }
@@ -367,20 +383,32 @@ Status PsClient::Update(TableId id, int64_t offset, std::span<const float> value
 }
 
 Status PsClient::FlushShard(ShardId s, bool finished) {
+  // The clock's deltas go in parts of at most kMaxRequestBytes (part 0, 1,
+  // ...; the shard takes a repeated part as a retry).
   std::vector<ChunkKey> keys;
   std::vector<float>& buf = send_buf_[s];
+  int32_t part = 0;
+  const auto send = [&]() -> Status {
+    Status st = CallShard(s, [&](ShardConnection& c) -> Status {
+      return c.Update(options_.worker_id, clock_, keys, buf, part).status();
+    });
+    keys.clear();
+    buf.clear();
+    ++part;
+    return st;
+  };
   buf.clear();
   for (ChunkKey k : shard_keys_[s]) {
     if (!dirty_[first_chunk_[k.table] + k.chunk]) continue;
+    const int64_t n = spec_.ChunkElements(k);
+    if (!keys.empty() && static_cast<int64_t>(buf.size() + n) * 4 > kMaxRequestBytes) {
+      GEOPS_RETURN_IF_ERROR(send());
+    }
     keys.push_back(k);
     const float* src = oplog_[k.table].data() + spec_.ChunkOffset(k);
-    buf.insert(buf.end(), src, src + spec_.ChunkElements(k));
+    buf.insert(buf.end(), src, src + n);
   }
-  if (!keys.empty()) {
-    GEOPS_RETURN_IF_ERROR(CallShard(s, [&](ShardConnection& c) -> Status {
-      return c.Update(options_.worker_id, clock_, keys, buf).status();
-    }));
-  }
+  if (!keys.empty()) GEOPS_RETURN_IF_ERROR(send());
   return CallShard(s, [&](ShardConnection& c) -> Status {
     return c.AdvanceClock(options_.worker_id, clock_ + 1, finished).status();
   });

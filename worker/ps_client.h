@@ -147,6 +147,8 @@ class PsClient {
   Status SendSchema(ShardId s, std::span<const float* const> initial_values);
   // Bytes of initial values per InitValues call.
   static constexpr int64_t kInitBatchBytes = int64_t{16} << 20;
+  // Largest read or update request (values), unless one chunk is larger.
+  static constexpr int64_t kMaxRequestBytes = int64_t{8} << 20;
   // Runs fn(shard) for every shard in parallel and returns the first error.
   template <typename Fn>
   Status ForEachShard(Fn&& fn);
@@ -172,6 +174,7 @@ class PsClient {
 
   // Per shard: its chunks, and buffers for reading and sending them.
   std::vector<std::vector<ChunkKey>> shard_keys_;
+  std::vector<std::vector<std::pair<size_t, size_t>>> read_groups_;  // per shard: [begin, end) of shard_keys_
   std::vector<std::vector<float>> read_buf_;
   std::vector<std::vector<float>> send_buf_;
   std::vector<std::unique_ptr<ShardConnection>> conns_;

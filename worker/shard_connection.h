@@ -52,9 +52,14 @@ class ShardConnection {
   virtual Result<ReadReply> Read(WorkerId worker, Clock clock, int64_t staleness,
                                  std::span<const ChunkKey> keys, float* out,
                                  int64_t deadline_ms) = 0;
+  // `part`: see Shard::Update (a clock's update in bounded parts).
   virtual Result<UpdateReply> Update(WorkerId worker, Clock clock,
                                      std::span<const ChunkKey> keys,
-                                     std::span<const float> values) = 0;
+                                     std::span<const float> values, int32_t part) = 0;
+  Result<UpdateReply> Update(WorkerId worker, Clock clock, std::span<const ChunkKey> keys,
+                             std::span<const float> values) {
+    return Update(worker, clock, keys, values, 0);
+  }
   virtual Result<Clock> AdvanceClock(WorkerId worker, Clock new_clock, bool finished) = 0;
   virtual Status Heartbeat(WorkerId worker) = 0;
   virtual Result<ShardStatus> GetStatus() = 0;

@@ -40,6 +40,7 @@ using worker::MlpShape;
 // apply), not a network.
 class InProcessConnection final : public worker::ShardConnection {
  public:
+  using worker::ShardConnection::Update;
   explicit InProcessConnection(datacenter::Shard* shard) : shard_(shard) {}
   Result<RegisterReply> Register(WorkerId w, uint64_t fp, const std::string& token) override {
     return shard_->RegisterWorker(w, fp, token);
@@ -49,8 +50,8 @@ class InProcessConnection final : public worker::ShardConnection {
     return shard_->Read(w, c, s, keys, out, Deadline::InMs(deadline_ms));
   }
   Result<UpdateReply> Update(WorkerId w, Clock c, std::span<const ChunkKey> keys,
-                             std::span<const float> values) override {
-    return shard_->Update(w, c, keys, values);
+                             std::span<const float> values, int32_t part) override {
+    return shard_->Update(w, c, keys, values, part);
   }
   Result<Clock> AdvanceClock(WorkerId w, Clock c, bool finished) override {
     return shard_->AdvanceClock(w, c, finished);

@@ -12,6 +12,7 @@ Status Interrupted() { return CancelledError("interrupted (KeyboardInterrupt)");
 
 class CancellableConnection : public worker::ShardConnection {
  public:
+  using worker::ShardConnection::Update;
   CancellableConnection(std::unique_ptr<worker::ShardConnection> inner, const CancelFlag* flag)
       : inner_(std::move(inner)), flag_(flag) {}
 
@@ -52,9 +53,9 @@ class CancellableConnection : public worker::ShardConnection {
   }
 
   Result<UpdateReply> Update(WorkerId worker, geops::Clock clock, std::span<const ChunkKey> keys,
-                             std::span<const float> values) override {
+                             std::span<const float> values, int32_t part) override {
     if (flag_->raised()) return Interrupted();
-    return inner_->Update(worker, clock, keys, values);
+    return inner_->Update(worker, clock, keys, values, part);
   }
 
   Result<geops::Clock> AdvanceClock(WorkerId worker, geops::Clock new_clock, bool finished) override {

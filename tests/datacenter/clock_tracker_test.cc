@@ -52,6 +52,24 @@ TEST(ClockTrackerTest, AdmitsEachBatchOnce) {
   EXPECT_FALSE(t.AdmitUpdate(0, 0)->apply);
 }
 
+TEST(ClockTrackerTest, AdmitsEachPartOfAClockOnce) {
+  ClockTracker t(0, 1, milliseconds(10000));
+  t.Register(0);
+  EXPECT_TRUE(t.AdmitUpdate(0, 0, 0)->apply);
+  EXPECT_TRUE(t.AdmitUpdate(0, 0, 1)->apply);
+  EXPECT_FALSE(t.AdmitUpdate(0, 0, 1)->apply);  // a retry of the last part
+  EXPECT_FALSE(t.AdmitUpdate(0, 0, 0)->apply);  // an earlier part, long applied
+  const Result<ClockTracker::Admission> third = t.AdmitUpdate(0, 0, 2);
+  ASSERT_TRUE(third.ok());
+  EXPECT_TRUE(third->apply);
+  t.RevokeAdmission(0, 0, *third);              // refused after admission: may come again
+  EXPECT_TRUE(t.AdmitUpdate(0, 0, 2)->apply);
+  EXPECT_EQ(t.Record(0).last_update_part, 2);
+  EXPECT_THAT(t.AdmitUpdate(0, 0, -1).status().message(), HasSubstr("part -1 is negative"));
+  ASSERT_TRUE(t.Advance(0, 1, false).ok());
+  EXPECT_TRUE(t.AdmitUpdate(0, 1, 0)->apply);   // the next clock starts at part 0 again
+}
+
 TEST(ClockTrackerTest, AdvanceWakesWaitingReader) {
   ClockTracker t(0, 2, milliseconds(10000));
   t.Register(0);

@@ -87,6 +87,7 @@ class ShardSlot {
 
 class SlotConnection : public worker::ShardConnection {
  public:
+  using worker::ShardConnection::Update;
   explicit SlotConnection(ShardSlot* slot) : slot_(slot) {}
   Result<RegisterReply> Register(WorkerId w, uint64_t fp, const std::string& token) override {
     return slot_->Call([&](datacenter::Shard* s) { return s->RegisterWorker(w, fp, token); });
@@ -96,8 +97,8 @@ class SlotConnection : public worker::ShardConnection {
     return slot_->Call([&](datacenter::Shard* s) { return s->Read(w, c, st, keys, out, Deadline::InMs(deadline_ms)); });
   }
   Result<UpdateReply> Update(WorkerId w, Clock c, std::span<const ChunkKey> keys,
-                             std::span<const float> values) override {
-    return slot_->Call([&](datacenter::Shard* s) { return s->Update(w, c, keys, values); });
+                             std::span<const float> values, int32_t part) override {
+    return slot_->Call([&](datacenter::Shard* s) { return s->Update(w, c, keys, values, part); });
   }
   Result<Clock> AdvanceClock(WorkerId w, Clock c, bool finished) override {
     return slot_->Call([&](datacenter::Shard* s) { return s->AdvanceClock(w, c, finished); });

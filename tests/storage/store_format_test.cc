@@ -189,6 +189,23 @@ TEST(StoreFormatTest, CheckLedgerAddNamesWhatBreaksTheContract) {
   }
 }
 
+TEST(StoreFormatTest, WorkerRecordsKeepTheUpdatePart) {
+  const std::string key = std::string("\0\0\0\x05", 4);
+  WorkerRecord in{5, 7, 6, false, 3};
+  WorkerRecord out;
+  ASSERT_TRUE(format::DecodeWorker(key, format::EncodeWorker(in), &out).ok());
+  EXPECT_EQ(out.worker, 5);
+  EXPECT_EQ(out.clock, 7);
+  EXPECT_EQ(out.last_update_clock, 6);
+  EXPECT_EQ(out.last_update_part, 3);
+  // A record written before parts existed: its last update was a whole clock.
+  ASSERT_TRUE(format::DecodeWorker(key, format::EncodeWorker(in).substr(0, format::kWorkerValueSizeWhole), &out).ok());
+  EXPECT_EQ(out.last_update_part, WorkerRecord::kWholeClock);
+  std::string bad = format::EncodeWorker(WorkerRecord{5, 7, 6, false, -7});
+  EXPECT_THAT(format::DecodeWorker(key, bad, &out).message(), HasSubstr("update part -7"));
+  EXPECT_THAT(format::DecodeWorker(key, bad.substr(0, 19), &out).message(), HasSubstr("has 19 bytes"));
+}
+
 TEST(StoreFormatTest, OnlyTheCurrentFormatVersionIsRead) {
   EXPECT_TRUE(format::CheckFormatVersion(format::kFormatVersion, "store s").ok());
   const Status older = format::CheckFormatVersion(format::kFormatVersion - 1, "store s");

@@ -23,6 +23,7 @@ struct FaultPlan {
 
 class LocalConnection : public ShardConnection {
  public:
+  using ShardConnection::Update;
   LocalConnection(datacenter::Shard* shard, FaultPlan* faults) : shard_(shard), faults_(faults) {}
   // Over a host whose shard may come later (a client-defined model).
   LocalConnection(datacenter::ShardHost* host, FaultPlan* faults) : host_(host), faults_(faults) {}
@@ -47,10 +48,10 @@ class LocalConnection : public ShardConnection {
     return Call([&] { return Served()->Read(w, c, s, keys, out, Deadline::InMs(deadline_ms)); });
   }
   Result<UpdateReply> Update(WorkerId w, Clock c, std::span<const ChunkKey> keys,
-                             std::span<const float> values) override {
+                             std::span<const float> values, int32_t part) override {
     if (!Served()) return host_->NotReady();
     stats_.bytes_sent += values.size() * sizeof(float);
-    return Call([&] { return Served()->Update(w, c, keys, values); });
+    return Call([&] { return Served()->Update(w, c, keys, values, part); });
   }
   Result<Clock> AdvanceClock(WorkerId w, Clock c, bool finished) override {
     if (!Served()) return host_->NotReady();

@@ -192,6 +192,40 @@ TEST(PsClientTest, RetriesUnavailableAndLostRepliesApplyOnce) {
   EXPECT_GT(c->stats().retries, 0);
 }
 
+// A shard's share larger than one request: reads and updates go in bounded
+// requests (update parts), and lost replies still apply each part once.
+TEST(PsClientTest, LargeShardsTravelInBoundedPartsExactlyOnce) {
+  const ModelSpec spec = *ModelSpec::Create({{"big", 3000, 1000}, {"small", 3, 5}}, 1 << 20);
+  ShardOptions o;
+  o.num_workers = 1;
+  auto shard = datacenter::Shard::Create(spec, o);
+  ASSERT_TRUE(shard.ok()) << shard.status().ToString();
+  FaultPlan faults;
+  LocalConnectionFactory f({shard->get()}, &faults);
+  WorkerClientOptions co;
+  co.rpc_timeout_ms = 5000;
+  co.retry_backoff_ms = 1;
+  co.max_backoff_ms = 10;
+  co.retry_window_ms = 2000;
+  auto c = PsClient::Create(spec, 1, co, &f);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE((*c)->Start().ok());
+  const int clocks = 4;
+  for (int i = 0; i < clocks; ++i) {
+    ASSERT_TRUE((*c)->Refresh().ok());
+    AddOneEverywhere(c->get());
+    faults.lose_reply = i % 2;  // part 0 arrives, its reply is lost: the retry is a duplicate
+    ASSERT_TRUE((*c)->Clock().ok());
+  }
+  faults.lose_reply = 0;
+  ASSERT_TRUE((*c)->ReadAt(clocks, 0).ok());
+  EXPECT_EQ(MaxAbsError(c->get(), clocks), 0.0);
+  const ShardStatus st = (*shard)->GetStatus();
+  // 12 MB a clock in parts of at most 8 MiB: two parts per clock.
+  EXPECT_EQ(st.update_batches_applied, 2 * clocks);
+  EXPECT_GE(st.update_batches_duplicate, 1);
+}
+
 TEST(PsClientTest, WaitsOutAShardUnavailableWithinTheRetryWindow) {
   Site site(1, 1);
   FaultPlan faults;
