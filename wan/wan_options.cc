@@ -88,6 +88,7 @@ Status WanOptions::Validate() const {
     return InvalidArgumentError(p + "max_batch_seconds must be > 0");
   }
   if (min_batch_bytes < 1024) return InvalidArgumentError(p + "min_batch_bytes must be >= 1024");
+  if (slice_elements < 1024) return InvalidArgumentError(p + "slice_elements must be >= 1024");
   if (!(notice_min_seconds >= 0) || !std::isfinite(notice_min_seconds)) {
     return InvalidArgumentError(p + "notice_min_seconds must be >= 0");
   }

@@ -86,6 +86,12 @@ struct WanOptions {
   // link time; the most significant chunks go first. Seconds, > 0.
   double max_batch_seconds = 0.5;
   int64_t min_batch_bytes = 64 << 10;   // lower bound of that cut, bytes, >= 1024
+  // A tick selects, encodes and ships its updates in slices of about this
+  // many values (asp, bsp, all-async and the final drain; one batch each),
+  // so that the selection, its encodings and the peers' decodings stay
+  // bounded however large the shard: 2^21 values hold 16 MiB as indices and
+  // values. >= 1024.
+  int64_t slice_elements = int64_t{1} << 21;
   // asp: a batch the link needs longer than this to deliver is announced by
   // a selective-barrier notice on the priority lane. Seconds, >= 0.
   double notice_min_seconds = 0.05;

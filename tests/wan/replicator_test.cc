@@ -76,6 +76,31 @@ INSTANTIATE_TEST_SUITE_P(Modes, CounterAcrossSitesTest,
                            return n;
                          });
 
+// A tick larger than one slice leaves as several batches, and the counter
+// still ends exact at every site (the slices of one tick never select a
+// chunk twice, and the drain takes everything).
+class SlicedTicksTest : public ::testing::TestWithParam<WanMode> {};
+
+TEST_P(SlicedTicksTest, ATickLargerThanOneSliceShipsInSeveralBatches) {
+  WanOptions o = Mode(GetParam());
+  o.slice_elements = 1024;
+  // 6,400 values in chunks of 256: every tick is more than six slices.
+  const ModelSpec spec = *ModelSpec::Create({{"w", 64, 100}, {"b", 1, 100}}, 1024);
+  WanSites sites(spec, {1, 1}, /*shards=*/1, o, Faulty(), 5);
+  ASSERT_GT(sites.spec().total_elements(), 3 * o.slice_elements);
+  std::vector<std::optional<double>> err = sites.RunCounter(/*clocks=*/8, /*staleness=*/1);
+  for (int s = 0; s < sites.sites(); ++s) {
+    ASSERT_TRUE(err[s].has_value()) << "site " << s;
+    EXPECT_EQ(*err[s], 0.0) << "site " << s;
+    const ReplicatorStats st = sites.replicator(s, 0)->stats();
+    EXPECT_TRUE(st.drained);
+    EXPECT_GE(st.batches_encoded, 3 * st.ticks) << "site " << s;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, SlicedTicksTest, ::testing::Values(WanMode::kBsp, WanMode::kAsp),
+                         [](const auto& info) { return std::string(WanModeName(info.param)); });
+
 // Every chunk value of every shard of site `s`, in order.
 std::vector<float> ReplicaOf(WanSites& sites, SiteId s, int shards) {
   std::vector<float> out;

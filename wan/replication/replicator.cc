@@ -303,21 +303,24 @@ PeerOutbox* Replicator::OutboxFor(SiteId peer) {
   return nullptr;
 }
 
-void Replicator::SelectLocked(Clock k, bool finishing) {
+bool Replicator::SelectLocked(Clock k, bool finishing, SelectSlice* slice) {
   const double start = NowSeconds();
   SelectStats st;
   step_due_ = false;
+  // The outer step's contribution is one batch: it is never sliced.
+  SelectSlice whole;
+  const SelectSlice& limit = outer_ != nullptr ? whole : *slice;
   if (finishing) {
-    st = filter_.DrainAll(&selected_);
+    st = filter_.DrainAll(&selected_, limit);
     step_due_ = true;
   } else {
     switch (options_.mode) {
       case WanMode::kAsp:
-        st = filter_.Select(k, lookup_, static_cast<float>(schedule_.At(k)), &selected_);
+        st = filter_.Select(k, lookup_, static_cast<float>(schedule_.At(k)), &selected_, limit);
         break;
       case WanMode::kBsp:
       case WanMode::kAllAsync:
-        st = filter_.DrainAll(&selected_);
+        st = filter_.DrainAll(&selected_, limit);
         break;
       case WanMode::kAvg:
       case WanMode::kDiloco:
@@ -334,6 +337,11 @@ void Replicator::SelectLocked(Clock k, bool finishing) {
   for (const SparseChunkUpdate& u : selected_) journal_.AccumulatorChanged(u.key);
   stats_.elements_selected += st.elements_selected;
   stats_.select_seconds += NowSeconds() - start;
+  if (st.chunks_scanned > 0) {
+    slice->has_after = true;
+    slice->after = st.last;
+  }
+  return st.more && outer_ == nullptr;
 }
 
 void Replicator::MaybeNotice(PeerOutbox& out, uint64_t seq, const std::vector<ChunkKey>& keys, int64_t bytes,
@@ -463,10 +471,15 @@ void Replicator::FlushOutgoing() {
 
 void Replicator::TickChanges(const std::vector<std::pair<SiteId, uint64_t>>& acks, Clock k, bool tick,
                              bool finishing) {
+  // The tick's updates leave slice by slice (WanOptions::slice_elements),
+  // each selected, encoded and shipped before the next is selected.
+  SelectSlice slice;
+  slice.max_elements = options_.slice_elements;
+  bool more = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (tick || finishing) {
-      SelectLocked(k, finishing);
+      more = SelectLocked(k, finishing, &slice);
       ticked_ = k;
       ++stats_.ticks;
       stats_.ticked_clock = k;
@@ -484,7 +497,16 @@ void Replicator::TickChanges(const std::vector<std::pair<SiteId, uint64_t>>& ack
     ShipContribution(k, finishing);
     return;
   }
-  if (tick || finishing) ShipSelected(k, finishing);
+  if (tick || finishing) {
+    ShipSelected(k, finishing);
+    while (more) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        more = SelectLocked(k, finishing, &slice);
+      }
+      ShipSelected(k, finishing);
+    }
+  }
   ServeBacklogs(k, finishing);
 }
 

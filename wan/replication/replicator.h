@@ -234,8 +234,11 @@ class Replicator final : public ReplicationTap, public WanReceiver, public Outbo
   // A batch leaves: journalled, then queued for the transport.
   void Emit(SiteId peer, WanBatch batch);
   void Loop();
-  // Selects this tick's updates into selected_ per mode. REQUIRES: mu_ held.
-  void SelectLocked(Clock k, bool finishing);
+  // Selects this tick's next slice of updates into selected_ per mode,
+  // after *slice, and moves *slice past it; true when more of the tick
+  // remains (avg and diloco select the whole contribution at once).
+  // REQUIRES: mu_ held.
+  bool SelectLocked(Clock k, bool finishing, SelectSlice* slice);
   // Encodes selected_ once and sends or backlogs it per peer.
   void ShipSelected(Clock k, bool finishing);
   // avg, diloco: encodes this site's next contribution (selected_, maybe

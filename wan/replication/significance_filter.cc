@@ -114,22 +114,32 @@ Status SignificanceFilter::AddSparse(ChunkKey key, uint32_t num_elements,
 }
 
 SelectStats SignificanceFilter::Select(Clock clock, const ChunkValueLookup& lookup, float threshold,
-                                       std::vector<SparseChunkUpdate>* out) {
+                                       std::vector<SparseChunkUpdate>* out, const SelectSlice& slice) {
   if (!(threshold >= 0.0f)) threshold = 0.0f;  // NaN or negative: take all non-zero
-  return Scan(clock, lookup ? &lookup : nullptr, threshold, /*take_all=*/false, out);
+  return Scan(clock, lookup ? &lookup : nullptr, threshold, /*take_all=*/false, slice, out);
 }
 
-SelectStats SignificanceFilter::DrainAll(std::vector<SparseChunkUpdate>* out) {
-  return Scan(0, nullptr, 0.0f, /*take_all=*/true, out);
+SelectStats SignificanceFilter::DrainAll(std::vector<SparseChunkUpdate>* out, const SelectSlice& slice) {
+  return Scan(0, nullptr, 0.0f, /*take_all=*/true, slice, out);
 }
 
 SelectStats SignificanceFilter::Scan(Clock clock, const ChunkValueLookup* lookup, float threshold,
-                                     bool take_all, std::vector<SparseChunkUpdate>* out) {
+                                     bool take_all, const SelectSlice& slice,
+                                     std::vector<SparseChunkUpdate>* out) {
   SelectStats stats;
   std::sort(dirty_.begin(), dirty_.end());
   size_t used = 0;
   size_t still_dirty = 0;
   for (ChunkKey key : dirty_) {
+    const bool before = slice.has_after && !(slice.after < key);
+    const bool past = slice.max_elements > 0 && stats.elements_selected >= slice.max_elements;
+    if (before || past) {
+      // Outside this slice: stays dirty, untouched.
+      stats.more = stats.more || past;
+      dirty_[still_dirty++] = key;
+      continue;
+    }
+    stats.last = key;
     Slot& slot = slots_.find(key)->second;
     const uint32_t n = static_cast<uint32_t>(slot.acc.size());
     if (slot.dirty_since < 0) slot.dirty_since = clock;

@@ -54,12 +54,26 @@ struct SignificanceFilterOptions {
 // empty function means every value is unknown.
 using ChunkValueLookup = std::function<const float*(ChunkKey key)>;
 
+// One slice of a selection: only dirty chunks whose key comes after
+// `after` (all of them when !has_after), and no more once max_elements
+// values have been taken (the chunk that crosses it is taken whole; <= 0: no
+// limit). A tick selects slice after slice, so that nothing it holds (the
+// selection, its encoding, the peers' decoding) grows with the model.
+struct SelectSlice {
+  bool has_after = false;
+  ChunkKey after{};
+  int64_t max_elements = 0;
+};
+
 struct SelectStats {
   int64_t chunks_scanned = 0;      // dirty chunks visited
   int64_t elements_scanned = 0;    // floats visited in them
   int64_t chunks_selected = 0;     // chunks with at least one element taken
   int64_t elements_selected = 0;   // floats taken out
   int64_t chunks_still_dirty = 0;  // chunks with mass left after the call
+  // A slice stopped at its limit: dirty chunks after `last` were not visited.
+  bool more = false;
+  ChunkKey last{};                 // the last chunk visited (valid when chunks_scanned > 0)
 };
 
 class SignificanceFilter {
@@ -93,11 +107,11 @@ class SignificanceFilter {
   // clock and must not decrease between calls. threshold >= 0; 0 takes every
   // non-zero element. Never fails.
   SelectStats Select(Clock clock, const ChunkValueLookup& lookup, float threshold,
-                     std::vector<SparseChunkUpdate>* out);
+                     std::vector<SparseChunkUpdate>* out, const SelectSlice& slice = {});
 
   // Takes out every non-zero element of every chunk (lossless end-of-run
   // drain). Same output convention as Select(). Afterwards no chunk is dirty.
-  SelectStats DrainAll(std::vector<SparseChunkUpdate>* out);
+  SelectStats DrainAll(std::vector<SparseChunkUpdate>* out, const SelectSlice& slice = {});
 
   // The accumulator of `key`, or an empty span when the chunk never had a
   // delta. Valid until the next non-const call.
@@ -128,7 +142,7 @@ class SignificanceFilter {
   Result<Slot*> SlotFor(ChunkKey key, uint32_t num_elements);
   void MarkDirty(ChunkKey key, Slot* slot);
   SelectStats Scan(Clock clock, const ChunkValueLookup* lookup, float threshold, bool take_all,
-                   std::vector<SparseChunkUpdate>* out);
+                   const SelectSlice& slice, std::vector<SparseChunkUpdate>* out);
 
   SignificanceFilterOptions options_;
   std::unordered_map<ChunkKey, Slot, ChunkKeyHash> slots_;
