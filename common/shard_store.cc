@@ -101,6 +101,14 @@ float* ChunkBatch::Append(ChunkKey key, int64_t elements) {
   return out;
 }
 
+void ChunkBatch::Reserve(int64_t elements) {
+  if (elements <= capacity_) return;
+  std::unique_ptr<float[]> grown(new float[elements]);
+  if (used_ > 0) std::memcpy(grown.get(), data_.get(), static_cast<size_t>(used_) * sizeof(float));
+  data_ = std::move(grown);
+  capacity_ = elements;
+}
+
 void ChunkBatch::Add(ChunkKey key, std::span<const float> values) {
   float* out = Append(key, static_cast<int64_t>(values.size()));
   if (!values.empty()) std::memcpy(out, values.data(), values.size_bytes());

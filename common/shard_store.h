@@ -91,6 +91,9 @@ class ChunkBatch {
   // Makes room for `elements` floats of chunk `key` at the end and returns
   // where to write them (uninitialised). Invalidates earlier spans.
   float* Append(ChunkKey key, int64_t elements);
+  // Makes room for `elements` floats in all, so that appending up to that
+  // many allocates once (no doubling past what the commit needs).
+  void Reserve(int64_t elements);
   void Add(ChunkKey key, std::span<const float> values);
 
   size_t size() const { return keys_.size(); }

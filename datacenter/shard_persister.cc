@@ -177,6 +177,11 @@ uint64_t ShardPersister::Capture() {
   // No mutation is open and none can begin: the marks and the values are
   // those of exactly the tickets <= captured.
   commit_.Clear();
+  int64_t marked = 0;
+  for (int64_t i = 0; i < chunks_->num_chunks(); ++i) {
+    if (chunk_marked_[i].load(std::memory_order_relaxed) != 0) marked += chunks_->elements(i);
+  }
+  commit_.chunks.Reserve(marked);
   for (int64_t i = 0; i < chunks_->num_chunks(); ++i) {
     if (chunk_marked_[i].load(std::memory_order_relaxed) == 0) continue;
     chunk_marked_[i].store(0, std::memory_order_relaxed);
