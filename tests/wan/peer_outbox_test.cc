@@ -91,6 +91,39 @@ TEST(PeerOutboxTest, LossyCutsKeepResidualsSoNothingIsLost) {
   }
 }
 
+// A limited cut takes a bounded run of chunks, the next one goes on after
+// it (wrapping around), and every value leaves exactly once.
+TEST(PeerOutboxTest, LimitedCutsMoveOnThroughTheBacklogAndLoseNothing) {
+  auto out = PeerOutbox::Create(1, {});
+  ASSERT_TRUE(out.ok());
+  std::vector<SparseChunkUpdate> updates;
+  for (ChunkId c = 0; c < 10; ++c) updates.push_back(Dense({0, c}, std::vector<float>(256, 1.0f + c)));
+  ASSERT_TRUE(out->AddToBacklog(updates).ok());
+  BacklogCut cut;
+  cut.codec = ValueCodec::kFp32;
+  cut.max_elements = 600;  // three chunks of 256 (the chunk crossing it is taken whole)
+  std::map<std::pair<uint64_t, uint32_t>, double> sum;
+  std::vector<ChunkKey> keys;
+  std::vector<ChunkKey> seen;
+  int cuts = 0;
+  while (out->backlogged() && cuts < 20) {
+    auto b = out->CutFromBacklog(cut, &keys);
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    ASSERT_TRUE(b->has_value());
+    EXPECT_LE(keys.size(), 3u);
+    seen.insert(seen.end(), keys.begin(), keys.end());
+    AddDecoded(**b, &sum);
+    ++cuts;
+  }
+  EXPECT_EQ(cuts, 4);  // 3 + 3 + 3 + 1 chunks
+  std::vector<ChunkKey> all;
+  for (ChunkId c = 0; c < 10; ++c) all.push_back({0, c});
+  EXPECT_EQ(seen, all);
+  for (ChunkId c = 0; c < 10; ++c) {
+    for (uint32_t i = 0; i < 256; ++i) EXPECT_EQ((sum[{ChunkKey{0, c}.Packed(), i}]), 1.0 + c);
+  }
+}
+
 TEST(PeerOutboxTest, NothingToCutGivesNoBatch) {
   auto out = PeerOutbox::Create(1, {});
   ASSERT_TRUE(out.ok());

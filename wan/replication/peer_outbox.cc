@@ -34,6 +34,7 @@ Result<PeerOutbox> PeerOutbox::Create(SiteId peer, SignificanceFilterOptions opt
 
 void PeerOutbox::ResetStream(std::vector<SparseChunkUpdate>* old) {
   backlog_.DrainAll(old);
+  next_ = SelectSlice{};
   inflight_.clear();
   last_seq_ = 0;
 }
@@ -95,11 +96,24 @@ void PeerOutbox::TrimToBudget(const BacklogCut& cut, std::vector<SparseChunkUpda
 Result<std::optional<WanBatch>> PeerOutbox::CutFromBacklog(const BacklogCut& cut, std::vector<ChunkKey>* keys) {
   keys->clear();
   if (!backlogged()) return std::optional<WanBatch>();
-  if (cut.threshold < 0) {
-    backlog_.DrainAll(&taken_);
-  } else {
-    const ChunkValueLookup empty;
-    backlog_.Select(cut.clock, cut.lookup != nullptr ? *cut.lookup : empty, cut.threshold, &taken_);
+  const ChunkValueLookup empty;
+  const auto take = [&](const SelectSlice& slice) {
+    return cut.threshold < 0
+               ? backlog_.DrainAll(&taken_, slice)
+               : backlog_.Select(cut.clock, cut.lookup != nullptr ? *cut.lookup : empty, cut.threshold, &taken_,
+                                 slice);
+  };
+  SelectSlice slice = next_;
+  slice.max_elements = cut.max_elements;
+  SelectStats taken = take(slice);
+  if (taken_.empty() && slice.has_after) {  // nothing after the cursor: wrap around
+    slice.has_after = false;
+    taken = take(slice);
+  }
+  next_ = SelectSlice{};
+  if (taken.more) {
+    next_.has_after = true;
+    next_.after = taken.last;
   }
   if (taken_.empty()) return std::optional<WanBatch>();
   TrimToBudget(cut, &taken_);

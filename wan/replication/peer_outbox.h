@@ -52,6 +52,11 @@ struct BacklogCut {
   float threshold = -1.0f;
   int64_t budget_bytes = 0;  // rough size bound of the batch; 0 = none
   const ChunkValueLookup* lookup = nullptr;  // may be null: |w| taken as 0
+  // Most values taken out of the backlog for one cut before the trim to
+  // the budget (0: no limit). Successive cuts move on through the chunks
+  // (in key order, wrapping around), so that what a cut holds stays bounded
+  // however large the backlog.
+  int64_t max_elements = 0;
 };
 
 class PeerOutbox {
@@ -102,6 +107,7 @@ class PeerOutbox {
   uint64_t last_seq_ = 0;
   std::set<uint64_t> inflight_;
   std::vector<SparseChunkUpdate> taken_;
+  SelectSlice next_;  // where the next limited cut starts
   std::vector<SparseChunkUpdate> residuals_;
   OutboxStats stats_;
 };

@@ -283,10 +283,14 @@ int64_t Replicator::Window(bool finishing) const {
 }
 
 int64_t Replicator::BudgetBytes(SiteId peer, bool finishing) {
-  if (Window(finishing) == 0) return kUnlimitedBudgetBytes;
+  // A cut is one slice at most (fp32 values and 32-bit indices), like a
+  // tick's own batches: what it takes, encodes and the peer decodes stays
+  // bounded however large the backlog.
+  const int64_t slice = options_.slice_elements * 8;
+  if (Window(finishing) == 0) return std::min(kUnlimitedBudgetBytes, slice);
   const double bw = transport_->BandwidthBytesPerSecond(peer);
-  if (!(bw > 0)) return kUnlimitedBudgetBytes;
-  return std::max<int64_t>(options_.min_batch_bytes, static_cast<int64_t>(bw * options_.max_batch_seconds));
+  if (!(bw > 0)) return std::min(kUnlimitedBudgetBytes, slice);
+  return std::min(slice, std::max<int64_t>(options_.min_batch_bytes, static_cast<int64_t>(bw * options_.max_batch_seconds)));
 }
 
 bool Replicator::LinkKeepsUp(const PeerOutbox& out, int64_t bytes, bool finishing) {
@@ -434,6 +438,7 @@ void Replicator::ServeBacklogs(Clock k, bool finishing) {
       cut.compress = options_.compress;
       cut.threshold = threshold;
       cut.budget_bytes = BudgetBytes(out.peer(), finishing);
+      cut.max_elements = 2 * options_.slice_elements;
       cut.lookup = &lookup_;
       Result<std::optional<WanBatch>> batch = out.CutFromBacklog(cut, &keys);
       if (!batch.ok()) {
