@@ -445,6 +445,21 @@ TEST_F(ReportsTest, OnceDrainedEveryLaterReportSaysSoAlsoWhenSentAgain) {
   EXPECT_TRUE(peer_.last_drained());
 }
 
+// A drain that cannot complete (the peer was never heard from, so its
+// backlog waits) is retried every 100 ms or on news, not in a busy loop that
+// would send a clock report per round.
+TEST_F(ReportsTest, ADrainThatCannotCompleteIsRetriedCalmly) {
+  const ChunkKey key = spec_.ChunksOfTable(0).front();
+  std::vector<float> delta(static_cast<size_t>(spec_.ChunkElements(key)), 1.0f);
+  repl_->OnLocalUpdate(std::span<const ChunkKey>(&key, 1), delta);
+  repl_->OnShardClock(1, true);
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  const ReplicatorStats st = repl_->stats();
+  EXPECT_FALSE(st.drained);
+  EXPECT_LE(st.ticks, 12) << "the drain spins";
+  EXPECT_LE(peer_.clocks().size(), 12u);
+}
+
 // Both sites put 3e38 into the same element and ship it: each receiver's sum
 // would be infinite, so each quarantines the other's batch, and its
 // acknowledgement tells the sender, which counts it per peer.

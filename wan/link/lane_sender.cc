@@ -27,6 +27,12 @@ void LaneSender::Stop() {
 void LaneSender::Push(WanMessage message) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (std::holds_alternative<WanClockReport>(message)) {
+      // A newer report supersedes a queued one (clocks, seqs and the
+      // drained mark only rise): while the peer cannot be reached, the
+      // queue holds one report, not one per round.
+      std::erase_if(queue_, [](const WanMessage& m) { return std::holds_alternative<WanClockReport>(m); });
+    }
     queue_.push_back(std::move(message));
   }
   cv_.notify_all();

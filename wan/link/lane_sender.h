@@ -3,7 +3,8 @@
 // (Unavailable, ResourceExhausted) is retried with exponential back-off
 // until it goes or the sender stops, and holds back those behind it, so the
 // lane stays ordered; one the peer refuses is logged and dropped. With a
-// heartbeat period, an idle lane sends a heartbeat that often.
+// heartbeat period, an idle lane sends a heartbeat that often. A clock
+// report replaces any report still queued (the newer one says more).
 //
 // Thread-safety: Push, Stop and the counters may be called from any thread.
 // The channel is created and used on the sender thread only. `on_sent` runs

@@ -538,10 +538,11 @@ void Replicator::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     cv_.wait_for(lock, std::chrono::milliseconds(100), [this] {
-      return stop_ || target_clock_ > ticked_ || (finished_ && !drained_) || !acks_.empty() || !resets_.empty() ||
-             !records_.empty() || !report_again_.empty();
+      return stop_ || target_clock_ > ticked_ || (finished_ && !drained_ && !drain_retry_wait_) || !acks_.empty() ||
+             !resets_.empty() || !records_.empty() || !report_again_.empty();
     });
     if (stop_) return;
+    drain_retry_wait_ = false;
     if (!resets_.empty()) {
       lock.unlock();
       RunResets();
@@ -635,6 +636,9 @@ void Replicator::Loop() {
       outbox_stats_[i] = outboxes_[i].stats();
       outbox_seq_[i] = outboxes_[i].last_seq();
     }
+    // A drain that could not complete (a peer not reached yet) is tried
+    // again on the next event or after the 100 ms wait, not at once.
+    drain_retry_wait_ = finishing && !drain_complete;
     if (drain_complete) {
       drained_ = true;
       stats_.drained = true;

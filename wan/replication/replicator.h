@@ -289,6 +289,7 @@ class Replicator final : public ReplicationTap, public WanReceiver, public Outbo
   Clock last_sync_ = 0;                   // GUARDED_BY(mu_): avg, diloco: last clock shipped at
   bool finished_ = false;                 // GUARDED_BY(mu_)
   bool drained_ = false;                  // GUARDED_BY(mu_)
+  bool drain_retry_wait_ = false;         // GUARDED_BY(mu_): the last drain round could not complete
   bool stop_ = false;                     // GUARDED_BY(mu_)
   std::vector<std::pair<SiteId, uint64_t>> acks_;  // GUARDED_BY(mu_)
   std::map<SiteId, int64_t> quarantined_by_peer_;   // GUARDED_BY(mu_)
