@@ -6,20 +6,23 @@
 #   one-site        1 site, 1 shard, 1 worker, no WAN, no store
 #   asp             2 sites, 1 shard and 1 worker each, asp (int4), no store
 #   asp-sync        the same with [storage] durability = "sync"
+#   asp3-sync       3 sites, asp, storage sync (how large a model three sites
+#                   train on one machine)
 #
 # Every process's /proc/PID/status is polled every 0.2 s while it runs; its
 # VmHWM (the kernel's own high-water mark) is kept. Figures are per process,
 # in MB and as a multiple of the fp32 model (4 bytes per parameter) that the
 # process holds (a shard: its share; a worker: the whole model).
 #
-# Usage: bash experiments/run_memory_bench.sh [SIZE ...]   (10m 50m; default both)
+# Usage: bash experiments/run_memory_bench.sh [SIZE ...]   (10m 50m 100m 150m 250m; default 10m 50m)
+#   CONFIGS="one-site asp asp-sync asp3-sync" chooses the configurations (default the first three).
 # Writes experiments/results/memory/: results.md, results.json, memory.png.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 geops=${GEOPS:-build/cli/geops}
 sizes=("$@")
 [ ${#sizes[@]} -eq 0 ] && sizes=(10m 50m)
-out=experiments/results/memory
+out=${OUT:-experiments/results/memory}
 mkdir -p "$out"
 work=$(mktemp -d)
 launch_pid=""
@@ -34,7 +37,9 @@ layers_of() {
     10m) echo "10000, 1000" ;;
     50m) echo "10000, 5000" ;;
     100m) echo "10000, 10000" ;;
-    *) echo "unknown size $1 (10m, 50m, 100m)" >&2; exit 2 ;;
+    150m) echo "10000, 15000" ;;
+    250m) echo "10000, 25000" ;;
+    *) echo "unknown size $1 (10m, 50m, 100m, 150m, 250m)" >&2; exit 2 ;;
   esac
 }
 
@@ -51,9 +56,18 @@ staleness = 1
 eval_every = 0
 rpc_timeout_ms = 600000
 TOML
-  if [ "$3" = asp-sync ]; then printf '[storage]\ndata_dir = "data"\ndurability = "sync"\n'; fi
+  case $3 in *-sync) printf '[storage]\ndata_dir = "data"\ndurability = "sync"\n' ;; esac
   if [ "$3" = one-site ]; then
     printf '[[sites]]\nname = "us-east-1"\nshards = 1\nworkers = 1\n'
+  elif [ "$3" = asp3-sync ]; then
+    printf '[wan]\nmode = "asp"\nstaleness_ds = 4\nthreshold = 0.05\nthreshold_floor = 0.05\ncodec = "int4"\nlinks = "static"\n'
+    for pair in "us-east-1 eu-west-1" "us-east-1 ap-northeast-1" "eu-west-1 ap-northeast-1"; do
+      read -r a b <<< "$pair"
+      printf '[[links]]\nsrc = "%s"\ndst = "%s"\nbandwidth_mbps = 10000\ndelay_ms = 5\n' "$a" "$b"
+    done
+    for site in us-east-1 eu-west-1 ap-northeast-1; do
+      printf '[[sites]]\nname = "%s"\nshards = 1\nworkers = 1\n' "$site"
+    done
   else
     printf '[wan]\nmode = "asp"\nstaleness_ds = 4\nthreshold = 0.05\nthreshold_floor = 0.05\ncodec = "int4"\nlinks = "static"\n'
     printf '[[links]]\nsrc = "us-east-1"\ndst = "eu-west-1"\nbandwidth_mbps = 10000\ndelay_ms = 5\n'
@@ -64,7 +78,7 @@ TOML
 echo "[]" > "$work/rows.json"
 for size in "${sizes[@]}"; do
   layers=$(layers_of "$size")
-  for config in one-site asp asp-sync; do
+  for config in ${CONFIGS:-one-site asp asp-sync}; do
     name=$size-$config
     topo=$work/$name.toml
     topology "$name" "$layers" "$config" > "$topo"
@@ -92,7 +106,8 @@ for size in "${sizes[@]}"; do
 import json, sys
 rows_path, size, config, key, kb, summary = sys.argv[1:7]
 role, site, idx = key.split()
-params = {"10m": 10_001_000, "50m": 50_005_000, "100m": 100_010_000}[size]
+params = {"10m": 10_001_000, "50m": 50_005_000, "100m": 100_010_000, "150m": 150_015_000,
+          "250m": 250_025_000}[size]
 try:
     s = json.load(open(summary))
 except Exception:
@@ -113,14 +128,17 @@ cp "$work/rows.json" "$out/results.json"
 
 python=${PYTHON:-python3}
 if ! "$python" -c 'import matplotlib' 2> /dev/null && [ -x /usr/bin/python3 ]; then python=/usr/bin/python3; fi
-"$python" - "$out" "$*" <<'PY'
+prefix=""
+[ -n "${CONFIGS:-}" ] && prefix="CONFIGS=\"$CONFIGS\" "
+[ "$out" != experiments/results/memory ] && prefix="OUT=$out $prefix"
+"$python" - "$out" "$*" "$prefix" <<'PY'
 import collections, datetime, json, os, sys
-out, args = sys.argv[1], sys.argv[2]
+out, args, prefix = sys.argv[1], sys.argv[2], sys.argv[3]
 rows = json.load(open(os.path.join(out, "results.json")))
 cpu = open("/proc/cpuinfo").read().split("model name")[1].split("\n")[0].split(":", 1)[1].strip()
 mem = int(open("/proc/meminfo").read().split("MemTotal:")[1].split()[0]) / 1048576
 lines = ["# Memory per parameter", "",
-         f"Command: `bash experiments/run_memory_bench.sh {args}`".rstrip() + "  ",
+         f"Command: `{prefix}bash experiments/run_memory_bench.sh {args}`".rstrip() + "  ",
          f"Date: {datetime.date.today()}. Machine: {os.cpu_count()} cores, {cpu}, {mem:.0f} GiB.", "",
          "The counter model (fp32, 12 clocks, chunks of 256 KiB), one shard and one worker per site. Peak RSS is "
          "each process's VmHWM, polled every 0.2 s; x model is that over the fp32 model the process holds "
@@ -137,8 +155,8 @@ for (size, config, proc), rs in groups.items():
         rs[0]["parameters"], config, proc, " / ".join(f"{v:.0f}" for v in rss),
         " / ".join(f"{v:.1f}" for v in mult), " / ".join(f"{r['bytes_per_parameter']:.1f}" for r in rs),
         "yes" if rs[0]["counter_max_abs_error"] == 0 else rs[0]["counter_max_abs_error"], rs[0]["exit"]))
-lines += ["", "Not split by component yet (chunk values, snapshots, WAN accumulator and backlogs, journal, RocksDB, "
-          "Thrift buffers, worker cache and op-log): the figures are whole processes.", ""]
+lines += ["", "The figures are whole processes; where the memory goes inside a shard (heaptrack, by component) "
+          "is in experiments/results/memory/README.md.", ""]
 open(os.path.join(out, "results.md"), "w").write("\n".join(lines))
 print("\n".join(lines))
 try:
