@@ -12,7 +12,8 @@
 #           stall target: median under 2 s);
 #   size    restart -> training again for single-shard kills at 1M and 100M
 #           parameters (2 sites x 1 shard x 1 worker: three replicas of
-#           100M with their WAN state do not fit beside each other here);
+#           100M with their WAN state did not fit beside each other here
+#           when this was measured; see experiments/results/memory);
 #   tls     5 runs of the mixed set with mutual TLS on every port
 #           ([security] certs, certificates made by `geops certs`).
 # Writes experiments/results/chaos/results.md (experiments/summarize_chaos.py)

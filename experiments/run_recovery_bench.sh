@@ -5,9 +5,10 @@
 # parameters.
 #
 # Each run is one `geops launch` of a generated topology of three sites
-# (two for 100M: three replicas of 100M parameters, each with its WAN
-# accumulator, backlogs and RocksDB write batches, do not fit this machine's
-# 24 GiB next to the workers' copies): the
+# (two for 100M: when this was measured, three replicas of 100M parameters,
+# each with its WAN accumulator, backlogs and RocksDB write batches, did
+# not fit this machine's 24 GiB next to the workers' copies; since the
+# memory cuts of experiments/results/memory they take about 17.6 GB): the
 # counter workload (every worker adds 1.0 to every parameter per clock, so
 # the end state is checked exactly), 1 shard and 1 worker per site, shards
 # persisting with durability sync, asp with int4 values and DS 4, links
