@@ -11,12 +11,15 @@
 //      nothing else, as this site's contribution to the outer step (its
 //      own file, replicator_outer.cc; docs/wan_replication.md);
 //   2. encode once with the mode's codec; the residuals go back into the
-//      filter (error feedback);
+//      filter (error feedback); steps 1-3 run slice by slice (at most
+//      WanOptions::slice_elements values each), so nothing a tick holds
+//      grows with the shard;
 //   3. per peer: send the batch (stamped with that peer's next seq) when the
 //      link keeps up, else add its content to that peer's backlog, where
 //      updates coalesce per chunk and leave most significant first when the
 //      window opens (PeerOutbox); asp announces a batch the link needs
-//      longer than notice_min_seconds for with a selective-barrier notice;
+//      longer than notice_min_seconds for with a selective-barrier notice
+//      (steps 2-3 and the backlogs: replicator_ship.cc);
 //   4. report the clock to every peer: in bsp, avg and diloco with the last seq
 //      sent, so that the peer takes the clock only once those batches have
 //      landed (the barrier covers the updates); in asp and all-async
