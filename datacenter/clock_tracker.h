@@ -74,9 +74,10 @@ class ClockTracker {
   // batch again. InvalidArgument when clock is above the held clock (a jump);
   // FailedPrecondition for a new batch from a finished worker.
   // REQUIRES: clock >= 0.
-  // `part`: the update of one clock may come in parts 0, 1, ... sent in
-  // order (each after the previous one was acknowledged); a part at or
-  // below the last one admitted at that clock is a retry.
+  // `part`: the update of one clock may come in parts sent in increasing
+  // order (each after the previous one was acknowledged; numbers may be
+  // skipped); a part at or below the last one admitted at that clock is a
+  // retry.
   Result<Admission> AdmitUpdate(WorkerId worker, Clock clock, int32_t part = 0);
   // Forgets an admission whose batch was refused before anything of it was
   // applied (its result would not be finite): a retry of (worker, clock) is

@@ -132,10 +132,10 @@ class Shard : public ReplicaTarget {
   // retry answers applied=false once it is written). Unavailable as well
   // once a commit has failed; the shard then takes no more changes.
   //
-  // One clock's update may come in parts (`part` 0, 1, ..., each sent once
-  // the previous one was answered), so that no request grows with the
-  // model: a part at or below the last one applied at that clock is a
-  // retry.
+  // One clock's update may come in parts (increasing `part` numbers, each
+  // sent once the previous one was answered), so that no request grows
+  // with the model: a part at or below the last one applied at that clock
+  // is a retry.
   virtual Result<UpdateReply> Update(WorkerId worker, Clock clock,
                                      std::span<const ChunkKey> keys,
                                      std::span<const float> values, int32_t part) = 0;

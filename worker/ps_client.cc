@@ -383,32 +383,30 @@ Status PsClient::Update(TableId id, int64_t offset, std::span<const float> value
 }
 
 Status PsClient::FlushShard(ShardId s, bool finished) {
-  // The clock's deltas go in parts of at most kMaxRequestBytes (part 0, 1,
-  // ...; the shard takes a repeated part as a retry).
+  // The clock's deltas go in parts of at most kMaxRequestBytes: part g holds
+  // the dirty chunks of the shard's fixed chunk group g (the read groups),
+  // so that a worker that restarts mid-clock sends each chunk under the same
+  // part again, and the shard, which takes a repeated part as a retry,
+  // counts every chunk at most once per clock.
   std::vector<ChunkKey> keys;
   std::vector<float>& buf = send_buf_[s];
-  int32_t part = 0;
-  const auto send = [&]() -> Status {
-    Status st = CallShard(s, [&](ShardConnection& c) -> Status {
-      return c.Update(options_.worker_id, clock_, keys, buf, part).status();
-    });
+  const std::vector<ChunkKey>& all = shard_keys_[s];
+  for (size_t g = 0; g < read_groups_[s].size(); ++g) {
     keys.clear();
     buf.clear();
-    ++part;
-    return st;
-  };
-  buf.clear();
-  for (ChunkKey k : shard_keys_[s]) {
-    if (!dirty_[first_chunk_[k.table] + k.chunk]) continue;
-    const int64_t n = spec_.ChunkElements(k);
-    if (!keys.empty() && static_cast<int64_t>(buf.size() + n) * 4 > kMaxRequestBytes) {
-      GEOPS_RETURN_IF_ERROR(send());
+    for (size_t i = read_groups_[s][g].first; i < read_groups_[s][g].second; ++i) {
+      const ChunkKey k = all[i];
+      if (!dirty_[first_chunk_[k.table] + k.chunk]) continue;
+      keys.push_back(k);
+      const float* src = oplog_[k.table].data() + spec_.ChunkOffset(k);
+      buf.insert(buf.end(), src, src + spec_.ChunkElements(k));
     }
-    keys.push_back(k);
-    const float* src = oplog_[k.table].data() + spec_.ChunkOffset(k);
-    buf.insert(buf.end(), src, src + n);
+    if (keys.empty()) continue;
+    const int32_t part = static_cast<int32_t>(g);
+    GEOPS_RETURN_IF_ERROR(CallShard(s, [&](ShardConnection& c) -> Status {
+      return c.Update(options_.worker_id, clock_, keys, buf, part).status();
+    }));
   }
-  if (!keys.empty()) GEOPS_RETURN_IF_ERROR(send());
   return CallShard(s, [&](ShardConnection& c) -> Status {
     return c.AdvanceClock(options_.worker_id, clock_ + 1, finished).status();
   });

@@ -174,7 +174,10 @@ class PsClient {
 
   // Per shard: its chunks, and buffers for reading and sending them.
   std::vector<std::vector<ChunkKey>> shard_keys_;
-  std::vector<std::vector<std::pair<size_t, size_t>>> read_groups_;  // per shard: [begin, end) of shard_keys_
+  // Per shard: fixed groups of shard_keys_, [begin, end), of at most
+  // kMaxRequestBytes: one read request each, and update part g holds the
+  // dirty chunks of group g.
+  std::vector<std::vector<std::pair<size_t, size_t>>> read_groups_;
   std::vector<std::vector<float>> read_buf_;
   std::vector<std::vector<float>> send_buf_;
   std::vector<std::unique_ptr<ShardConnection>> conns_;
