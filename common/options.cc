@@ -46,6 +46,10 @@ Status StorageOptions::Validate() const {
     return InvalidArgumentError("max_background_jobs must be in 1..64, got " +
                                 std::to_string(max_background_jobs));
   }
+  if (commit_piece_bytes < 4096 || commit_piece_bytes > (int64_t{1} << 30)) {
+    return InvalidArgumentError("commit_piece_bytes must be in 4096..1073741824, got " +
+                                std::to_string(commit_piece_bytes));
+  }
   return Status::Ok();
 }
 

@@ -61,6 +61,10 @@ struct StorageOptions {
   // under twice this.
   int64_t write_buffer_mib = 0;
   int max_background_jobs = 2;             // flush and compaction threads of the store
+  // A commit reaches RocksDB in write batches of at most this many bytes
+  // (a larger chunk is a batch of its own), so that neither a batch nor a
+  // memtable holds a whole model; the last batch makes the commit live.
+  int64_t commit_piece_bytes = int64_t{8} << 20;
 
   Status Validate() const;
 };

@@ -7,6 +7,7 @@
 #include <cstdarg>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -293,39 +294,94 @@ Status RocksDb::ReadMeta(ShardState* state) const {
   return FromRocks(it->status(), where + ": reading meta records");
 }
 
-Status RocksDb::ReadState(ShardState* state) const {
+Status RocksDb::ReadState(ShardState* state, StoreSlots* slots) const {
   *state = ShardState();
+  StoreSlots local;
+  if (slots == nullptr) slots = &local;
+  *slots = StoreSlots();
   GEOPS_RETURN_IF_ERROR(ReadMeta(state));
   const std::string where = "shard store " + dir_;
   rocksdb::ReadOptions ro;
   ro.fill_cache = false;
   ro.verify_checksums = true;
+  // A chunk's slots are adjacent in key order (8 bytes, then the same 8
+  // and 0x01): the live one is the latest commit not above the count.
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, chunks_));
-  for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    ChunkKey key;
-    if (!format::DecodeChunkKey(std::string_view(it->key().data(), it->key().size()), &key)) {
-      return DataLossError(where + " is damaged: a chunk key has " + std::to_string(it->key().size()) +
-                           " bytes, expected " + std::to_string(format::kChunkKeySize));
+  struct Candidate {
+    uint64_t commit = 0;
+    int slot = -1;
+    std::string value;
+  };
+  std::optional<ChunkKey> current;
+  Candidate best;
+  auto finish_chunk = [&]() -> Status {
+    if (!current.has_value()) return Status::Ok();
+    if (best.slot >= 0) {
+      slots->chunks[*current] = best.slot;
+      GEOPS_RETURN_IF_ERROR(
+          format::DecodeChunkValue(*current, best.value, &state->chunks).WithContext(where + " is damaged"));
     }
-    GEOPS_RETURN_IF_ERROR(
-        format::DecodeChunkValue(key, std::string_view(it->value().data(), it->value().size()), &state->chunks)
-            .WithContext(where + " is damaged"));
+    current.reset();
+    best = Candidate();
+    return Status::Ok();
+  };
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    const std::string_view stored(it->key().data(), it->key().size());
+    ChunkKey key;
+    int slot = 0;
+    if (!format::DecodeChunkSlotKey(stored, &key, &slot)) {
+      return DataLossError(where + " is damaged: a chunk key has " + std::to_string(stored.size()) +
+                           " bytes, expected " + std::to_string(format::kChunkKeySize) + " (or " +
+                           std::to_string(format::kChunkKeySize + 1) + " for slot 1)");
+    }
+    if (!current.has_value() || !(*current == key)) {
+      GEOPS_RETURN_IF_ERROR(finish_chunk());
+      current = key;
+    }
+    const std::string_view value(it->value().data(), it->value().size());
+    uint64_t commit = 0;
+    GEOPS_RETURN_IF_ERROR(format::PeekChunkCommit(key, value, &commit).WithContext(where + " is damaged"));
+    if (commit > state->commits) {
+      slots->stale_chunk_keys.emplace_back(stored);
+      continue;
+    }
+    if (best.slot < 0 || commit > best.commit) best = Candidate{commit, slot, std::string(value)};
   }
   GEOPS_RETURN_IF_ERROR(FromRocks(it->status(), where + ": reading chunks"));
+  GEOPS_RETURN_IF_ERROR(finish_chunk());
+
+  // Outbox: format 2 records sort before the slotted ones (0xff first), so
+  // candidates are gathered per record key, then the live ones kept in key
+  // order.
+  std::map<std::string, Candidate> records;
   it.reset(db_->NewIterator(ro, outbox_));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    if (it->key().size() == 0) return DataLossError(where + " is damaged: an outbox record has an empty key");
-    state->outbound.push_back(OutboundRecord{it->key().ToString(), it->value().ToString()});
+    const std::string_view stored(it->key().data(), it->key().size());
+    int slot = -1;
+    std::string_view key;
+    if (!format::DecodeOutboxSlotKey(stored, &slot, &key)) {
+      return DataLossError(where + " is damaged: an outbox record has a malformed key of " +
+                           std::to_string(stored.size()) + " bytes");
+    }
+    std::string_view value(it->value().data(), it->value().size());
+    uint64_t commit = 0;
+    if (slot >= 0) {
+      GEOPS_RETURN_IF_ERROR(format::DecodeOutboxSlotValue(value, &commit, &value).WithContext(where + " is damaged"));
+      if (commit > state->commits) {
+        slots->stale_outbox_keys.emplace_back(stored);
+        continue;
+      }
+    }
+    auto [entry, fresh] = records.try_emplace(std::string(key));
+    if (fresh || commit > entry->second.commit) entry->second = Candidate{commit, slot, std::string(value)};
   }
-  return FromRocks(it->status(), where + ": reading the outbox");
-}
-
-Result<int64_t> RocksDb::CountOutbox() const {
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), outbox_));
-  int64_t n = 0;
-  for (it->SeekToFirst(); it->Valid(); it->Next()) ++n;
-  GEOPS_RETURN_IF_ERROR(FromRocks(it->status(), "shard store " + dir_ + ": reading the outbox"));
-  return n;
+  GEOPS_RETURN_IF_ERROR(FromRocks(it->status(), where + ": reading the outbox"));
+  state->outbound.reserve(records.size());
+  for (auto& [key, c] : records) {
+    slots->outbox[key] = c.slot;
+    state->outbound.push_back(OutboundRecord{key, std::move(c.value)});
+  }
+  return Status::Ok();
 }
 
 Status RocksDb::ReadQuarantine(std::vector<QuarantineRecord>* out) const {

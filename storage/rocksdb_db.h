@@ -50,6 +50,16 @@ rocksdb::ColumnFamilyOptions StoreFamilyOptions(const StorageOptions& options);
 // StoreFamilyOptions plus the ledger merge operator, for the "ledger" family.
 rocksdb::ColumnFamilyOptions LedgerFamilyOptions(const StorageOptions& options);
 
+// Which slot of each record is live after a load, and the records written
+// by a commit that never completed (a commit number above the store's
+// count), which OpenRocksDbShardStore deletes before the store serves.
+struct StoreSlots {
+  std::map<ChunkKey, int> chunks;             // live slot (0 or 1) of each chunk
+  std::map<std::string, int> outbox;          // record key -> live slot; -1: a format 2 record
+  std::vector<std::string> stale_chunk_keys;  // stored keys, as they are in the family
+  std::vector<std::string> stale_outbox_keys;
+};
+
 class RocksDb {
  public:
   ~RocksDb();
@@ -73,12 +83,13 @@ class RocksDb {
   rocksdb::ColumnFamilyHandle* ledger() const { return ledger_; }
 
   // Reads and checks every record: the format version, the fingerprint,
-  // every chunk (header, size, checksum), worker and origin records.
+  // every chunk (header, size, checksum), worker and origin records. Of the
+  // two slots of a chunk or outbox record, the one written by the latest
+  // commit up to the store's count is read; `slots` (optional) says which,
+  // and lists the records of an unfinished commit.
   // DataLoss naming the first bad record (missing meta included).
   // FailedPrecondition for a store written by a newer format.
-  Status ReadState(ShardState* state) const;
-  // Number of records in the outbox column family.
-  Result<int64_t> CountOutbox() const;
+  Status ReadState(ShardState* state, StoreSlots* slots = nullptr) const;
   // Every quarantined WAN batch (storage/quarantine_format.h), in key order;
   // DataLoss for one that does not decode.
   Status ReadQuarantine(std::vector<QuarantineRecord>* out) const;

@@ -18,7 +18,9 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <map>
 #include <optional>
+#include <unordered_map>
 
 #include "common/file_io.h"
 #include "storage/rocksdb_db.h"
@@ -95,10 +97,18 @@ Status CreateStore(const fs::path& dir, const StorageOptions& options, const Sto
 class RocksDbShardStore final : public ShardStore {
  public:
   // `chunks`: the chunks the shard owns, in key order (ShardStoreSpec).
-  RocksDbShardStore(std::string dir, Durability durability, std::vector<ChunkExtent> chunks,
-                    std::unique_ptr<RocksDb> db, ShardState loaded)
-      : dir_(std::move(dir)), durability_(durability), chunks_(std::move(chunks)), db_(std::move(db)),
-        commits_(loaded.commits), loaded_(std::move(loaded)) {}
+  // `slots`: which slot of each record is live, as read with `loaded`.
+  RocksDbShardStore(std::string dir, const StorageOptions& options, std::vector<ChunkExtent> chunks,
+                    std::unique_ptr<RocksDb> db, ShardState loaded, const StoreSlots& slots)
+      : dir_(std::move(dir)), durability_(options.durability),
+        piece_bytes_(static_cast<size_t>(options.commit_piece_bytes)), chunks_(std::move(chunks)), db_(std::move(db)),
+        commits_(loaded.commits), loaded_(std::move(loaded)), chunk_live_(chunks_.size(), -1),
+        outbox_live_(slots.outbox.begin(), slots.outbox.end()) {
+    for (const auto& [key, slot] : slots.chunks) {
+      const size_t index = ChunkIndex(key);
+      if (index < chunks_.size()) chunk_live_[index] = static_cast<int8_t>(slot);
+    }
+  }
 
   ~RocksDbShardStore() override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -120,57 +130,102 @@ class RocksDbShardStore final : public ShardStore {
     return state;
   }
 
+  // Writes `commit` as commit number N = commits_ + 1. Chunk values and
+  // outbox records go to the slot that is not live, stamped N, in pieces of
+  // at most StorageOptions::commit_piece_bytes written without a sync; the last piece holds every
+  // small record and the new commit count, and is written as durability
+  // says. Until that last piece is in, a load still reads the slots of
+  // commit N - 1 and earlier (the new ones carry N, above the count), so a
+  // commit is all-or-nothing while neither RocksDB's write batch nor its
+  // memtable ever holds more than a piece of it.
   Status Commit(const ShardCommit& commit) override {
     std::lock_guard<std::mutex> lock(mu_);
     loaded_.reset();
-    GEOPS_RETURN_IF_ERROR(CheckLedgerWrites(commit).WithContext(name() + ": commit " + std::to_string(commits_ + 1)));
-    const size_t chunks = commit.chunks.size();
-    rocksdb::WriteBatch batch(BatchBytes(commit));
-    rocksdb::Status s;
-    for (size_t i = 0; i < chunks && s.ok(); ++i) {
+    const uint64_t number = commits_ + 1;
+    const std::string what = name() + ": commit " + std::to_string(number);
+    GEOPS_RETURN_IF_ERROR(CheckLedgerWrites(commit).WithContext(what));
+    for (const OutboundRecord& r : commit.outbound_puts) {
+      if (r.key.empty()) return InvalidArgumentError(what + " has an outbox record with an empty key");
+    }
+    for (const QuarantineRecord& r : commit.quarantined) {
+      if (r.origin < 0) {
+        return InvalidArgumentError(what + " quarantines a batch of the negative origin " + std::to_string(r.origin));
+      }
+    }
+    Pieces pieces(db_->db(), piece_bytes_, what);
+    // Chunk values, each into the slot that is not live.
+    std::vector<std::pair<size_t, int>> chunk_slots;  // (index in chunks_, slot written)
+    chunk_slots.reserve(commit.chunks.size());
+    for (size_t i = 0; i < commit.chunks.size(); ++i) {
       const std::span<const float> values = commit.chunks.values(i);
-      const format::ChunkKeyBytes key = format::EncodeChunkKey(commit.chunks.key(i));
-      const format::ChunkHeader header = format::EncodeChunkHeader(values);
-      const rocksdb::Slice key_slice(key.data(), key.size());
+      const size_t index = ChunkIndex(commit.chunks.key(i));
+      const int slot = index < chunks_.size() && chunk_live_[index] == 0 ? 1 : 0;
+      const std::string key = format::ChunkSlotKey(commit.chunks.key(i), slot);
+      const format::ChunkHeader header = format::EncodeChunkHeader(values, number);
+      const rocksdb::Slice key_slice(key);
       const rocksdb::Slice value_parts[2] = {
           rocksdb::Slice(header.data(), header.size()),
           rocksdb::Slice(reinterpret_cast<const char*>(values.data()), values.size_bytes())};
-      s = batch.Put(db_->chunks(), rocksdb::SliceParts(&key_slice, 1), rocksdb::SliceParts(value_parts, 2));
+      GEOPS_RETURN_IF_ERROR(pieces.Add([&](rocksdb::WriteBatch* b) {
+        return b->Put(db_->chunks(), rocksdb::SliceParts(&key_slice, 1), rocksdb::SliceParts(value_parts, 2));
+      }));
+      if (index < chunks_.size()) chunk_slots.emplace_back(index, slot);
     }
-    for (size_t i = 0; i < commit.workers.size() && s.ok(); ++i) {
-      s = batch.Put(db_->meta(), format::WorkerKey(commit.workers[i].worker), format::EncodeWorker(commit.workers[i]));
+    // Outbox records: puts into the slot that is not live; a delete removes
+    // every form of its key (a put of the same key in this commit wins).
+    std::map<std::string_view, int> outbox_slots;  // record key -> slot written
+    for (const OutboundRecord& r : commit.outbound_puts) {
+      const auto live = outbox_live_.find(r.key);
+      const int slot = live != outbox_live_.end() && live->second == 0 ? 1 : 0;
+      const std::string key = format::OutboxSlotKey(r.key, slot);
+      const std::string header = format::EncodeOutboxSlotValue(number, {});
+      const rocksdb::Slice key_slice(key);
+      const rocksdb::Slice value_parts[2] = {rocksdb::Slice(header), ToSlice(r.value)};
+      GEOPS_RETURN_IF_ERROR(pieces.Add([&](rocksdb::WriteBatch* b) {
+        return b->Put(db_->outbox(), rocksdb::SliceParts(&key_slice, 1), rocksdb::SliceParts(value_parts, 2));
+      }));
+      outbox_slots[r.key] = slot;
     }
-    for (size_t i = 0; i < commit.origins.size() && s.ok(); ++i) {
-      s = batch.Put(db_->meta(), format::OriginKey(commit.origins[i].origin), format::EncodeU64(commit.origins[i].seq));
+    // The last piece: everything small, then the count that makes it all live.
+    rocksdb::WriteBatch* last = pieces.last();
+    rocksdb::Status s;
+    for (const auto& [key, slot] : outbox_slots) {
+      const auto live = outbox_live_.find(std::string(key));
+      if (live != outbox_live_.end() && live->second < 0) s = last->Delete(db_->outbox(), ToSlice(key));
+      if (!s.ok()) break;
     }
     for (size_t i = 0; i < commit.outbound_deletes.size() && s.ok(); ++i) {
-      s = batch.Delete(db_->outbox(), ToSlice(commit.outbound_deletes[i]));
+      const std::string& key = commit.outbound_deletes[i];
+      if (outbox_slots.contains(key)) continue;
+      s = last->Delete(db_->outbox(), ToSlice(key));
+      if (s.ok()) s = last->Delete(db_->outbox(), format::OutboxSlotKey(key, 0));
+      if (s.ok()) s = last->Delete(db_->outbox(), format::OutboxSlotKey(key, 1));
     }
-    for (size_t i = 0; i < commit.outbound_puts.size() && s.ok(); ++i) {
-      if (commit.outbound_puts[i].key.empty()) {
-        return InvalidArgumentError(name() + ": commit " + std::to_string(commits_ + 1) +
-                                    " has an outbox record with an empty key");
-      }
-      s = batch.Put(db_->outbox(), ToSlice(commit.outbound_puts[i].key), ToSlice(commit.outbound_puts[i].value));
+    for (size_t i = 0; i < commit.workers.size() && s.ok(); ++i) {
+      s = last->Put(db_->meta(), format::WorkerKey(commit.workers[i].worker), format::EncodeWorker(commit.workers[i]));
     }
-    if (s.ok()) s = AddLedgerWrites(commit, &batch);
+    for (size_t i = 0; i < commit.origins.size() && s.ok(); ++i) {
+      s = last->Put(db_->meta(), format::OriginKey(commit.origins[i].origin), format::EncodeU64(commit.origins[i].seq));
+    }
+    if (s.ok()) s = AddLedgerWrites(commit, last);
     for (size_t i = 0; i < commit.quarantined.size() && s.ok(); ++i) {
-      if (commit.quarantined[i].origin < 0) {
-        return InvalidArgumentError(name() + ": commit " + std::to_string(commits_ + 1) +
-                                    " quarantines a batch of the negative origin " +
-                                    std::to_string(commit.quarantined[i].origin));
-      }
-      s = batch.Put(db_->meta(), format::QuarantineKey(commit.quarantined[i]),
+      s = last->Put(db_->meta(), format::QuarantineKey(commit.quarantined[i]),
                     format::EncodeQuarantine(commit.quarantined[i]));
     }
-    if (s.ok()) s = batch.Put(db_->meta(), ToSlice(format::kShardClockKey), format::EncodeI64(commit.shard_clock));
-    if (s.ok()) s = batch.Put(db_->meta(), ToSlice(format::kCommitsKey), format::EncodeU64(commits_ + 1));
-    if (!s.ok()) return FromRocks(s, name() + ": building commit " + std::to_string(commits_ + 1));
-    rocksdb::WriteOptions wo;
-    wo.sync = durability_ == Durability::kSync;
-    s = db_->db()->Write(wo, &batch);
-    if (!s.ok()) return FromRocks(s, name() + ": writing commit " + std::to_string(commits_ + 1));
+    if (s.ok()) s = last->Put(db_->meta(), ToSlice(format::kShardClockKey), format::EncodeI64(commit.shard_clock));
+    if (s.ok()) {
+      s = last->Put(db_->meta(), ToSlice(format::kFormatVersionKey), format::EncodeI32(format::kFormatVersion));
+    }
+    if (s.ok()) s = last->Put(db_->meta(), ToSlice(format::kCommitsKey), format::EncodeU64(number));
+    if (!s.ok()) return FromRocks(s, "building " + what);
+    GEOPS_RETURN_IF_ERROR(pieces.WriteLast(durability_ == Durability::kSync));
+    // Written: the new slots are the live ones.
     ++commits_;
+    for (const auto& [index, slot] : chunk_slots) chunk_live_[index] = static_cast<int8_t>(slot);
+    for (const std::string& key : commit.outbound_deletes) {
+      if (!outbox_slots.contains(key)) outbox_live_.erase(key);
+    }
+    for (const auto& [key, slot] : outbox_slots) outbox_live_[std::string(key)] = slot;
     return Status::Ok();
   }
 
@@ -188,19 +243,45 @@ class RocksDbShardStore final : public ShardStore {
  private:
   static rocksdb::Slice ToSlice(std::string_view s) { return rocksdb::Slice(s.data(), s.size()); }
 
-  // A little more than the bytes `commit` takes in a WriteBatch, so that the
-  // batch is allocated once.
-  static size_t BatchBytes(const ShardCommit& commit) {
-    size_t bytes = static_cast<size_t>(commit.chunks.total_elements()) * sizeof(float) +
-                   commit.chunks.size() * (format::kChunkKeySize + format::kChunkHeaderSize + 16) +
-                   commit.workers.size() * 48 + commit.origins.size() * 32 + commit.ledger_clears.size() * 32 + 256;
-    for (const OutboundRecord& r : commit.outbound_puts) bytes += r.key.size() + r.value.size() + 16;
-    for (const QuarantineRecord& r : commit.quarantined) bytes += format::kQuarantineKeySize + format::QuarantineBytes(r) + 16;
-    for (const LedgerAdd& add : commit.ledger_adds) {
-      bytes += format::kLedgerKeySize + format::kLedgerAddHeaderSize +
-               add.indices.size() * format::kLedgerAddPairSize + 16;
+  // A commit's write batches: Add() puts a record into the current one
+  // and writes it, unsynced, once it holds `piece_bytes`; WriteLast() writes
+  // the last one (which holds the commit count) as asked.
+  class Pieces {
+   public:
+    Pieces(rocksdb::DB* db, size_t piece_bytes, const std::string& what)
+        : db_(db), piece_bytes_(piece_bytes), what_(what) {}
+    template <typename PutFn>
+    Status Add(PutFn put) {
+      rocksdb::Status s = put(&batch_);
+      if (!s.ok()) return FromRocks(s, "building " + what_);
+      if (batch_.GetDataSize() < piece_bytes_) return Status::Ok();
+      rocksdb::WriteOptions wo;
+      wo.sync = false;
+      s = db_->Write(wo, &batch_);
+      if (!s.ok()) return FromRocks(s, "writing " + what_ + " (a piece before its last)");
+      batch_.Clear();
+      return Status::Ok();
     }
-    return bytes;
+    rocksdb::WriteBatch* last() { return &batch_; }
+    Status WriteLast(bool sync) {
+      rocksdb::WriteOptions wo;
+      wo.sync = sync;  // also syncs the log of the pieces before it
+      return FromRocks(db_->Write(wo, &batch_), "writing " + what_);
+    }
+
+   private:
+    rocksdb::DB* const db_;
+    const size_t piece_bytes_;
+    const std::string& what_;
+    rocksdb::WriteBatch batch_;
+  };
+
+  // The position of `key` in chunks_, or chunks_.size() for a chunk this
+  // shard does not own.
+  size_t ChunkIndex(ChunkKey key) const {
+    const auto it = std::lower_bound(chunks_.begin(), chunks_.end(), key,
+                                     [](const ChunkExtent& c, ChunkKey k) { return c.key < k; });
+    return it != chunks_.end() && it->key == key ? static_cast<size_t>(it - chunks_.begin()) : chunks_.size();
   }
 
   // The chunk's size in floats, or -1 for a chunk this shard does not own.
@@ -268,11 +349,16 @@ class RocksDbShardStore final : public ShardStore {
 
   const std::string dir_;
   const Durability durability_;
+  const size_t piece_bytes_;
   const std::vector<ChunkExtent> chunks_;  // the chunks the shard owns, in key order
   std::mutex mu_;
   std::unique_ptr<RocksDb> db_;       // GUARDED_BY(mu_)
   uint64_t commits_;                  // GUARDED_BY(mu_)
   std::optional<ShardState> loaded_;  // GUARDED_BY(mu_); the state read at open, until used
+  // The live slot of each chunk (by index in chunks_; -1: none yet) and of
+  // each outbox record (-1: a format 2 record).
+  std::vector<int8_t> chunk_live_;                     // GUARDED_BY(mu_)
+  std::unordered_map<std::string, int> outbox_live_;  // GUARDED_BY(mu_)
 };
 
 }  // namespace
@@ -301,9 +387,10 @@ Result<std::unique_ptr<ShardStore>> OpenRocksDbShardStore(const StorageOptions& 
 
   // Every check reads only: a store that is refused stays as it was.
   ShardState state;
+  StoreSlots slots;
   {
     GEOPS_ASSIGN_OR_RETURN(std::unique_ptr<RocksDb> probe, RocksDb::OpenReadOnly(dir.string(), tuned));
-    GEOPS_RETURN_IF_ERROR(probe->ReadState(&state));
+    GEOPS_RETURN_IF_ERROR(probe->ReadState(&state, &slots));
     GEOPS_RETURN_IF_ERROR(ValidateShardState(state, spec, where));
     GEOPS_RETURN_IF_ERROR(probe->Close());
   }
@@ -318,8 +405,24 @@ Result<std::unique_ptr<ShardStore>> OpenRocksDbShardStore(const StorageOptions& 
   if (commits != state.commits) {
     return AbortedError(where + " changed while it was being opened (another process wrote to it); try again");
   }
-  return std::unique_ptr<ShardStore>(
-      new RocksDbShardStore(dir.string(), options.durability, spec.chunks, std::move(db), std::move(state)));
+  // Records of a commit that never completed carry its number, the count
+  // the next commit takes: they go before that commit can make them live.
+  if (!slots.stale_chunk_keys.empty() || !slots.stale_outbox_keys.empty()) {
+    rocksdb::WriteBatch batch;
+    rocksdb::Status s;
+    for (size_t i = 0; i < slots.stale_chunk_keys.size() && s.ok(); ++i) {
+      s = batch.Delete(db->chunks(), slots.stale_chunk_keys[i]);
+    }
+    for (size_t i = 0; i < slots.stale_outbox_keys.size() && s.ok(); ++i) {
+      s = batch.Delete(db->outbox(), slots.stale_outbox_keys[i]);
+    }
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    if (s.ok()) s = db->db()->Write(wo, &batch);
+    GEOPS_RETURN_IF_ERROR(FromRocks(s, where + ": removing the records of an unfinished commit"));
+  }
+  return std::unique_ptr<ShardStore>(new RocksDbShardStore(dir.string(), options, spec.chunks,
+                                                           std::move(db), std::move(state), slots));
 }
 
 Result<StoreInfo> InspectShardStore(const std::string& dir) {
@@ -332,7 +435,7 @@ Result<StoreInfo> InspectShardStore(const std::string& dir) {
     options.write_buffer_mib = 8;  // reading only: no memtable of ours fills
     GEOPS_ASSIGN_OR_RETURN(std::unique_ptr<RocksDb> db, RocksDb::OpenReadOnly(dir, options));
     GEOPS_RETURN_IF_ERROR(db->ReadState(&info.state));
-    GEOPS_ASSIGN_OR_RETURN(info.outbox_records, db->CountOutbox());
+    info.outbox_records = static_cast<int64_t>(info.state.outbound.size());
     GEOPS_ASSIGN_OR_RETURN(info.ledger_rows, db->CountLedgerRows());
     GEOPS_RETURN_IF_ERROR(db->ReadQuarantine(&info.quarantined));
     GEOPS_RETURN_IF_ERROR(db->Close());

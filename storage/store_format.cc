@@ -154,37 +154,115 @@ uint32_t Checksum(std::span<const float> values) {
   return static_cast<uint32_t>(crc);
 }
 
-ChunkHeader EncodeChunkHeader(std::span<const float> values) {
+ChunkHeader EncodeChunkHeader(std::span<const float> values, uint64_t commit) {
   ChunkHeader h{};
   const uint32_t fields[4] = {kChunkValueVersion, static_cast<uint32_t>(values.size()), Checksum(values), 0};
   std::memcpy(h.data(), fields, sizeof(fields));
+  std::memcpy(h.data() + sizeof(fields), &commit, sizeof(commit));
   return h;
+}
+
+namespace {
+
+// The header's size for the value's version; DataLoss for a short value or
+// an unknown version.
+Status ChunkHeaderSize(const std::string& what, std::string_view value, size_t* size) {
+  if (value.size() < kChunkHeaderSizeV1) {
+    return DataLossError(what + " value has " + std::to_string(value.size()) + " bytes, shorter than its header");
+  }
+  const uint32_t version = GetFixed<uint32_t>(value.data());
+  if (version != 1 && version != kChunkValueVersion) {
+    return DataLossError(what + " value has version " + std::to_string(version) + ", expected 1 or " +
+                         std::to_string(kChunkValueVersion));
+  }
+  *size = version == 1 ? kChunkHeaderSizeV1 : kChunkHeaderSize;
+  if (value.size() < *size) {
+    return DataLossError(what + " value has " + std::to_string(value.size()) + " bytes, shorter than its header");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status PeekChunkCommit(ChunkKey key, std::string_view value, uint64_t* commit) {
+  size_t header = 0;
+  GEOPS_RETURN_IF_ERROR(ChunkHeaderSize(DescribeChunk(key), value, &header));
+  *commit = header == kChunkHeaderSizeV1 ? 0 : GetFixed<uint64_t>(value.data() + kChunkHeaderSizeV1);
+  return Status::Ok();
 }
 
 Status DecodeChunkValue(ChunkKey key, std::string_view value, ChunkBatch* out) {
   const std::string what = DescribeChunk(key);
-  if (value.size() < kChunkHeaderSize) {
-    return DataLossError(what + " value has " + std::to_string(value.size()) + " bytes, shorter than its header");
-  }
-  const uint32_t version = GetFixed<uint32_t>(value.data());
+  size_t header = 0;
+  GEOPS_RETURN_IF_ERROR(ChunkHeaderSize(what, value, &header));
   const uint32_t elements = GetFixed<uint32_t>(value.data() + 4);
   const uint32_t crc = GetFixed<uint32_t>(value.data() + 8);
-  if (version != kChunkValueVersion) {
-    return DataLossError(what + " value has version " + std::to_string(version) + ", expected " +
-                         std::to_string(kChunkValueVersion));
-  }
-  const size_t payload = value.size() - kChunkHeaderSize;
+  const size_t payload = value.size() - header;
   if (payload != size_t{elements} * sizeof(float)) {
     return DataLossError(what + " value has " + std::to_string(payload) + " payload bytes for " +
                          std::to_string(elements) + " floats");
   }
   float* dst = out->Append(key, elements);
-  std::memcpy(dst, value.data() + kChunkHeaderSize, payload);
+  std::memcpy(dst, value.data() + header, payload);
   const uint32_t actual = Checksum({dst, elements});
   if (actual != crc) {
     return DataLossError(what + " fails its checksum (stored " + std::to_string(crc) + ", computed " +
                          std::to_string(actual) + ")");
   }
+  return Status::Ok();
+}
+
+std::string ChunkSlotKey(ChunkKey key, int slot) {
+  const ChunkKeyBytes b = EncodeChunkKey(key);
+  std::string out(b.data(), b.size());
+  if (slot == 1) out.push_back('\x01');
+  return out;
+}
+
+bool DecodeChunkSlotKey(std::string_view bytes, ChunkKey* key, int* slot) {
+  if (bytes.size() == kChunkKeySize + 1 && bytes.back() == '\x01') {
+    *slot = 1;
+    return DecodeChunkKey(bytes.substr(0, kChunkKeySize), key);
+  }
+  *slot = 0;
+  return DecodeChunkKey(bytes, key);
+}
+
+std::string OutboxSlotKey(std::string_view key, int slot) {
+  std::string out;
+  out.reserve(key.size() + 2);
+  out.push_back(kOutboxSlotPrefix);
+  out.push_back(static_cast<char>(slot));
+  out.append(key);
+  return out;
+}
+
+bool DecodeOutboxSlotKey(std::string_view stored, int* slot, std::string_view* key) {
+  if (stored.empty()) return false;
+  if (stored[0] != kOutboxSlotPrefix) {
+    *slot = -1;
+    *key = stored;
+    return true;
+  }
+  if (stored.size() < 3 || static_cast<unsigned char>(stored[1]) > 1) return false;
+  *slot = stored[1];
+  *key = stored.substr(2);
+  return true;
+}
+
+std::string EncodeOutboxSlotValue(uint64_t commit, std::string_view value) {
+  std::string out = EncodeFixed<uint64_t>(commit);
+  out.append(value);
+  return out;
+}
+
+Status DecodeOutboxSlotValue(std::string_view stored, uint64_t* commit, std::string_view* value) {
+  if (stored.size() < kOutboxSlotHeaderSize) {
+    return DataLossError("a slotted outbox record has " + std::to_string(stored.size()) +
+                         " bytes, shorter than its header");
+  }
+  *commit = GetFixed<uint64_t>(stored.data());
+  *value = stored.substr(kOutboxSlotHeaderSize);
   return Status::Ok();
 }
 
@@ -230,10 +308,11 @@ Status DecodeOrigin(std::string_view key_suffix, std::string_view value, OriginR
 
 Status CheckFormatVersion(int32_t version, std::string_view where) {
   const std::string has = std::string(where) + " has format version " + std::to_string(version);
-  const std::string reads = " this build reads (" + std::to_string(kFormatVersion) + ")";
+  const std::string reads = " this build reads (" + std::to_string(kOldestReadableFormat) + " to " +
+                            std::to_string(kFormatVersion) + ")";
   if (version > kFormatVersion) return FailedPreconditionError(has + ", newer than" + reads);
   if (version < 1) return DataLossError(std::string(where) + " is damaged: format version " + std::to_string(version));
-  if (version < kFormatVersion) {
+  if (version < kOldestReadableFormat) {
     return FailedPreconditionError(has + ", older than" + reads +
                                    ": it was written by an earlier geops, before the per-origin ledger; "
                                    "this build does not upgrade stores in place");

@@ -26,9 +26,14 @@ namespace geops::storage::format {
 static_assert(std::endian::native == std::endian::little,
               "the store writes float32 values as they lie in memory, which must be little-endian");
 
-// The layout this build writes and the only one it reads. Version 2 added
-// the "ledger" column family; a version 1 store is refused (not converted).
-inline constexpr int32_t kFormatVersion = 2;
+// The layout this build writes. Version 2 added the "ledger" column family;
+// version 3 writes chunk values and outbox records in two slots with the
+// commit that wrote them (so that a large commit is written in bounded
+// pieces, see "Commits in pieces" in docs/on_disk_format.md). A version 2
+// store is read as it is (its records are slot 0 of commit 0) and becomes
+// version 3 at its next commit; a version 1 store is refused (not converted).
+inline constexpr int32_t kFormatVersion = 3;
+inline constexpr int32_t kOldestReadableFormat = 2;
 
 // A small text file that marks a directory as a geops shard store, so that a
 // damaged store (DataLoss) is told apart from a directory that never was one.
@@ -54,15 +59,24 @@ inline constexpr std::string_view kShardClockKey = "shard_clock";               
 inline constexpr std::string_view kWorkerPrefix = "worker/";  // + u32 BE id -> WorkerValue
 inline constexpr std::string_view kOriginPrefix = "origin/";  // + u32 BE site -> u64 seq
 
-// Chunk key: u32 BE table id, u32 BE chunk id.
+// Chunk key: u32 BE table id, u32 BE chunk id; that is slot 0 of the chunk.
+// Slot 1 is the same 8 bytes followed by one byte 0x01.
 inline constexpr size_t kChunkKeySize = 8;
 // Chunk value: header, then `elements` float32.
 //   0  u32 value version (kChunkValueVersion)
 //   4  u32 elements
 //   8  u32 CRC-32 (zlib polynomial) of the float bytes
 //  12  u32 reserved, 0
-inline constexpr size_t kChunkHeaderSize = 16;
-inline constexpr uint32_t kChunkValueVersion = 1;
+//  16  u64 the commit that wrote it (version 2 only)
+// Version 1 values (16-byte header, written by format 2) count as commit 0.
+inline constexpr size_t kChunkHeaderSize = 24;
+inline constexpr size_t kChunkHeaderSizeV1 = 16;
+inline constexpr uint32_t kChunkValueVersion = 2;
+// Outbox records are kept in two slots too: key 0xff, slot (0 or 1), then
+// the record's own key; value u64 commit, then the record's bytes. A key
+// that does not start with 0xff is a record written by format 2 (commit 0).
+inline constexpr char kOutboxSlotPrefix = '\xff';
+inline constexpr size_t kOutboxSlotHeaderSize = 8;
 // Worker value: i64 clock, i64 last update clock (-1: none), u8 finished (0/1).
 inline constexpr size_t kWorkerValueSize = 21;
 // A worker record written before update parts existed (read as a whole clock).
@@ -99,12 +113,31 @@ using ChunkHeader = std::array<char, kChunkHeaderSize>;
 ChunkKeyBytes EncodeChunkKey(ChunkKey key);
 // False when `bytes` is not kChunkKeySize long.
 bool DecodeChunkKey(std::string_view bytes, ChunkKey* key);
+// The key of `key`'s slot (0 or 1).
+std::string ChunkSlotKey(ChunkKey key, int slot);
+// False when `bytes` is neither a slot-0 nor a slot-1 chunk key.
+bool DecodeChunkSlotKey(std::string_view bytes, ChunkKey* key, int* slot);
 
-ChunkHeader EncodeChunkHeader(std::span<const float> values);
+// The header of a value holding `values`, written by commit `commit`.
+ChunkHeader EncodeChunkHeader(std::span<const float> values, uint64_t commit);
+// The commit that wrote a stored chunk value (0 for a version 1 value).
+// DataLoss naming the chunk when the header is short or of an unknown version.
+Status PeekChunkCommit(ChunkKey key, std::string_view value, uint64_t* commit);
 // Checks header, size and checksum of a stored chunk value and appends its
 // floats to `out`. DataLoss naming the chunk and the problem; `out` may then
 // end with the bad chunk (callers drop the whole state on error).
 Status DecodeChunkValue(ChunkKey key, std::string_view value, ChunkBatch* out);
+
+// The key of an outbox record's slot (0 or 1).
+std::string OutboxSlotKey(std::string_view key, int slot);
+// For a stored outbox key: its slot and the record's own key, or slot -1
+// (and the key as it is) for a record written by format 2. False for an
+// empty key or a slot key without a record key or with a slot above 1.
+bool DecodeOutboxSlotKey(std::string_view stored, int* slot, std::string_view* key);
+// The value of a slotted outbox record and back. DataLoss naming the record
+// when it is shorter than its header.
+std::string EncodeOutboxSlotValue(uint64_t commit, std::string_view value);
+Status DecodeOutboxSlotValue(std::string_view stored, uint64_t* commit, std::string_view* value);
 
 std::string WorkerKey(WorkerId worker);
 std::string EncodeWorker(const WorkerRecord& record);
@@ -114,7 +147,7 @@ Status DecodeWorker(std::string_view key_suffix, std::string_view value, WorkerR
 std::string OriginKey(SiteId origin);
 Status DecodeOrigin(std::string_view key_suffix, std::string_view value, OriginRecord* record);
 
-// OK for kFormatVersion. FailedPrecondition for an older or a newer version
+// OK for kOldestReadableFormat..kFormatVersion. FailedPrecondition for an older or a newer version
 // (naming both), DataLoss for one below 1. `where` names the store.
 Status CheckFormatVersion(int32_t version, std::string_view where);
 

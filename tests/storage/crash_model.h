@@ -43,6 +43,7 @@ inline StorageOptions CrashStorageOptions(const std::string& dir, Durability dur
   o.data_dir = dir;
   o.durability = durability;
   o.write_buffer_mib = 4;  // small: flushes to table files happen during the test too
+  o.commit_piece_bytes = 256 << 10;  // a commit of the big model is eight pieces: kills land between them
   return o;
 }
 

@@ -244,7 +244,7 @@ TEST(RocksDbShardStoreTest, RefusesDamagedStoresWithDataLossAndChangesNothing) {
     return std::string(b.data(), b.size());
   };
   auto chunk_value = [](std::vector<float> v, int corrupt) {
-    const format::ChunkHeader h = format::EncodeChunkHeader(v);
+    const format::ChunkHeader h = format::EncodeChunkHeader(v, 1);  // the store's one commit
     std::string out(h.data(), h.size());
     out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
     if (corrupt == 1) out.back() ^= 0x10;        // payload no longer matches its checksum
@@ -334,7 +334,7 @@ TEST(RocksDbShardStoreTest, RefusesANewerFormat) {
 TEST(RocksDbShardStoreTest, RefusesAnOlderFormatAndChangesNothing) {
   TempDir tmp;
   const ShardStoreSpec spec = Spec();
-  const std::string old_version = format::EncodeI32(format::kFormatVersion - 1);
+  const std::string old_version = format::EncodeI32(format::kOldestReadableFormat - 1);
   struct Case {
     std::string name;
     std::function<void(const std::string&)> make_old;
@@ -358,7 +358,7 @@ TEST(RocksDbShardStoreTest, RefusesAnOlderFormatAndChangesNothing) {
     Result<std::unique_ptr<ShardStore>> store = OpenRocksDbShardStore(StoreOptions(dir), spec);
     ASSERT_FALSE(store.ok()) << c.name;
     EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition) << c.name << ": " << store.status().ToString();
-    EXPECT_THAT(store.status().message(), HasSubstr("has format version 1, older than this build reads (2)"));
+    EXPECT_THAT(store.status().message(), HasSubstr("has format version 1, older than this build reads (2 to 3)"));
     EXPECT_THAT(store.status().message(), HasSubstr(dir));
     Result<StoreInfo> info = InspectShardStore(dir);
     EXPECT_EQ(info.status().code(), StatusCode::kFailedPrecondition) << c.name;

@@ -206,11 +206,12 @@ TEST(StoreFormatTest, WorkerRecordsKeepTheUpdatePart) {
   EXPECT_THAT(format::DecodeWorker(key, bad.substr(0, 19), &out).message(), HasSubstr("has 19 bytes"));
 }
 
-TEST(StoreFormatTest, OnlyTheCurrentFormatVersionIsRead) {
+TEST(StoreFormatTest, TheCurrentFormatAndTheOneBeforeItAreRead) {
   EXPECT_TRUE(format::CheckFormatVersion(format::kFormatVersion, "store s").ok());
-  const Status older = format::CheckFormatVersion(format::kFormatVersion - 1, "store s");
+  EXPECT_TRUE(format::CheckFormatVersion(format::kOldestReadableFormat, "store s").ok());
+  const Status older = format::CheckFormatVersion(format::kOldestReadableFormat - 1, "store s");
   EXPECT_EQ(older.code(), StatusCode::kFailedPrecondition);
-  EXPECT_THAT(older.message(), HasSubstr("store s has format version 1, older than this build reads (2)"));
+  EXPECT_THAT(older.message(), HasSubstr("store s has format version 1, older than this build reads (2 to 3)"));
   const Status newer = format::CheckFormatVersion(format::kFormatVersion + 1, "store s");
   EXPECT_EQ(newer.code(), StatusCode::kFailedPrecondition);
   EXPECT_THAT(newer.message(), HasSubstr("newer than this build reads"));
