@@ -105,6 +105,24 @@ Status AddSparseLedgerEntry(std::string_view entry, uint32_t num_elements, Ledge
   return Status::Ok();
 }
 
+Status AddDenseLedgerAdd(std::string_view entry, uint32_t num_elements, LedgerSums* sums) {
+  const size_t payload = entry.size() - kLedgerRowHeaderSize;
+  if (payload != size_t{num_elements} * sizeof(float)) {
+    return DataLossError("a dense ledger add has " + std::to_string(payload) + " payload bytes for " +
+                         std::to_string(num_elements) + " values");
+  }
+  SizeLedgerSums(num_elements, sums);
+  const char* p = entry.data() + kLedgerRowHeaderSize;
+  for (uint32_t i = 0; i < num_elements; ++i, p += sizeof(float)) {
+    const float value = GetFixed<float>(p);
+    if (!std::isfinite(value)) {
+      return DataLossError("a dense ledger add has a value that is not finite at index " + std::to_string(i));
+    }
+    sums->values[i] += static_cast<double>(value);
+  }
+  return Status::Ok();
+}
+
 Status AddDenseLedgerEntry(std::string_view entry, uint32_t num_elements, LedgerSums* sums) {
   const size_t payload = entry.size() - kLedgerRowHeaderSize;
   if (payload != size_t{num_elements} * sizeof(double)) {
@@ -376,6 +394,15 @@ Status CheckLedgerAdd(const LedgerAdd& add) {
 
 void EncodeLedgerAdd(const LedgerAdd& add, std::string* out) {
   const uint32_t count = static_cast<uint32_t>(add.indices.size());
+  if (size_t{count} * 2 > size_t{add.num_elements}) {
+    out->assign(kLedgerRowHeaderSize + size_t{add.num_elements} * sizeof(float), '\0');
+    char* p = out->data();
+    p[0] = static_cast<char>(kLedgerDenseAddTag);
+    std::memcpy(p + 1, &add.num_elements, 4);
+    p += kLedgerRowHeaderSize;
+    for (uint32_t i = 0; i < count; ++i) std::memcpy(p + size_t{add.indices[i]} * sizeof(float), &add.values[i], 4);
+    return;
+  }
   out->resize(kLedgerAddHeaderSize + size_t{count} * kLedgerAddPairSize);
   char* p = out->data();
   p[0] = static_cast<char>(kLedgerAddTag);
@@ -413,6 +440,8 @@ Status AddLedgerEntry(std::string_view entry, LedgerSums* sums) {
       return AddSparseLedgerEntry(entry, header.num_elements, sums);
     case kLedgerRowTag:
       return AddDenseLedgerEntry(entry, header.num_elements, sums);
+    case kLedgerDenseAddTag:
+      return AddDenseLedgerAdd(entry, header.num_elements, sums);
     default:
       return DataLossError("a ledger entry has the unknown tag " + std::to_string(header.tag));
   }
@@ -429,8 +458,8 @@ std::string EncodeLedgerRow(std::span<const double> sums) {
 
 Status DecodeLedgerRow(std::string_view value, std::vector<double>* sums) {
   LedgerEntryHeader header;
-  if (PeekLedgerEntry(value, &header) && header.tag == kLedgerAddTag) {
-    return DataLossError("a ledger value is a sparse add where a merged row belongs");
+  if (PeekLedgerEntry(value, &header) && (header.tag == kLedgerAddTag || header.tag == kLedgerDenseAddTag)) {
+    return DataLossError("a ledger value is an add where a merged row belongs");
   }
   LedgerSums decoded;
   GEOPS_RETURN_IF_ERROR(AddLedgerEntry(value, &decoded));

@@ -85,13 +85,18 @@ inline constexpr size_t kWorkerValueSizeWhole = 17;
 // Ledger key: u32 BE origin site, then the chunk key, so that one origin's
 // rows are contiguous and in ChunkKey order.
 inline constexpr size_t kLedgerKeySize = 4 + kChunkKeySize;
-// A ledger record is one of two entries; its first byte says which.
-//   Sparse add (written by Commit, one merge operand per LedgerAdd):
+// A ledger record is one of three entries; its first byte says which.
+//   Sparse add (written by Commit for an add of at most half its chunk):
 //     0  u8  kLedgerAddTag
 //     1  u32 num_elements of the chunk
 //     5  u32 count
 //     9  count x (u32 index, f32 value); indices strictly increasing and
 //        below num_elements, values finite
+//   Dense add (written by Commit for an add of more than half its chunk,
+//   which is smaller so: 4 bytes per element instead of 8 per pair):
+//     0  u8  kLedgerDenseAddTag
+//     1  u32 num_elements
+//     5  num_elements x f32 values, finite (0 where the add has none)
 //   Dense row (what merging produces; what a read returns):
 //     0  u8  kLedgerRowTag
 //     1  u32 num_elements
@@ -100,6 +105,7 @@ inline constexpr size_t kLedgerKeySize = 4 + kChunkKeySize;
 // operator (storage/ledger_merge_operator.h).
 inline constexpr uint8_t kLedgerAddTag = 1;
 inline constexpr uint8_t kLedgerRowTag = 2;
+inline constexpr uint8_t kLedgerDenseAddTag = 3;
 inline constexpr size_t kLedgerAddHeaderSize = 9;
 inline constexpr size_t kLedgerAddPairSize = 8;
 inline constexpr size_t kLedgerRowHeaderSize = 5;
@@ -170,7 +176,8 @@ std::string DescribeLedgerAdd(const LedgerAdd& add);
 // most kMaxLedgerElements, as many values as indices, indices strictly
 // increasing and below num_elements, values finite. Otherwise InvalidArgument naming the add and the first problem.
 Status CheckLedgerAdd(const LedgerAdd& add);
-// Replaces `out` with the sparse add entry of `add`.
+// Replaces `out` with the entry of `add`: sparse, or dense when more than
+// half of the chunk's elements are in it.
 // REQUIRES: CheckLedgerAdd(add).ok().
 void EncodeLedgerAdd(const LedgerAdd& add, std::string* out);
 

@@ -91,6 +91,24 @@ TEST(StoreFormatTest, SparseAddLayout) {
   EXPECT_EQ(Encoded(Add({}, {})).size(), format::kLedgerAddHeaderSize);
 }
 
+TEST(StoreFormatTest, AnAddOfMoreThanHalfItsChunkIsDenseAndSumsTheSame) {
+  const LedgerAdd add = Add({0, 2, 3, 5, 7}, {0.5f, -1.25f, 2.0f, 0.1f, 3e38f});
+  const std::string e = Encoded(add);
+  ASSERT_EQ(e.size(), format::kLedgerRowHeaderSize + 8 * sizeof(float));  // 37 bytes, sparse would be 49
+  EXPECT_EQ(e[0], static_cast<char>(format::kLedgerDenseAddTag));
+  EXPECT_EQ(e.substr(1, 4), Bytes<uint32_t>(8));
+  Result<std::vector<double>> sums = Sum({e, e});
+  ASSERT_TRUE(sums.ok()) << sums.status().ToString();
+  EXPECT_THAT(*sums, ElementsAre(1.0, 0.0, -2.5, 4.0, 0.0, 2.0 * double{0.1f}, 0.0, 2.0 * double{3e38f}));
+  std::string nan = e;
+  const float bad = std::nanf("");
+  std::memcpy(nan.data() + format::kLedgerRowHeaderSize + 4, &bad, sizeof(bad));
+  EXPECT_THAT(Sum({nan}).status().message(), HasSubstr("dense ledger add has a value that is not finite at index 1"));
+  EXPECT_THAT(Sum({e.substr(0, e.size() - 1)}).status().message(), HasSubstr("dense ledger add has 31 payload bytes"));
+  std::vector<double> row;
+  EXPECT_THAT(format::DecodeLedgerRow(e, &row).message(), HasSubstr("an add where a merged row belongs"));
+}
+
 TEST(StoreFormatTest, DenseRowRoundTripsBitForBit) {
   const std::vector<double> sums = {0.0, -0.0, 1e-300, 0.1, -123456.789, 3e38};
   const std::string row = format::EncodeLedgerRow(sums);
@@ -161,7 +179,7 @@ TEST(StoreFormatTest, RefusesHostileEntriesNamingTheProblem) {
   std::vector<double> row;
   const Status sparse = format::DecodeLedgerRow(RawAdd(8, 0, {}), &row);
   EXPECT_EQ(sparse.code(), StatusCode::kDataLoss);
-  EXPECT_THAT(sparse.message(), HasSubstr("a sparse add where a merged row belongs"));
+  EXPECT_THAT(sparse.message(), HasSubstr("an add where a merged row belongs"));
   EXPECT_EQ(format::DecodeLedgerRow("\x02", &row).code(), StatusCode::kDataLoss);
 }
 
@@ -262,15 +280,18 @@ TEST_F(LedgerMergeOperatorTest, PartialMergeCombinesOnlyWhenTheRowIsNoBigger) {
   EXPECT_FALSE(PartialMerge({Encoded(Add({1}, {1.0f}, 64)), Encoded(Add({2}, {1.0f}, 64))}, &out));
   std::vector<uint32_t> many(64);
   for (uint32_t i = 0; i < 64; ++i) many[i] = i;
+  // A whole-chunk add is dense (5 + 256 bytes): with a small add it is
+  // still smaller than the row, two of them are not.
   const std::string big = Encoded(Add(many, std::vector<float>(64, 0.5f), 64));
-  ASSERT_TRUE(PartialMerge({big, Encoded(Add({2}, {1.0f}, 64))}, &out));
-  std::vector<double> want(64, 0.5);
+  EXPECT_FALSE(PartialMerge({big, Encoded(Add({2}, {1.0f}, 64))}, &out));
+  ASSERT_TRUE(PartialMerge({big, big, Encoded(Add({2}, {0.5f}, 64))}, &out));
+  std::vector<double> want(64, 1.0);
   want[2] = 1.5;
   EXPECT_EQ(Row(out), want);
   // An operand that is already a row (an earlier partial merge) is always folded in.
   const std::string row = out;
   ASSERT_TRUE(PartialMerge({row, Encoded(Add({0}, {1.0f}, 64))}, &out));
-  want[0] = 1.5;
+  want[0] = 2.0;
   EXPECT_EQ(Row(out), want);
   // A malformed operand is left for the full merge to report.
   EXPECT_FALSE(PartialMerge({row, "junk"}, &out));
