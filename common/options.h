@@ -56,8 +56,8 @@ Result<Durability> ParseDurability(std::string_view text);
 struct StorageOptions {
   std::string data_dir;                    // the shard's store directory; empty: in memory only
   Durability durability = Durability::kSync;
-  // Memtable size per column family, MiB; 0 (default): a quarter of the
-  // shard's chunk payload, within 8..64 MiB. The log (replayed at restart) is kept
+  // Memtable size per column family, MiB; 0 (default): a sixteenth of the
+  // shard's chunk payload, within 8..32 MiB. The log (replayed at restart) is kept
   // under twice this.
   int64_t write_buffer_mib = 0;
   int max_background_jobs = 2;             // flush and compaction threads of the store

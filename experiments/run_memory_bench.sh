@@ -83,6 +83,7 @@ for size in "${sizes[@]}"; do
     topo=$work/$name.toml
     topology "$name" "$layers" "$config" > "$topo"
     echo "=== $name ($(date -u +%H:%M:%S))"
+    started=$(date +%s.%N)
     "$geops" launch "$topo" --out "$work/$name" --plain --timeout 900 > "$work/$name.log" 2>&1 &
     launch_pid=$!
     declare -A peak=()
@@ -101,10 +102,11 @@ for size in "${sizes[@]}"; do
     done
     wait "$launch_pid" || true
     launch_pid=""
+    seconds=$(python3 -c "import sys; print(round(float(sys.argv[2]) - float(sys.argv[1]), 1))" "$started" "$(date +%s.%N)")
     for key in "${!peak[@]}"; do
-      python3 - "$work/rows.json" "$size" "$config" "$key" "${peak[$key]}" "$work/$name/summary.json" <<'PY'
+      python3 - "$work/rows.json" "$size" "$config" "$key" "${peak[$key]}" "$work/$name/summary.json" "$seconds" <<'PY'
 import json, sys
-rows_path, size, config, key, kb, summary = sys.argv[1:7]
+rows_path, size, config, key, kb, summary, seconds = sys.argv[1:8]
 role, site, idx = key.split()
 params = {"10m": 10_001_000, "50m": 50_005_000, "100m": 100_010_000, "150m": 150_015_000,
           "250m": 250_025_000}[size]
@@ -116,7 +118,8 @@ rows = json.load(open(rows_path))
 rows.append({"size": size, "parameters": params, "config": config, "process": ("shard" if role == "site" else "worker"),
              "site": site, "index": int(idx or 0), "peak_rss_bytes": int(kb) * 1024,
              "model_multiple": int(kb) * 1024 / (4 * params), "bytes_per_parameter": int(kb) * 1024 / params,
-             "counter_max_abs_error": s.get("counter_max_abs_error"), "exit": s.get("exit")})
+             "counter_max_abs_error": s.get("counter_max_abs_error"), "exit": s.get("exit"),
+             "run_seconds": float(seconds)})
 json.dump(rows, open(rows_path, "w"))
 PY
     done
@@ -142,19 +145,21 @@ lines = ["# Memory per parameter", "",
          f"Date: {datetime.date.today()}. Machine: {os.cpu_count()} cores, {cpu}, {mem:.0f} GiB.", "",
          "The counter model (fp32, 12 clocks, chunks of 256 KiB), one shard and one worker per site. Peak RSS is "
          "each process's VmHWM, polled every 0.2 s; x model is that over the fp32 model the process holds "
-         "(4 bytes per parameter: every shard here holds the whole model, as does every worker).", "",
-         "| parameters | config | process | peak RSS MB (per process) | x model | bytes / parameter | counter exact | exit |",
-         "|---:|---|---|---:|---:|---:|---|---|"]
+         "(4 bytes per parameter: every shard here holds the whole model, as does every worker). Run s is the "
+         "whole `geops launch` (start, 12 clocks, final checks), for the time a change costs.", "",
+         "| parameters | config | process | peak RSS MB (per process) | x model | bytes / parameter | counter exact | exit | run s |",
+         "|---:|---|---|---:|---:|---:|---|---|---:|"]
 groups = collections.OrderedDict()
 for r in rows:
     groups.setdefault((r["size"], r["config"], r["process"]), []).append(r)
 for (size, config, proc), rs in groups.items():
     rss = [r["peak_rss_bytes"] / 1e6 for r in rs]
     mult = [r["model_multiple"] for r in rs]
-    lines.append("| {:,} | {} | {} | {} | {} | {} | {} | {} |".format(
+    lines.append("| {:,} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
         rs[0]["parameters"], config, proc, " / ".join(f"{v:.0f}" for v in rss),
         " / ".join(f"{v:.1f}" for v in mult), " / ".join(f"{r['bytes_per_parameter']:.1f}" for r in rs),
-        "yes" if rs[0]["counter_max_abs_error"] == 0 else rs[0]["counter_max_abs_error"], rs[0]["exit"]))
+        "yes" if rs[0]["counter_max_abs_error"] == 0 else rs[0]["counter_max_abs_error"], rs[0]["exit"],
+        rs[0].get("run_seconds", "")))
 lines += ["", "The figures are whole processes; where the memory goes inside a shard (heaptrack, by component) "
           "is in experiments/results/memory/README.md.", ""]
 open(os.path.join(out, "results.md"), "w").write("\n".join(lines))

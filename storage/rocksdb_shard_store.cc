@@ -33,7 +33,7 @@ namespace {
 
 // Bounds of the automatic memtable size (StorageOptions::write_buffer_mib 0).
 constexpr int64_t kMinAutoBufferMib = 8;
-constexpr int64_t kMaxAutoBufferMib = 64;
+constexpr int64_t kMaxAutoBufferMib = 32;
 
 Status WriteFileSynced(const fs::path& path, std::string_view content) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -369,14 +369,13 @@ Result<std::unique_ptr<ShardStore>> OpenRocksDbShardStore(const StorageOptions& 
   if (options.data_dir.empty()) return InvalidArgumentError("storage options: data_dir is empty");
   StorageOptions tuned = options;
   if (tuned.write_buffer_mib == 0) {
-    // Automatic: a quarter of the shard's payload. A commit larger than a
-    // memtable still goes into one (and the memtable is flushed after it),
-    // so the memtables hold about two commits at most (the one filling and
-    // the one flushing) instead of growing with the buffer size: with
-    // twice the payload per family they held six times the model.
+    // Automatic: a sixteenth of the shard's payload, within 8..32 MiB.
+    // Commits reach RocksDB in pieces (commit_piece_bytes), so a memtable
+    // need not hold a commit: a family holds at most two memtables (the one
+    // filling and the one flushing), whatever the model's size.
     int64_t bytes = 0;
     for (const ChunkExtent& c : spec.chunks) bytes += c.elements * int64_t{sizeof(float)};
-    tuned.write_buffer_mib = std::clamp<int64_t>((bytes / 4) >> 20, kMinAutoBufferMib, kMaxAutoBufferMib);
+    tuned.write_buffer_mib = std::clamp<int64_t>((bytes / 16) >> 20, kMinAutoBufferMib, kMaxAutoBufferMib);
   }
   fs::path dir(options.data_dir);
   if (!dir.has_filename()) dir = dir.parent_path();  // "a/b/" -> "a/b"
