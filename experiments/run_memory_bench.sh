@@ -16,6 +16,7 @@
 #
 # Usage: bash experiments/run_memory_bench.sh [SIZE ...]   (10m 50m 100m 150m 250m; default 10m 50m)
 #   CONFIGS="one-site asp asp-sync asp3-sync" chooses the configurations (default the first three).
+#   TIMEOUT=SECONDS bounds each run (default 900; three sites of 150M need more on 2 cores).
 # Writes experiments/results/memory/: results.md, results.json, memory.png.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -84,7 +85,7 @@ for size in "${sizes[@]}"; do
     topology "$name" "$layers" "$config" > "$topo"
     echo "=== $name ($(date -u +%H:%M:%S))"
     started=$(date +%s.%N)
-    "$geops" launch "$topo" --out "$work/$name" --plain --timeout 900 > "$work/$name.log" 2>&1 &
+    "$geops" launch "$topo" --out "$work/$name" --plain --timeout "${TIMEOUT:-900}" > "$work/$name.log" 2>&1 &
     launch_pid=$!
     declare -A peak=()
     while kill -0 "$launch_pid" 2> /dev/null; do

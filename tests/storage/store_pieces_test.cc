@@ -58,6 +58,16 @@ std::map<std::string, std::string> Outbox(const ShardState& state) {
   return out;
 }
 
+// One commit to the store in `dir`: every chunk at 1.x, and `outbox`.
+void CommitEverything(const std::string& dir, const ShardStoreSpec& spec, std::vector<OutboundRecord> outbox) {
+  std::unique_ptr<ShardStore> store = Open(dir, spec);
+  ASSERT_NE(store, nullptr);
+  ShardCommit c;
+  for (size_t i = 0; i < spec.chunks.size(); ++i) AddChunk(spec, i, 1.0f, &c);
+  c.outbound_puts = std::move(outbox);
+  ASSERT_TRUE(store->Commit(c).ok());
+}
+
 Result<ShardState> Reload(const std::string& dir, const ShardStoreSpec& spec) {
   std::unique_ptr<ShardStore> store = Open(dir, spec);
   if (store == nullptr) return UnavailableError("cannot open " + dir);
@@ -105,14 +115,7 @@ TEST(StorePiecesTest, RecordsOfACommitWhoseLastPieceNeverCameAreNeverRead) {
   TempDir tmp;
   const std::string dir = tmp.Sub("store");
   const ShardStoreSpec spec = Spec();
-  {
-    std::unique_ptr<ShardStore> store = Open(dir, spec);
-    ASSERT_NE(store, nullptr);
-    ShardCommit c;
-    for (size_t i = 0; i < spec.chunks.size(); ++i) AddChunk(spec, i, 1.0f, &c);
-    c.outbound_puts = {{"k", "one"}};
-    ASSERT_TRUE(store->Commit(c).ok());  // commit 1: every record in slot 0
-  }
+  CommitEverything(dir, spec, {{"k", "one"}});  // commit 1: every record in slot 0
   // What the pieces of commit 2 leave when the process dies before its
   // last piece: chunk 0 and record "k" in slot 1, a new record "n".
   std::vector<float> nines(spec.chunks[0].elements, 9.0f);
@@ -150,13 +153,7 @@ TEST(StorePiecesTest, AFormatTwoStoreIsReadAndUpgradedAtItsNextCommit) {
   TempDir tmp;
   const std::string dir = tmp.Sub("store");
   const ShardStoreSpec spec = Spec();
-  {
-    std::unique_ptr<ShardStore> store = Open(dir, spec);
-    ASSERT_NE(store, nullptr);
-    ShardCommit c;
-    for (size_t i = 0; i < spec.chunks.size(); ++i) AddChunk(spec, i, 1.0f, &c);
-    ASSERT_TRUE(store->Commit(c).ok());
-  }
+  CommitEverything(dir, spec, {});
   // Rewrite it as format 2 wrote it: 16-byte chunk headers, outbox records
   // under their own keys, version 2.
   for (const ChunkExtent& chunk : spec.chunks) {
