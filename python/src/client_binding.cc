@@ -65,42 +65,51 @@ Views TakeViews(const py::list& objects, const ModelSpec& spec) {
   return v;
 }
 
+// Every call holds its own reference to the client while it runs without
+// the GIL, so that close() from another thread (a session left while a
+// background thread is still in clock()) cannot free the client under it:
+// the client goes when the last call in progress returns.
 class PyClient {
  public:
   explicit PyClient(std::unique_ptr<Client> client) : client_(std::move(client)) {}
 
-  Client& client() {
+  // REQUIRES: the GIL (which orders it with Close()).
+  std::shared_ptr<Client> client() {
     if (!client_) ThrowIfError(FailedPreconditionError("the geops client is closed"));
-    return *client_;
+    return client_;
   }
 
   void Start(const py::list& initial) {
-    Client& c = client();
+    const std::shared_ptr<Client> held = client();
+    Client& c = *held;
     Views v = TakeViews(initial, c.spec());
     ThrowIfError(RunInterruptible(c.cancel_flag(), [&] { return c.Start(v.tables); }));
   }
 
   void Pull(const py::list& out, std::optional<int64_t> staleness) {
-    Client& c = client();
+    const std::shared_ptr<Client> held = client();
+    Client& c = *held;
     Views v = TakeViews(out, c.spec());
     const int64_t s = staleness.value_or(Client::kConfiguredStaleness);
     ThrowIfError(RunInterruptible(c.cancel_flag(), [&] { return c.Pull(s, v.tables); }));
   }
 
   void Push(const py::list& in) {
-    Client& c = client();
+    const std::shared_ptr<Client> held = client();
+    Client& c = *held;
     Views v = TakeViews(in, c.spec());
     py::gil_scoped_release release;
     ThrowIfError(c.StagePush(v.tables));
   }
 
   void Clock(bool finished) {
-    Client& c = client();
+    const std::shared_ptr<Client> held = client();
+    Client& c = *held;
     ThrowIfError(RunInterruptible(c.cancel_flag(), [&] { return c.Clock(finished); }));
   }
 
   py::dict Stats() {
-    const worker::PsClientStats s = client().stats();
+    const worker::PsClientStats s = client()->stats();
     py::dict d;
     d["bytes_sent"] = s.bytes_sent;
     d["bytes_received"] = s.bytes_received;
@@ -114,19 +123,24 @@ class PyClient {
   }
 
   py::list Tables() {
-    const ModelSpec& spec = client().spec();
+    const std::shared_ptr<Client> held = client();
+    const ModelSpec& spec = held->spec();
     py::list out;
     for (const TableSpec& t : spec.tables()) out.append(py::make_tuple(t.name, t.rows, t.cols));
     return out;
   }
 
+  // Later calls raise; a call in progress in another thread finishes first,
+  // and the client (heartbeats, connections) goes when it returns.
   void Close() {
-    py::gil_scoped_release release;  // joins the heartbeat thread
-    client_.reset();
+    std::shared_ptr<Client> doomed;
+    doomed.swap(client_);
+    py::gil_scoped_release release;  // joins the heartbeat thread when this is the last reference
+    doomed.reset();
   }
 
  private:
-  std::unique_ptr<Client> client_;
+  std::shared_ptr<Client> client_;  // GUARDED_BY(the GIL)
 };
 
 std::unique_ptr<PyClient> MakeClient(const std::vector<TableTuple>& tables, const std::vector<std::string>& shards,
@@ -172,7 +186,7 @@ void RegisterClient(py::module_& m) {
            "Makes the cache fresh (SSP, or the given staleness) and copies it into `out` (blocks).")
       .def("push", &PyClient::Push, py::arg("values"), "Stages values - pulled values as this clock's delta.")
       .def("clock", &PyClient::Clock, py::arg("finished") = false, "Ships the delta and advances the clock (blocks).")
-      .def_property_readonly("current_clock", [](PyClient& c) { return c.client().clock(); })
+      .def_property_readonly("current_clock", [](PyClient& c) { return c.client()->clock(); })
       .def_property_readonly("tables", &PyClient::Tables)
       .def("stats", &PyClient::Stats)
       .def("close", &PyClient::Close, "Stops heartbeats and closes connections; later calls raise.");

@@ -181,11 +181,40 @@ def test_a_read_held_past_the_rpc_timeout_waits_for_a_live_peer(start_site):
         ps.clock()
         # Worker 1 is alive (heartbeats) but reaches clock 1 only after three
         # of worker 0's read deadlines: the read waits instead of failing.
-        threading.Timer(3.0, slow.clock).start()
+        timer = threading.Timer(3.0, slow.clock)
+        timer.start()
         start = time.monotonic()
         ps.pull()
         assert time.monotonic() - start >= 2.5
         assert ps.stats()["retries"] >= 2
+        timer.join()  # slow.clock() may still be on its way back when the read returns
+
+
+def test_closing_a_session_while_another_thread_is_in_a_call_does_not_crash(start_site):
+    site = start_site(workers=2, lease_ms=60000)
+    with connect(site, worker=1, rpc_timeout_ms=60000) as other:
+        ps = connect(site, worker=0, rpc_timeout_ms=1000, retry_window_ms=2000)
+        for c in (ps, other):
+            c.pull()
+            c.push()
+        ps.clock()
+        raised = []
+
+        def read():  # waits for worker 1 at clock 1, which never comes
+            try:
+                ps.pull()
+            except geops.GeopsError as e:
+                raised.append(e)
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        time.sleep(0.5)
+        ps.close(final=False)  # returns at once; the read in progress keeps the client until it ends
+        reader.join(timeout=30)
+        assert not reader.is_alive()
+        assert len(raised) == 1 and isinstance(raised[0], geops.DeadlineExceededError)
+        with pytest.raises(geops.FailedPreconditionError):
+            ps.pull()
 
 
 def test_bad_settings_are_named(monkeypatch):
