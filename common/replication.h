@@ -116,7 +116,12 @@ class OutboundParticipant {
   // in progress (no OnLocalUpdate and no ReplicaTarget::RunDurable body
   // runs): appends the records that changed since the last call, so that
   // the commit holds the outbound state as of exactly the changes it holds.
-  virtual void CollectOutbound(std::vector<OutboundRecord>* puts, std::vector<std::string>* deletes) = 0;
+  // Records too large to copy there come back as DeferredRecords, read by
+  // the store as it writes them (nullptr: none); they stay valid until
+  // ReleaseOutbound(), which the committer calls once the commit has been
+  // written or has failed.
+  virtual DeferredRecords* CollectOutbound(std::vector<OutboundRecord>* puts, std::vector<std::string>* deletes) = 0;
+  virtual void ReleaseOutbound() {}
 };
 
 class ReplicaTarget {

@@ -114,8 +114,43 @@ void ChunkBatch::Add(ChunkKey key, std::span<const float> values) {
   if (!values.empty()) std::memcpy(out, values.data(), values.size_bytes());
 }
 
+int64_t ShardCommit::chunk_elements() const {
+  int64_t n = chunks.total_elements();
+  if (deferred_chunks != nullptr) {
+    for (size_t i = 0; i < deferred_chunks->size(); ++i) n += deferred_chunks->elements(i);
+  }
+  return n;
+}
+
+Status ShardCommit::ForEachChunk(const std::function<Status(ChunkKey, std::span<const float>)>& fn) const {
+  for (size_t i = 0; i < chunks.size(); ++i) GEOPS_RETURN_IF_ERROR(fn(chunks.key(i), chunks.values(i)));
+  if (deferred_chunks == nullptr) return Status::Ok();
+  int64_t largest = 0;
+  for (size_t i = 0; i < deferred_chunks->size(); ++i) largest = std::max(largest, deferred_chunks->elements(i));
+  std::unique_ptr<float[]> scratch(new float[std::max<int64_t>(largest, 1)]);
+  for (size_t i = 0; i < deferred_chunks->size(); ++i) {
+    const int64_t n = deferred_chunks->elements(i);
+    deferred_chunks->Read(i, scratch.get());
+    GEOPS_RETURN_IF_ERROR(fn(deferred_chunks->key(i), std::span<const float>(scratch.get(), static_cast<size_t>(n))));
+  }
+  return Status::Ok();
+}
+
+Status ShardCommit::ForEachOutbound(const std::function<Status(const std::string&, const std::string*)>& fn) const {
+  for (const OutboundRecord& r : outbound_puts) GEOPS_RETURN_IF_ERROR(fn(r.key, &r.value));
+  if (deferred_outbound == nullptr) return Status::Ok();
+  std::string value;
+  for (size_t i = 0; i < deferred_outbound->size(); ++i) {
+    const bool put = deferred_outbound->Read(i, &value);
+    GEOPS_RETURN_IF_ERROR(fn(deferred_outbound->key(i), put ? &value : nullptr));
+  }
+  return Status::Ok();
+}
+
 void ShardCommit::Clear() {
   chunks.Clear();
+  deferred_chunks = nullptr;
+  deferred_outbound = nullptr;
   workers.clear();
   origins.clear();
   outbound_puts.clear();

@@ -32,6 +32,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -112,6 +113,22 @@ class ChunkBatch {
   int64_t capacity_ = 0;
 };
 
+// Chunk values that a commit writes but does not hold: the store asks for
+// each when it writes it. A shard's copy-on-write capture is one: it marks
+// the chunks a commit holds and keeps their values as of the capture until
+// the store has read them, so a commit never needs a second copy of the
+// model (datacenter/captured_chunks.h).
+class DeferredChunks {
+ public:
+  virtual ~DeferredChunks() = default;
+  virtual size_t size() const = 0;
+  virtual ChunkKey key(size_t i) const = 0;
+  virtual int64_t elements(size_t i) const = 0;
+  // Copies chunk i's values as of the capture into `out` (elements(i)
+  // floats). Each i at most once, from the thread that commits.
+  virtual void Read(size_t i, float* out) = 0;
+};
+
 struct WorkerRecord {
   WorkerId worker = 0;
   Clock clock = 0;               // the clock the shard holds for the worker
@@ -136,6 +153,20 @@ struct OriginRecord {
 struct OutboundRecord {
   std::string key;  // non-empty
   std::string value;
+};
+
+// Outbound records whose values a commit does not hold: the store asks for
+// each when it writes it (the WAN layer's copy-on-write capture of its
+// accumulator and backlog rows, wan/replication/captured_rows.h).
+class DeferredRecords {
+ public:
+  virtual ~DeferredRecords() = default;
+  virtual size_t size() const = 0;
+  virtual const std::string& key(size_t i) const = 0;  // non-empty, distinct from the commit's other records
+  // Sets *value to record i's value as of the capture and returns true, or
+  // returns false when the record is to be deleted instead. Each i at most
+  // once, from the thread that commits.
+  virtual bool Read(size_t i, std::string* value) = 0;
 };
 
 // One applied WAN delta to one chunk, added into the ledger of its origin:
@@ -168,18 +199,39 @@ struct QuarantineRecord {
 // One atomic unit of persistence: chunk values that changed and the meta
 // records that changed with them.
 struct ShardCommit {
-  ChunkBatch chunks;
+  ChunkBatch chunks;                           // chunk values the commit holds
+  DeferredChunks* deferred_chunks = nullptr;   // and those read as written (not owned; may be null)
   std::vector<WorkerRecord> workers;
   std::vector<OriginRecord> origins;
   std::vector<OutboundRecord> outbound_puts;    // written (replacing a record of that key)
   std::vector<std::string> outbound_deletes;    // removed; applied before the puts
+  DeferredRecords* deferred_outbound = nullptr; // puts (or deletes) read as written (not owned; may be null)
   std::vector<SiteId> ledger_clears;            // origins whose whole ledger is removed; before the adds
   std::vector<LedgerAdd> ledger_adds;           // added to the ledgers, in order
   std::vector<QuarantineRecord> quarantined;    // kept as they are
   Clock shard_clock = 0;
 
+  // Every chunk of the commit: those of `chunks`, then the deferred ones.
+  size_t num_chunks() const { return chunks.size() + (deferred_chunks != nullptr ? deferred_chunks->size() : 0); }
+  ChunkKey chunk_key(size_t i) const {
+    return i < chunks.size() ? chunks.key(i) : deferred_chunks->key(i - chunks.size());
+  }
+  int64_t chunk_elements() const;
+  // Calls fn(key, values) for every chunk, in num_chunks() order, until one
+  // returns an error (returned). A deferred chunk is read into one scratch
+  // buffer, valid during its call only. Reads the deferred chunks: once per
+  // commit.
+  Status ForEachChunk(const std::function<Status(ChunkKey, std::span<const float>)>& fn) const;
+
+  // Calls fn(key, value) for every outbound put, then for every deferred
+  // record: value is nullptr for a deferred record that turned out to be a
+  // delete. Stops at the first error (returned). Reads the deferred records:
+  // once per commit.
+  Status ForEachOutbound(const std::function<Status(const std::string&, const std::string*)>& fn) const;
+
   bool empty() const {
-    return chunks.empty() && workers.empty() && origins.empty() && outbound_puts.empty() &&
+    return num_chunks() == 0 && workers.empty() && origins.empty() && outbound_puts.empty() &&
+           (deferred_outbound == nullptr || deferred_outbound->size() == 0) &&
            outbound_deletes.empty() && ledger_clears.empty() && ledger_adds.empty() && quarantined.empty();
   }
   void Clear();

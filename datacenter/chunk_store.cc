@@ -101,6 +101,7 @@ void ChunkStore::BatchGuard::Add(const float* deltas) {
   const float* src = deltas;
   for (int64_t local : locals_) {
     const int64_t n = store_->elements(local);
+    store_->WillWrite(local);
     AddInto(store_->data_ + store_->offsets_[local], src, n);
     src += n;
   }
@@ -120,6 +121,7 @@ std::optional<ChunkStore::BatchGuard::NonFinite> ChunkStore::BatchGuard::CheckSp
 void ChunkStore::BatchGuard::AddSparse(size_t chunk, std::span<const uint32_t> indices,
                                        std::span<const float> values) {
   float* dst = store_->data_ + store_->offsets_[locals_[chunk]];
+  store_->WillWrite(locals_[chunk]);
   for (size_t i = 0; i < indices.size(); ++i) dst[indices[i]] += values[i];
 }
 
@@ -127,6 +129,7 @@ void ChunkStore::Add(int64_t local, const float* delta) {
   float* dst = data_ + offsets_[local];
   const int64_t n = elements(local);
   std::unique_lock<std::shared_mutex> lock(locks_[local]);
+  WillWrite(local);
   AddInto(dst, delta, n);
 }
 
@@ -134,6 +137,7 @@ void ChunkStore::Overwrite(int64_t local, const float* values) {
   float* dst = data_ + offsets_[local];
   const int64_t n = elements(local);
   std::unique_lock<std::shared_mutex> lock(locks_[local]);
+  WillWrite(local);
   std::copy(values, values + n, dst);
 }
 

@@ -16,6 +16,7 @@
 #ifndef GEOPS_DATACENTER_CHUNK_STORE_H_
 #define GEOPS_DATACENTER_CHUNK_STORE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -55,6 +56,28 @@ class ChunkStore {
 
   // Copies chunk `local` (elements(local) floats) to `out` under its shared lock.
   void Read(int64_t local, float* out) const;
+  // Calls fn(values) with chunk `local`'s values under its shared lock, so
+  // that no write (and no WriteHook call for it) overlaps the call.
+  template <typename Fn>
+  void Inspect(int64_t local, Fn&& fn) const {
+    std::shared_lock<std::shared_mutex> lock(locks_[local]);
+    fn(std::span<const float>(data_ + offsets_[local], static_cast<size_t>(elements(local))));
+  }
+
+  // Told of every write before it changes a chunk: BeforeWrite runs under
+  // the chunk's exclusive lock with the values the chunk holds then. It
+  // must not call into the store and may take only leaf locks. A
+  // copy-on-write capture uses it to keep the values it has not yet read.
+  class WriteHook {
+   public:
+    virtual void BeforeWrite(int64_t local, std::span<const float> current) = 0;
+
+   protected:
+    ~WriteHook() = default;
+  };
+  // nullptr: none. Set while no write is in flight (a write started before
+  // may or may not see the new hook).
+  void set_write_hook(WriteHook* hook) { hook_.store(hook, std::memory_order_release); }
   // Adds `delta` (elements(local) floats) into chunk `local` under its
   // exclusive lock. REQUIRES: delta does not alias the store.
   void Add(int64_t local, const float* delta);
@@ -113,8 +136,16 @@ class ChunkStore {
   std::vector<int64_t> offsets_;      // per local chunk, and one past the end: float offset in data_
   std::vector<int32_t> pad_;          // per local chunk: floats of padding after its values
   int64_t num_elements_ = 0;
+  // Under chunk `local`'s exclusive lock, before it changes.
+  void WillWrite(int64_t local) const {
+    if (WriteHook* hook = hook_.load(std::memory_order_acquire); hook != nullptr) {
+      hook->BeforeWrite(local, std::span<const float>(data_ + offsets_[local], static_cast<size_t>(elements(local))));
+    }
+  }
+
   float* data_ = nullptr;  // owned, 64-byte aligned; chunk i guarded by locks_[i]
   std::unique_ptr<std::shared_mutex[]> locks_;
+  std::atomic<WriteHook*> hook_{nullptr};
 };
 
 }  // namespace geops::datacenter

@@ -9,6 +9,7 @@ ShardPersister::ShardPersister(ShardStore* store, ChunkStore* chunks, ClockTrack
                                int num_workers)
     : store_(store),
       chunks_(chunks),
+      captured_(chunks),
       tracker_(tracker),
       shard_(shard),
       num_workers_(num_workers),
@@ -108,6 +109,12 @@ void ShardPersister::MarkEverything() {
   m.Finish();
 }
 
+void ShardPersister::SetOutboundParticipant(OutboundParticipant* participant) {
+  std::unique_lock<std::mutex> lock(participant_mu_);
+  participant_cv_.wait(lock, [this] { return collected_ == nullptr; });
+  participant_ = participant;
+}
+
 void ShardPersister::RequestCommit(uint64_t ticket) {
   if (ticket == 0) return;
   std::lock_guard<std::mutex> lock(state_mu_);
@@ -148,6 +155,9 @@ Status ShardPersister::failure() const {
 PersisterStats ShardPersister::stats() const {
   std::lock_guard<std::mutex> lock(state_mu_);
   PersisterStats s = stats_;
+  const CaptureStats cs = captured_.stats();
+  s.chunks_saved = cs.chunks_saved;
+  s.peak_saved_bytes = cs.peak_saved_bytes;
   s.commit_latency = commit_hist_.Snapshot();
   return s;
 }
@@ -177,16 +187,14 @@ uint64_t ShardPersister::Capture() {
   // No mutation is open and none can begin: the marks and the values are
   // those of exactly the tickets <= captured.
   commit_.Clear();
-  int64_t marked = 0;
-  for (int64_t i = 0; i < chunks_->num_chunks(); ++i) {
-    if (chunk_marked_[i].load(std::memory_order_relaxed) != 0) marked += chunks_->elements(i);
-  }
-  commit_.chunks.Reserve(marked);
+  std::vector<int64_t> locals;
   for (int64_t i = 0; i < chunks_->num_chunks(); ++i) {
     if (chunk_marked_[i].load(std::memory_order_relaxed) == 0) continue;
     chunk_marked_[i].store(0, std::memory_order_relaxed);
-    chunks_->Read(i, commit_.chunks.Append(chunks_->key(i), chunks_->elements(i)));
+    locals.push_back(i);
   }
+  captured_.Capture(std::move(locals));  // values stay live, copied only if changed before written
+  commit_.deferred_chunks = &captured_;
   for (WorkerId w = 0; w < num_workers_; ++w) {
     if (worker_marked_[w].load(std::memory_order_relaxed) == 0) continue;
     worker_marked_[w].store(0, std::memory_order_relaxed);
@@ -200,8 +208,12 @@ uint64_t ShardPersister::Capture() {
     commit_.ledger_adds.swap(ledger_adds_);
     commit_.quarantined.swap(quarantined_);
   }
-  if (OutboundParticipant* p = participant_.load(std::memory_order_acquire); p != nullptr) {
-    p->CollectOutbound(&commit_.outbound_puts, &commit_.outbound_deletes);
+  {
+    std::lock_guard<std::mutex> lock(participant_mu_);
+    collected_ = participant_;
+  }
+  if (collected_ != nullptr) {
+    commit_.deferred_outbound = collected_->CollectOutbound(&commit_.outbound_puts, &commit_.outbound_deletes);
   }
   commit_.shard_clock = tracker_->ShardClock();
   {
@@ -215,6 +227,7 @@ uint64_t ShardPersister::Capture() {
 void ShardPersister::CommitOnce() {
   const uint64_t captured = Capture();
   const bool empty = commit_.empty();
+  const int64_t chunk_bytes = commit_.chunk_elements() * int64_t{sizeof(float)};
   Status s;
   double seconds = 0;
   if (!empty) {
@@ -222,13 +235,20 @@ void ShardPersister::CommitOnce() {
     s = store_->Commit(commit_);
     seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
+  captured_.Release();
+  if (collected_ != nullptr) {
+    collected_->ReleaseOutbound();
+    std::lock_guard<std::mutex> lock(participant_mu_);
+    collected_ = nullptr;
+  }
+  participant_cv_.notify_all();
   {
     std::lock_guard<std::mutex> lock(state_mu_);
     if (s.ok()) {
       durable_ = std::max(durable_, captured);
       if (!empty) {
         stats_.commits += 1;
-        stats_.bytes += commit_.chunks.total_elements() * int64_t{sizeof(float)};
+        stats_.bytes += chunk_bytes;
         for (const OutboundRecord& r : commit_.outbound_puts) stats_.bytes += static_cast<int64_t>(r.value.size());
         stats_.seconds += seconds;
         commit_hist_.Observe(seconds);

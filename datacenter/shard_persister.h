@@ -5,9 +5,9 @@
 // advance, an applied WAN batch) runs inside a Mutation scope and marks what
 // it changed: chunks by local index, workers by id, origin sequence numbers. Finishing the scope hands back a ticket. A
 // background committer takes a commit when one is asked for: it waits until
-// no Mutation is open (new ones wait to begin), copies the marked chunks and
-// worker records, lets mutations go on, and writes the copy to the store as
-// one atomic commit. So a commit holds exactly the mutations whose tickets
+// no Mutation is open (new ones wait to begin), captures the marked chunks
+// (copy-on-write: CapturedChunks) and copies the worker records, lets
+// mutations go on, and writes the capture to the store as one atomic commit. So a commit holds exactly the mutations whose tickets
 // are <= its own, and a worker's "already applied" mark travels in the same
 // commit as the chunk values it covers. AwaitDurable(ticket) blocks until a
 // commit holding the ticket is written; callers that arrive while a commit is
@@ -24,8 +24,10 @@
 //                never held while calling the store.
 //   origin_mu_   guards origin_marks_ and the pending ledger changes; a
 //                leaf lock.
-// The committer copies chunks under their own locks while copying_ keeps
-// mutations out; it calls the ClockTracker (its own mutex) with no lock held.
+//   participant_mu_ guards the outbound participant and which one the
+//                commit in flight reads; a leaf lock.
+// The committer marks chunks under their own locks while copying_ keeps
+// mutations out, and reads them under their own locks while it writes; it calls the ClockTracker (its own mutex) with no lock held.
 // Order: a caller's locks (the shard's per-worker mutex) -> barrier_mu_ |
 // state_mu_; barrier_mu_ and state_mu_ are never held together.
 #ifndef GEOPS_DATACENTER_SHARD_PERSISTER_H_
@@ -45,6 +47,7 @@
 #include "common/replication.h"
 #include "common/shard_store.h"
 #include "common/status.h"
+#include "datacenter/captured_chunks.h"
 #include "datacenter/chunk_store.h"
 #include "datacenter/clock_tracker.h"
 
@@ -55,6 +58,8 @@ struct PersisterStats {
   int64_t bytes = 0;          // chunk payload bytes committed
   double seconds = 0;         // time spent in ShardStore::Commit
   double max_seconds = 0;     // the slowest commit
+  int64_t chunks_saved = 0;      // chunks changed while their commit was written (copied first)
+  int64_t peak_saved_bytes = 0;  // most bytes of such copies held at once
   HistogramSnapshot commit_latency;  // per commit
 };
 
@@ -106,8 +111,8 @@ class ShardPersister {
     ShardPersister* p_;
     bool marked_ = false;
   };
-  // Opens a Mutation; waits while a commit copies state (no longer than a
-  // copy of the marked chunks takes).
+  // Opens a Mutation; waits while a commit captures state (marks the
+  // chunks, copies the small records).
   Mutation Begin();
 
   // Asks for a commit holding `ticket`, without waiting.
@@ -122,10 +127,10 @@ class ShardPersister {
   void MarkEverything();
 
   // Every later capture asks `participant` for its changed records (see
-  // common/replication.h). Set once, before changes that it records.
-  void SetOutboundParticipant(OutboundParticipant* participant) {
-    participant_.store(participant, std::memory_order_release);
-  }
+  // common/replication.h); nullptr: none. Waits while a commit still reads
+  // records of the participant before (so that, once this returns, the
+  // old participant is never called again).
+  void SetOutboundParticipant(OutboundParticipant* participant);
 
   // OK, or the sticky failure of a commit.
   Status failure() const;
@@ -140,6 +145,7 @@ class ShardPersister {
 
   ShardStore* const store_;
   ChunkStore* const chunks_;
+  CapturedChunks captured_;  // the chunks of the commit being written
   ClockTracker* const tracker_;
   const ShardId shard_;
   const int num_workers_;
@@ -153,7 +159,10 @@ class ShardPersister {
   std::vector<SiteId> ledger_clears_;        // GUARDED_BY(origin_mu_)
   std::vector<LedgerAdd> ledger_adds_;       // GUARDED_BY(origin_mu_)
   std::vector<QuarantineRecord> quarantined_;  // GUARDED_BY(origin_mu_)
-  std::atomic<OutboundParticipant*> participant_{nullptr};
+  std::mutex participant_mu_;
+  std::condition_variable participant_cv_;
+  OutboundParticipant* participant_ = nullptr;  // GUARDED_BY(participant_mu_)
+  OutboundParticipant* collected_ = nullptr;    // GUARDED_BY(participant_mu_): read by the commit in flight
 
   std::mutex barrier_mu_;
   std::condition_variable barrier_cv_;

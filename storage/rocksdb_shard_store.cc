@@ -147,6 +147,13 @@ class RocksDbShardStore final : public ShardStore {
     for (const OutboundRecord& r : commit.outbound_puts) {
       if (r.key.empty()) return InvalidArgumentError(what + " has an outbox record with an empty key");
     }
+    if (commit.deferred_outbound != nullptr) {
+      for (size_t i = 0; i < commit.deferred_outbound->size(); ++i) {
+        if (commit.deferred_outbound->key(i).empty()) {
+          return InvalidArgumentError(what + " has an outbox record with an empty key");
+        }
+      }
+    }
     for (const QuarantineRecord& r : commit.quarantined) {
       if (r.origin < 0) {
         return InvalidArgumentError(what + " quarantines a batch of the negative origin " + std::to_string(r.origin));
@@ -155,12 +162,11 @@ class RocksDbShardStore final : public ShardStore {
     Pieces pieces(db_->db(), piece_bytes_, what);
     // Chunk values, each into the slot that is not live.
     std::vector<std::pair<size_t, int>> chunk_slots;  // (index in chunks_, slot written)
-    chunk_slots.reserve(commit.chunks.size());
-    for (size_t i = 0; i < commit.chunks.size(); ++i) {
-      const std::span<const float> values = commit.chunks.values(i);
-      const size_t index = ChunkIndex(commit.chunks.key(i));
+    chunk_slots.reserve(commit.num_chunks());
+    GEOPS_RETURN_IF_ERROR(commit.ForEachChunk([&](ChunkKey chunk, std::span<const float> values) -> Status {
+      const size_t index = ChunkIndex(chunk);
       const int slot = index < chunks_.size() && chunk_live_[index] == 0 ? 1 : 0;
-      const std::string key = format::ChunkSlotKey(commit.chunks.key(i), slot);
+      const std::string key = format::ChunkSlotKey(chunk, slot);
       const format::ChunkHeader header = format::EncodeChunkHeader(values, number);
       const rocksdb::Slice key_slice(key);
       const rocksdb::Slice value_parts[2] = {
@@ -170,32 +176,42 @@ class RocksDbShardStore final : public ShardStore {
         return b->Put(db_->chunks(), rocksdb::SliceParts(&key_slice, 1), rocksdb::SliceParts(value_parts, 2));
       }));
       if (index < chunks_.size()) chunk_slots.emplace_back(index, slot);
-    }
+      return Status::Ok();
+    }));
     // Outbox records: puts into the slot that is not live; a delete removes
     // every form of its key (a put of the same key in this commit wins).
-    std::map<std::string_view, int> outbox_slots;  // record key -> slot written
-    for (const OutboundRecord& r : commit.outbound_puts) {
-      const auto live = outbox_live_.find(r.key);
+    std::map<std::string, int> outbox_slots;   // record key -> slot written
+    std::vector<std::string> deferred_deletes;  // deferred records that turned out empty
+    GEOPS_RETURN_IF_ERROR(commit.ForEachOutbound([&](const std::string& record, const std::string* value) -> Status {
+      if (record.empty()) return InvalidArgumentError(what + " has an outbox record with an empty key");
+      if (value == nullptr) {
+        deferred_deletes.push_back(record);
+        return Status::Ok();
+      }
+      const auto live = outbox_live_.find(record);
       const int slot = live != outbox_live_.end() && live->second == 0 ? 1 : 0;
-      const std::string key = format::OutboxSlotKey(r.key, slot);
+      const std::string key = format::OutboxSlotKey(record, slot);
       const std::string header = format::EncodeOutboxSlotValue(number, {});
       const rocksdb::Slice key_slice(key);
-      const rocksdb::Slice value_parts[2] = {rocksdb::Slice(header), ToSlice(r.value)};
+      const rocksdb::Slice value_parts[2] = {rocksdb::Slice(header), ToSlice(*value)};
       GEOPS_RETURN_IF_ERROR(pieces.Add([&](rocksdb::WriteBatch* b) {
         return b->Put(db_->outbox(), rocksdb::SliceParts(&key_slice, 1), rocksdb::SliceParts(value_parts, 2));
       }));
-      outbox_slots[r.key] = slot;
-    }
+      outbox_slots[record] = slot;
+      return Status::Ok();
+    }));
+    std::vector<std::string> deletes = commit.outbound_deletes;
+    deletes.insert(deletes.end(), deferred_deletes.begin(), deferred_deletes.end());
     // The last piece: everything small, then the count that makes it all live.
     rocksdb::WriteBatch* last = pieces.last();
     rocksdb::Status s;
     for (const auto& [key, slot] : outbox_slots) {
-      const auto live = outbox_live_.find(std::string(key));
+      const auto live = outbox_live_.find(key);
       if (live != outbox_live_.end() && live->second < 0) s = last->Delete(db_->outbox(), ToSlice(key));
       if (!s.ok()) break;
     }
-    for (size_t i = 0; i < commit.outbound_deletes.size() && s.ok(); ++i) {
-      const std::string& key = commit.outbound_deletes[i];
+    for (size_t i = 0; i < deletes.size() && s.ok(); ++i) {
+      const std::string& key = deletes[i];
       if (outbox_slots.contains(key)) continue;
       s = last->Delete(db_->outbox(), ToSlice(key));
       if (s.ok()) s = last->Delete(db_->outbox(), format::OutboxSlotKey(key, 0));
@@ -222,10 +238,10 @@ class RocksDbShardStore final : public ShardStore {
     // Written: the new slots are the live ones.
     ++commits_;
     for (const auto& [index, slot] : chunk_slots) chunk_live_[index] = static_cast<int8_t>(slot);
-    for (const std::string& key : commit.outbound_deletes) {
+    for (const std::string& key : deletes) {
       if (!outbox_slots.contains(key)) outbox_live_.erase(key);
     }
-    for (const auto& [key, slot] : outbox_slots) outbox_live_[std::string(key)] = slot;
+    for (const auto& [key, slot] : outbox_slots) outbox_live_[key] = slot;
     return Status::Ok();
   }
 

@@ -32,14 +32,23 @@ Status MemoryImage::Check(const ShardCommit& commit) const {
 }
 
 void MemoryImage::Apply(const ShardCommit& commit) {
-  for (size_t i = 0; i < commit.chunks.size(); ++i) {
-    const std::span<const float> v = commit.chunks.values(i);
-    chunks[commit.chunks.key(i)].assign(v.begin(), v.end());
-  }
+  Status read = commit.ForEachChunk([&](ChunkKey key, std::span<const float> v) {
+    chunks[key].assign(v.begin(), v.end());
+    return Status::Ok();
+  });
+  (void)read;  // the callback never fails
   for (const WorkerRecord& r : commit.workers) workers[r.worker] = r;
   for (const OriginRecord& r : commit.origins) origins[r.origin] = r.seq;
   for (const std::string& k : commit.outbound_deletes) outbound.erase(k);
-  for (const OutboundRecord& r : commit.outbound_puts) outbound[r.key] = r.value;
+  Status outbox = commit.ForEachOutbound([&](const std::string& key, const std::string* value) {
+    if (value != nullptr) {
+      outbound[key] = *value;
+    } else {
+      outbound.erase(key);
+    }
+    return Status::Ok();
+  });
+  (void)outbox;  // the callback never fails
   for (SiteId origin : commit.ledger_clears) {
     auto first = ledger.lower_bound({origin, ChunkKey{}});
     auto last = first;

@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -156,6 +158,87 @@ TEST(ShardPersistenceTest, UpdatesWaitForTheirCommitAndConcurrentOnesShareOne) {
   // while it was being written.
   EXPECT_EQ(store.commits(), 3);
   EXPECT_EQ(shard->GetStatus().store_commits, 3);
+}
+
+// A MemoryShardStore whose commits wait at a gate and that keeps the chunk
+// values each commit wrote.
+class GatedValueLog : public MemoryShardStore {
+ public:
+  using MemoryShardStore::MemoryShardStore;
+  Status Commit(const ShardCommit& commit) override {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      ++waiting_;
+      cv_.wait(lock, [this] { return open_; });
+      --waiting_;
+    }
+    std::map<ChunkKey, std::vector<float>> written;
+    EXPECT_TRUE(commit
+                    .ForEachChunk([&](ChunkKey key, std::span<const float> v) {
+                      written[key].assign(v.begin(), v.end());
+                      return Status::Ok();
+                    })
+                    .ok());
+    Status s = MemoryShardStore::Commit(commit);
+    std::lock_guard<std::mutex> lock(mu_);
+    log_.push_back(std::move(written));
+    return s;
+  }
+  void SetOpen(bool open) {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = open;
+    cv_.notify_all();
+  }
+  int waiting() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return waiting_;
+  }
+  std::vector<std::map<ChunkKey, std::vector<float>>> log() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return log_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = true;
+  int waiting_ = 0;
+  std::vector<std::map<ChunkKey, std::vector<float>>> log_;
+};
+
+// The capture marks chunks and the store reads them live when it writes
+// them (CapturedChunks): an update applied while a commit waits to be
+// written must not reach that commit.
+TEST(ShardPersistenceTest, ACommitHoldsItsCaptureNotUpdatesAppliedWhileItIsWritten) {
+  const ModelSpec spec = TestModel(InitKind::kZeros);
+  const ShardOptions o = TestOptions(2);
+  const std::vector<ChunkKey> keys = Keys(spec, o);
+  GatedValueLog store(StoreFingerprint::Of(spec, o), Durability::kSync);
+  auto shard = MakeShard(spec, o, &store);
+  for (WorkerId w = 0; w < 2; ++w) ASSERT_TRUE(shard->RegisterWorker(w, 0, "").ok());
+  const size_t first = store.log().size();
+  store.SetOpen(false);
+  std::thread a([&] { EXPECT_TRUE(shard->Update(0, 0, keys, Ramp(spec, keys, 1.0f)).ok()); });
+  ASSERT_TRUE(WaitFor([&] { return store.waiting() == 1; }));  // captured, not yet written
+  std::thread b([&] { EXPECT_TRUE(shard->Update(1, 0, keys, Ramp(spec, keys, 10.0f)).ok()); });
+  ASSERT_TRUE(WaitFor([&] { return shard->GetStatus().update_batches_applied == 2; }));
+  store.SetOpen(true);
+  a.join();
+  b.join();
+  const auto log = store.log();
+  ASSERT_GE(log.size(), first + 2);
+  const std::vector<float> one = Ramp(spec, keys, 1.0f);
+  const std::vector<float> eleven = Ramp(spec, keys, 11.0f);
+  size_t offset = 0;
+  for (const ChunkKey key : keys) {
+    const size_t n = static_cast<size_t>(spec.ChunkElements(key));
+    ASSERT_TRUE(log[first].contains(key));
+    EXPECT_EQ(log[first].at(key), std::vector<float>(one.begin() + offset, one.begin() + offset + n))
+        << "chunk " << key.table << "/" << key.chunk << ": worker 1's update leaked into worker 0's commit";
+    ASSERT_TRUE(log.back().contains(key));
+    EXPECT_EQ(log.back().at(key), std::vector<float>(eleven.begin() + offset, eleven.begin() + offset + n));
+    offset += n;
+  }
 }
 
 TEST(ShardPersistenceTest, ARetryIsNotAcknowledgedBeforeTheOriginalIsWritten) {
@@ -418,9 +501,14 @@ class RecordingStore : public ShardStore {
   Result<ShardState> Load() override { return inner_.Load(); }
   Status Commit(const ShardCommit& commit) override {
     Logged l;
-    for (size_t i = 0; i < commit.chunks.size(); ++i) l.chunks.push_back(commit.chunks.key(i));
+    for (size_t i = 0; i < commit.num_chunks(); ++i) l.chunks.push_back(commit.chunk_key(i));
     l.origins = commit.origins;
     for (const OutboundRecord& r : commit.outbound_puts) l.outbound_puts.push_back(r.key);
+    if (commit.deferred_outbound != nullptr) {
+      for (size_t i = 0; i < commit.deferred_outbound->size(); ++i) {
+        l.outbound_puts.push_back(commit.deferred_outbound->key(i));
+      }
+    }
     l.ledger_clears = commit.ledger_clears;
     l.ledger_adds = commit.ledger_adds.size();
     Status s = inner_.Commit(commit);
@@ -451,10 +539,11 @@ class MarkingParticipant : public OutboundParticipant {
     std::lock_guard<std::mutex> lock(mu_);
     marked_.push_back(std::move(key));
   }
-  void CollectOutbound(std::vector<OutboundRecord>* puts, std::vector<std::string>*) override {
+  DeferredRecords* CollectOutbound(std::vector<OutboundRecord>* puts, std::vector<std::string>*) override {
     std::lock_guard<std::mutex> lock(mu_);
     for (std::string& k : marked_) puts->push_back(OutboundRecord{std::move(k), "x"});
     marked_.clear();
+    return nullptr;
   }
 
  private:

@@ -6,10 +6,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "wan/codec/codec.h"
@@ -44,6 +47,25 @@ void Apply(std::map<std::string, std::string>* store, const std::vector<Outbound
   for (const OutboundRecord& r : puts) (*store)[r.key] = r.value;
 }
 
+// Collect() as a commit sees it: the small records, then the captured rows
+// read as a store reads them (a row with no mass becomes a delete), then
+// the release that follows a commit.
+void CollectAll(OutboundJournal& j, SignificanceFilter* acc,
+                const std::function<SignificanceFilter*(SiteId)>& backlog, std::vector<OutboundRecord>* puts,
+                std::vector<std::string>* deletes) {
+  DeferredRecords* rows = j.Collect(acc, backlog, puts, deletes);
+  if (rows == nullptr) return;
+  for (size_t i = 0; i < rows->size(); ++i) {
+    std::string value;
+    if (rows->Read(i, &value)) {
+      puts->push_back(OutboundRecord{rows->key(i), std::move(value)});
+    } else {
+      deletes->push_back(rows->key(i));
+    }
+  }
+  j.Release();
+}
+
 std::vector<OutboundRecord> Records(const std::map<std::string, std::string>& store) {
   std::vector<OutboundRecord> out;
   for (const auto& [k, v] : store) out.push_back({k, v});
@@ -70,8 +92,8 @@ TEST(OutboundJournalTest, WhatIsCollectedDecodesToTheSameState) {
   std::map<std::string, std::string> store;
   std::vector<OutboundRecord> puts;
   std::vector<std::string> deletes;
-  auto backlog_of = [&](SiteId peer) -> const SignificanceFilter* { return peer == 2 ? &backlog : nullptr; };
-  j.Collect(acc, backlog_of, &puts, &deletes);
+  auto backlog_of = [&](SiteId peer) -> SignificanceFilter* { return peer == 2 ? &backlog : nullptr; };
+  CollectAll(j, &acc, backlog_of, &puts, &deletes);
   Apply(&store, puts, deletes);
 
   Result<RecoveredOutbound> r = OutboundJournal::Decode(Records(store), spec, 0);
@@ -99,13 +121,111 @@ TEST(OutboundJournalTest, WhatIsCollectedDecodesToTheSameState) {
   j.BatchAcked(2, 1);
   puts.clear();
   deletes.clear();
-  j.Collect(acc, backlog_of, &puts, &deletes);
+  CollectAll(j, &acc, backlog_of, &puts, &deletes);
   Apply(&store, puts, deletes);
   r = OutboundJournal::Decode(Records(store), spec, 0);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_TRUE(r->accumulator.empty());
   ASSERT_EQ(r->batches.at(2).size(), 1u);
   EXPECT_EQ(r->batches.at(2)[0].seq, 2u);
+}
+
+// Rows are captured copy-on-write: the store reads them after the capture,
+// while the replicator goes on changing them.
+TEST(OutboundJournalTest, RowsAreWrittenAsCapturedThoughTheFiltersChangeBeforeTheStoreReadsThem) {
+  const ModelSpec spec = Model();
+  const ChunkKey w0{0, 0}, w1{0, 1}, b0{1, 0};
+  const uint32_t nw = static_cast<uint32_t>(spec.ChunkElements(w0));
+  const uint32_t nb = static_cast<uint32_t>(spec.ChunkElements(b0));
+  SignificanceFilter acc = SignificanceFilter::Create().value();
+  SignificanceFilter backlog = SignificanceFilter::Create().value();
+  ASSERT_TRUE(acc.AddSparse(w0, nw, std::vector<uint32_t>{1}, std::vector<float>{2.0f}).ok());
+  ASSERT_TRUE(acc.AddSparse(w1, nw, std::vector<uint32_t>{0}, std::vector<float>{3.0f}).ok());
+  ASSERT_TRUE(backlog.AddSparse(b0, nb, std::vector<uint32_t>{4}, std::vector<float>{0.5f}).ok());
+  OutboundJournal j;
+  j.set_enabled(true);
+  j.AccumulatorChanged(w0);
+  j.AccumulatorChanged(w1);
+  j.BacklogChanged(2, b0);
+  std::vector<OutboundRecord> puts;
+  std::vector<std::string> deletes;
+  DeferredRecords* rows =
+      j.Collect(&acc, [&](SiteId peer) -> SignificanceFilter* { return peer == 2 ? &backlog : nullptr; }, &puts,
+                &deletes);
+  ASSERT_NE(rows, nullptr);
+  ASSERT_EQ(rows->size(), 3u);
+  EXPECT_TRUE(puts.empty()) << "rows are not copied at the capture";
+  // After the capture: w0 is drained (its row empties), w1 grows, and the
+  // backlog row is taken. None of it may reach this commit.
+  std::vector<SparseChunkUpdate> taken;
+  ASSERT_TRUE(acc.AddSparse(w1, nw, std::vector<uint32_t>{0}, std::vector<float>{10.0f}).ok());
+  backlog.DrainAll(&taken);
+  std::map<std::string, std::string> store;
+  for (size_t i = 0; i < rows->size(); ++i) {
+    std::string value;
+    ASSERT_TRUE(rows->Read(i, &value)) << "row " << i << " held mass at the capture";
+    store[rows->key(i)] = value;
+  }
+  acc.DrainAll(&taken);  // after the store read it: nothing to keep
+  j.Release();
+  Result<RecoveredOutbound> r = OutboundJournal::Decode(Records(store), spec, 0);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->accumulator.size(), 2u);
+  EXPECT_EQ(r->accumulator[0].values, (std::vector<float>{2.0f}));
+  EXPECT_EQ(r->accumulator[1].values, (std::vector<float>{3.0f}));
+  ASSERT_EQ(r->backlogs.at(2).size(), 1u);
+  EXPECT_EQ(r->backlogs.at(2)[0].values, (std::vector<float>{0.5f}));
+
+  // The next commit: w1 changed and then emptied, so its record goes.
+  j.AccumulatorChanged(w1);
+  puts.clear();
+  deletes.clear();
+  CollectAll(j, &acc, [](SiteId) -> SignificanceFilter* { return nullptr; }, &puts, &deletes);
+  EXPECT_TRUE(puts.empty());
+  ASSERT_EQ(deletes.size(), 1u);
+}
+
+// A filter changed by its owner while the committer reads captured rows:
+// every row read is the row at the capture, exactly.
+TEST(OutboundJournalTest, ConcurrentChangesNeverLeakIntoCapturedRows) {
+  const ModelSpec spec = Model();
+  std::vector<ChunkKey> keys;
+  for (TableId t = 0; t < static_cast<TableId>(spec.num_tables()); ++t) {
+    for (const ChunkKey k : spec.ChunksOfTable(t)) keys.push_back(k);
+  }
+  SignificanceFilter acc = SignificanceFilter::Create().value();
+  OutboundJournal j;
+  j.set_enabled(true);
+  for (int round = 1; round <= 30 && !::testing::Test::HasFailure(); ++round) {
+    for (const ChunkKey k : keys) {
+      ASSERT_TRUE(acc.Add(k, std::vector<float>(spec.ChunkElements(k), 1.0f)).ok());
+      j.AccumulatorChanged(k);
+    }
+    std::vector<OutboundRecord> puts;
+    std::vector<std::string> deletes;
+    DeferredRecords* rows = j.Collect(&acc, [](SiteId) -> SignificanceFilter* { return nullptr; }, &puts, &deletes);
+    ASSERT_NE(rows, nullptr);
+    std::atomic<bool> started{false};
+    std::thread owner([&] {
+      for (auto it = keys.rbegin(); it != keys.rend(); ++it) {
+        acc.Add(*it, std::vector<float>(spec.ChunkElements(*it), 0.5f)).IgnoreError();
+        started.store(true);
+      }
+      std::vector<SparseChunkUpdate> taken;
+      acc.DrainAll(&taken);
+    });
+    while (!started.load()) std::this_thread::yield();
+    for (size_t i = 0; i < rows->size(); ++i) {
+      std::string value;
+      EXPECT_TRUE(rows->Read(i, &value));
+      std::vector<float> row(value.size() / sizeof(float));
+      std::memcpy(row.data(), value.data(), value.size());
+      const size_t n = row.size();
+      EXPECT_EQ(row, std::vector<float>(n, 1.0f)) << "round " << round << ", row " << i;
+    }
+    owner.join();
+    j.Release();
+  }
 }
 
 TEST(OutboundJournalTest, DisabledJournalRecordsNothing) {
@@ -115,7 +235,7 @@ TEST(OutboundJournalTest, DisabledJournalRecordsNothing) {
   j.LastSeqChanged(1, 5);
   std::vector<OutboundRecord> puts;
   std::vector<std::string> deletes;
-  j.Collect(acc, [](SiteId) { return nullptr; }, &puts, &deletes);
+  CollectAll(j, &acc, [](SiteId) -> SignificanceFilter* { return nullptr; }, &puts, &deletes);
   EXPECT_TRUE(puts.empty());
   EXPECT_TRUE(deletes.empty());
 }
@@ -158,7 +278,7 @@ std::string U64(uint64_t v) {
 TEST(OutboundJournalTest, IncarnationsRoundTripAndShowInTheSummary) {
   const ModelSpec spec = Model();
   SignificanceFilter acc = SignificanceFilter::Create().value();
-  auto no_backlog = [](SiteId) -> const SignificanceFilter* { return nullptr; };
+  auto no_backlog = [](SiteId) -> SignificanceFilter* { return nullptr; };
   OutboundJournal j;
   j.set_enabled(true);
   j.IncarnationChanged(42);
@@ -168,7 +288,7 @@ TEST(OutboundJournalTest, IncarnationsRoundTripAndShowInTheSummary) {
   std::map<std::string, std::string> store;
   std::vector<OutboundRecord> puts;
   std::vector<std::string> deletes;
-  j.Collect(acc, no_backlog, &puts, &deletes);
+  CollectAll(j, &acc, no_backlog, &puts, &deletes);
   EXPECT_EQ(puts.size(), 3u);
   EXPECT_TRUE(deletes.empty());
   Apply(&store, puts, deletes);
@@ -190,11 +310,11 @@ TEST(OutboundJournalTest, IncarnationsRoundTripAndShowInTheSummary) {
 
   // Collected once: nothing changed, nothing written again.
   puts.clear();
-  j.Collect(acc, no_backlog, &puts, &deletes);
+  CollectAll(j, &acc, no_backlog, &puts, &deletes);
   EXPECT_TRUE(puts.empty());
   // One peer restarts: only its record is rewritten.
   j.PeerIncarnationChanged(1, 8);
-  j.Collect(acc, no_backlog, &puts, &deletes);
+  CollectAll(j, &acc, no_backlog, &puts, &deletes);
   ASSERT_EQ(puts.size(), 1u);
   EXPECT_EQ(puts[0].key, std::string("k\0\0\0\1", 5));
   Apply(&store, puts, deletes);
@@ -208,7 +328,7 @@ TEST(OutboundJournalTest, IncarnationsRoundTripAndShowInTheSummary) {
   off.IncarnationChanged(5);
   off.PeerIncarnationChanged(1, 5);
   puts.clear();
-  off.Collect(acc, no_backlog, &puts, &deletes);
+  CollectAll(off, &acc, no_backlog, &puts, &deletes);
   EXPECT_TRUE(puts.empty());
 }
 

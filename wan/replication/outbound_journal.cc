@@ -73,20 +73,6 @@ uint64_t GetU64(const std::string& value) {
   return v;
 }
 
-// A row as a record, or nothing (delete) when it holds no mass.
-void PutRow(std::string key, std::span<const float> row, std::vector<OutboundRecord>* puts,
-            std::vector<std::string>* deletes) {
-  bool any = false;
-  for (float v : row) any = any || v != 0.0f;
-  if (!any) {
-    deletes->push_back(std::move(key));
-    return;
-  }
-  std::string value(row.size_bytes(), '\0');
-  std::memcpy(value.data(), row.data(), row.size_bytes());
-  puts->push_back(OutboundRecord{std::move(key), std::move(value)});
-}
-
 std::string Printable(const std::string& key) {
   static const char kHex[] = "0123456789abcdef";
   std::string out;
@@ -171,16 +157,30 @@ void OutboundJournal::PeerIncarnationChanged(SiteId peer, uint64_t incarnation) 
   peer_incarnations_[peer] = incarnation;
 }
 
-void OutboundJournal::Collect(const SignificanceFilter& accumulator,
-                              const std::function<const SignificanceFilter*(SiteId)>& backlog,
-                              std::vector<OutboundRecord>* puts, std::vector<std::string>* deletes) {
-  if (!enabled_) return;
+DeferredRecords* OutboundJournal::Collect(SignificanceFilter* accumulator,
+                                          const std::function<SignificanceFilter*(SiteId)>& backlog,
+                                          std::vector<OutboundRecord>* puts, std::vector<std::string>* deletes) {
+  if (!enabled_) return nullptr;
   std::lock_guard<std::mutex> lock(mu_);
-  for (const ChunkKey key : accumulator_) PutRow(AccumulatorKey(key), accumulator.Accumulated(key), puts, deletes);
+  rows_.clear();
+  if (!accumulator_.empty() && accumulator_rows_ == nullptr) {
+    accumulator_rows_ = std::make_unique<CapturedRows>(accumulator);
+  }
+  for (const ChunkKey key : accumulator_) {
+    accumulator_rows_->Capture(key);
+    rows_.push_back(CapturedRow{AccumulatorKey(key), accumulator_rows_.get(), key});
+  }
   accumulator_.clear();
   for (const auto& [peer, key] : backlog_) {
-    const SignificanceFilter* b = backlog(peer);
-    PutRow(BacklogKey(peer, key), b != nullptr ? b->Accumulated(key) : std::span<const float>(), puts, deletes);
+    SignificanceFilter* b = backlog(peer);
+    if (b == nullptr) {
+      deletes->push_back(BacklogKey(peer, key));
+      continue;
+    }
+    std::unique_ptr<CapturedRows>& rows = backlog_rows_[peer];
+    if (rows == nullptr) rows = std::make_unique<CapturedRows>(b);
+    rows->Capture(key);
+    rows_.push_back(CapturedRow{BacklogKey(peer, key), rows.get(), key});
   }
   backlog_.clear();
   for (const auto& [id, seq] : acked_) deletes->push_back(BatchKey(id, seq));
@@ -198,6 +198,13 @@ void OutboundJournal::Collect(const SignificanceFilter& accumulator,
     puts->push_back(OutboundRecord{PeerIncarnationKey(peer), U64Value(inc)});
   }
   peer_incarnations_.clear();
+  return rows_.empty() ? nullptr : this;
+}
+
+void OutboundJournal::Release() {
+  if (accumulator_rows_ != nullptr) accumulator_rows_->Release();
+  for (auto& [peer, rows] : backlog_rows_) rows->Release();
+  rows_.clear();
 }
 
 OutboundSummary OutboundSummary::Of(std::span<const OutboundRecord> records) {

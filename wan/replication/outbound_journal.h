@@ -30,16 +30,23 @@
 //   'k' peer:u32be                         -> u64 the peer's incarnation last heard
 // A row that becomes all zeros is deleted; so is a batch once acknowledged.
 //
+// Accumulator and backlog rows are not copied at the capture: Collect()
+// marks them (CapturedRows, copy-on-write) and hands them to the commit as
+// DeferredRecords, which the store reads from the live filters as it writes
+// them; Release() ends that once the commit is written (or failed).
+//
 // Thread-safety: the change marks take an internal mutex (a leaf lock), so
 // they may be called from any thread. Collect() must not run concurrently
 // with changes to the rows it reads (the caller's persistence scope ensures
-// that).
+// that); the DeferredRecords methods and Release() run in the committer
+// while the filters' owner goes on (CapturedRows).
 #ifndef GEOPS_WAN_REPLICATION_OUTBOUND_JOURNAL_H_
 #define GEOPS_WAN_REPLICATION_OUTBOUND_JOURNAL_H_
 
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <span>
@@ -51,6 +58,7 @@
 #include "common/model_spec.h"
 #include "common/shard_store.h"
 #include "common/status.h"
+#include "wan/replication/captured_rows.h"
 #include "wan/replication/significance_filter.h"
 #include "wan/codec/sparse_update.h"
 #include "wan/wan_transport.h"
@@ -88,7 +96,7 @@ struct OutboundSummary {
   static OutboundSummary Of(std::span<const OutboundRecord> records);
 };
 
-class OutboundJournal {
+class OutboundJournal final : public DeferredRecords {
  public:
   // Disabled until enabled: a site without a store records nothing.
   void set_enabled(bool enabled) { enabled_ = enabled; }
@@ -103,11 +111,22 @@ class OutboundJournal {
   void IncarnationChanged(uint64_t incarnation);
   void PeerIncarnationChanged(SiteId peer, uint64_t incarnation);
 
-  // Appends the records changed since the last call: rows are read through
-  // `accumulator` and `backlog(peer)` (nullptr: the row is gone).
-  void Collect(const SignificanceFilter& accumulator,
-               const std::function<const SignificanceFilter*(SiteId)>& backlog,
-               std::vector<OutboundRecord>* puts, std::vector<std::string>* deletes);
+  // Appends the small records changed since the last call, and captures
+  // the changed rows of `accumulator` and `backlog(peer)` (nullptr: the
+  // peer's rows are gone: deleted). Returns the captured rows, to be read
+  // as the store writes them (this journal; nullptr when none), valid until
+  // Release(). The filters must outlive the journal.
+  DeferredRecords* Collect(SignificanceFilter* accumulator,
+                           const std::function<SignificanceFilter*(SiteId)>& backlog,
+                           std::vector<OutboundRecord>* puts, std::vector<std::string>* deletes);
+  // The commit that Collect() fed is written or failed: forgets its rows.
+  void Release();
+
+  // DeferredRecords: the rows of the last Collect().
+  size_t size() const override { return rows_.size(); }
+  const std::string& key(size_t i) const override { return rows_[i].record; }
+  bool Read(size_t i, std::string* value) override { return rows_[i].from->Read(rows_[i].key, value); }
+
 
   // Decodes the records of a store. DataLoss naming the record for a key
   // or value that does not parse, a chunk the model does not have, a row of
@@ -126,6 +145,16 @@ class OutboundJournal {
   std::map<SiteId, uint64_t> seqs_;                    // GUARDED_BY(mu_)
   uint64_t incarnation_ = 0;                           // GUARDED_BY(mu_): 0: unchanged
   std::map<SiteId, uint64_t> peer_incarnations_;       // GUARDED_BY(mu_)
+
+  // Committer only (Collect .. Release).
+  struct CapturedRow {
+    std::string record;   // the record's key
+    CapturedRows* from;
+    ChunkKey key;
+  };
+  std::vector<CapturedRow> rows_;
+  std::unique_ptr<CapturedRows> accumulator_rows_;                  // hooked at the first Collect
+  std::map<SiteId, std::unique_ptr<CapturedRows>> backlog_rows_;   // per peer, likewise
 };
 
 }  // namespace geops::wan

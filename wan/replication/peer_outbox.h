@@ -94,6 +94,8 @@ class PeerOutbox {
   Result<std::optional<WanBatch>> CutFromBacklog(const BacklogCut& cut, std::vector<ChunkKey>* keys);
 
   const SignificanceFilter& backlog() const { return backlog_; }
+  // For the outbound journal's copy-on-write capture (CapturedRows).
+  SignificanceFilter* mutable_backlog() { return &backlog_; }
   const OutboxStats& stats() const { return stats_; }
 
  private:

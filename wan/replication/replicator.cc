@@ -606,17 +606,19 @@ void Replicator::ResetPeerStream(SiteId peer, std::span<const ChunkMass> own, St
   journal_.PeerIncarnationChanged(peer, event->incarnation);
 }
 
-void Replicator::CollectOutbound(std::vector<OutboundRecord>* puts, std::vector<std::string>* deletes) {
+DeferredRecords* Replicator::CollectOutbound(std::vector<OutboundRecord>* puts, std::vector<std::string>* deletes) {
   std::lock_guard<std::mutex> lock(mu_);
-  journal_.Collect(filter_,
-                   [this](SiteId peer) -> const SignificanceFilter* {
-                     for (const PeerOutbox& o : outboxes_) {
-                       if (o.peer() == peer) return &o.backlog();
-                     }
-                     return nullptr;
-                   },
-                   puts, deletes);
+  return journal_.Collect(&filter_,
+                          [this](SiteId peer) -> SignificanceFilter* {
+                            for (PeerOutbox& o : outboxes_) {
+                              if (o.peer() == peer) return o.mutable_backlog();
+                            }
+                            return nullptr;
+                          },
+                          puts, deletes);
 }
+
+void Replicator::ReleaseOutbound() { journal_.Release(); }
 
 bool Replicator::WaitDrainAcknowledged(Deadline deadline) {
   std::unique_lock<std::mutex> lock(mu_);

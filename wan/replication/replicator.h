@@ -170,7 +170,8 @@ class Replicator final : public ReplicationTap, public WanReceiver, public Outbo
   void OnShardClock(Clock shard_clock, bool all_finished) override;
 
   // OutboundParticipant: called by the shard's committer.
-  void CollectOutbound(std::vector<OutboundRecord>* puts, std::vector<std::string>* deletes) override;
+  DeferredRecords* CollectOutbound(std::vector<OutboundRecord>* puts, std::vector<std::string>* deletes) override;
+  void ReleaseOutbound() override;
 
   // WanReceiver (see RemoteInbox).
   Status OnBatch(const WanBatch& batch) override { return inbox_.OnBatch(batch); }
@@ -310,7 +311,6 @@ class Replicator final : public ReplicationTap, public WanReceiver, public Outbo
   std::vector<std::pair<SiteId, uint64_t>> records_;      // GUARDED_BY(mu_): first-heard incarnations
   std::vector<StreamResetEvent> reset_events_;            // GUARDED_BY(mu_)
   std::set<std::pair<SiteId, uint64_t>> reset_failures_;  // GUARDED_BY(mu_): (peer, incarnation) logged
-  OutboundJournal journal_;               // its own lock; enabled when the shard persists
   std::vector<std::pair<SiteId, std::vector<WanBatch>>> resend_;  // restored batches, sent by Start()
   std::unique_ptr<OuterStep> outer_;      // GUARDED_BY(mu_): avg and diloco only
   int64_t own_steps_ = 0;                 // GUARDED_BY(mu_): contributions this site made
@@ -320,6 +320,9 @@ class Replicator final : public ReplicationTap, public WanReceiver, public Outbo
 
   // Tick thread only.
   std::vector<PeerOutbox> outboxes_;
+  // Its own lock; enabled when the shard persists. Declared after the
+  // filters it hooks (filter_, the outboxes' backlogs), so it goes first.
+  OutboundJournal journal_;
   std::vector<SparseChunkUpdate> selected_;
   std::vector<SparseChunkUpdate> residuals_;
   std::vector<uint8_t> payload_;

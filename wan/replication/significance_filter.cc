@@ -82,7 +82,9 @@ Status SignificanceFilter::Add(ChunkKey key, std::span<const float> delta) {
     return InvalidArgumentError(KeyName(key) + ": delta element " + std::to_string(bad) +
                                 " is not finite");
   }
+  std::lock_guard<std::mutex> lock(*mu_);
   GEOPS_ASSIGN_OR_RETURN(Slot * slot, SlotFor(key, static_cast<uint32_t>(delta.size())));
+  WillWrite(key, slot->acc);
   AddInto(slot->acc.data(), delta.data(), static_cast<int64_t>(delta.size()));
   MarkDirty(key, slot);
   return Status::Ok();
@@ -105,8 +107,10 @@ Status SignificanceFilter::AddSparse(ChunkKey key, uint32_t num_elements,
   if (bad >= 0) {
     return InvalidArgumentError(KeyName(key) + ": value " + std::to_string(bad) + " is not finite");
   }
+  std::lock_guard<std::mutex> lock(*mu_);
   GEOPS_ASSIGN_OR_RETURN(Slot * slot, SlotFor(key, num_elements));
   if (indices.empty()) return Status::Ok();
+  WillWrite(key, slot->acc);
   float* acc = slot->acc.data();
   for (size_t i = 0; i < indices.size(); ++i) acc[indices[i]] += values[i];
   MarkDirty(key, slot);
@@ -126,6 +130,7 @@ SelectStats SignificanceFilter::DrainAll(std::vector<SparseChunkUpdate>* out, co
 SelectStats SignificanceFilter::Scan(Clock clock, const ChunkValueLookup* lookup, float threshold,
                                      bool take_all, const SelectSlice& slice,
                                      std::vector<SparseChunkUpdate>* out) {
+  std::lock_guard<std::mutex> lock(*mu_);
   SelectStats stats;
   std::sort(dirty_.begin(), dirty_.end());
   size_t used = 0;
@@ -147,6 +152,7 @@ SelectStats SignificanceFilter::Scan(Clock clock, const ChunkValueLookup* lookup
                               clock - slot.dirty_since >= options_.max_hold_clocks);
     const float* w = (whole || lookup == nullptr) ? nullptr : (*lookup)(key);
     float t = whole ? 0.0f : threshold;
+    WillWrite(key, slot.acc);
     ScanResult r;
     if (w != nullptr) {
       r = SelectRelative(slot.acc.data(), w, n, t, options_.value_epsilon, scratch_idx_.data(),
@@ -195,8 +201,10 @@ std::span<const float> SignificanceFilter::Accumulated(ChunkKey key) const {
 }
 
 void SignificanceFilter::ReleaseCleanChunks() {
+  std::lock_guard<std::mutex> lock(*mu_);
   for (auto it = slots_.begin(); it != slots_.end();) {
     if (!it->second.dirty) {
+      WillWrite(it->first, it->second.acc);
       accumulator_bytes_ -= static_cast<int64_t>(it->second.acc.size()) * 4;
       it = slots_.erase(it);
     } else {

@@ -17,13 +17,19 @@
 // Select() is one branch-free pass over acc and w per dirty chunk (about
 // 8 bytes read per parameter) with no per-element allocation.
 //
-// Thread-safety: not thread-safe. One shard owns a filter and calls it from
-// one thread (or under its own lock).
+// Thread-safety: one owner calls the filter, from one thread (or under its
+// own lock). Besides the owner, one other thread (a shard's committer) may
+// call InspectRow and Locked: every change to a row runs under the filter's
+// own mutex, and the RowHook is told of it first, under that mutex, so a
+// copy-on-write capture of rows (CapturedRows) can read them while the
+// owner goes on.
 #ifndef GEOPS_WAN_REPLICATION_SIGNIFICANCE_FILTER_H_
 #define GEOPS_WAN_REPLICATION_SIGNIFICANCE_FILTER_H_
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -130,6 +136,37 @@ class SignificanceFilter {
   // Frees the accumulators of chunks that hold no mass.
   void ReleaseCleanChunks();
 
+  // Told of every change to a row before it happens, under the filter's
+  // mutex, with the row as it is then (empty when the chunk has no row yet
+  // or its row is being freed). Must be quick and take no other lock that
+  // the owner may hold.
+  class RowHook {
+   public:
+    virtual void BeforeRowWrite(ChunkKey key, std::span<const float> current) = 0;
+
+   protected:
+    ~RowHook() = default;
+  };
+  // nullptr: none.
+  void set_row_hook(RowHook* hook) {
+    std::lock_guard<std::mutex> lock(*mu_);
+    hook_ = hook;
+  }
+  // Calls fn(row) with the accumulator of `key` (empty when none) under
+  // the filter's mutex: no change overlaps the call.
+  template <typename Fn>
+  void InspectRow(ChunkKey key, Fn&& fn) const {
+    std::lock_guard<std::mutex> lock(*mu_);
+    auto it = slots_.find(key);
+    fn(it == slots_.end() ? std::span<const float>() : std::span<const float>(it->second.acc));
+  }
+  // Calls fn() under the filter's mutex.
+  template <typename Fn>
+  void Locked(Fn&& fn) const {
+    std::lock_guard<std::mutex> lock(*mu_);
+    fn();
+  }
+
  private:
   struct Slot {
     std::vector<float> acc;
@@ -144,7 +181,14 @@ class SignificanceFilter {
   SelectStats Scan(Clock clock, const ChunkValueLookup* lookup, float threshold, bool take_all,
                    const SelectSlice& slice, std::vector<SparseChunkUpdate>* out);
 
+  // Under mu_: tells the hook that `key`'s row is about to change.
+  void WillWrite(ChunkKey key, std::span<const float> current) {
+    if (hook_ != nullptr) hook_->BeforeRowWrite(key, current);
+  }
+
   SignificanceFilterOptions options_;
+  std::unique_ptr<std::mutex> mu_ = std::make_unique<std::mutex>();  // held by every change to a row
+  RowHook* hook_ = nullptr;  // GUARDED_BY(*mu_)
   std::unordered_map<ChunkKey, Slot, ChunkKeyHash> slots_;
   std::vector<ChunkKey> dirty_;
   int64_t accumulator_bytes_ = 0;
