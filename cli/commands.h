@@ -21,6 +21,7 @@ struct SiteArgs {
   int port = -1;          // -1: from the topology (base_port + shard); 0: any free port
   std::string out_dir;    // optional: where to write shard status at exit
   int metrics_port = -1;  // -1: from the topology (SiteSpec::MetricsPort); 0: any free port
+  int64_t memory_budget_mib = -1;  // -1: the site's shard_memory_mib; 0: none
   // The shard's store directory; "" keeps it in memory. Only when
   // data_dir_given; otherwise it comes from the topology's [storage].
   std::string data_dir;

@@ -47,6 +47,9 @@ int main(int argc, char** argv) {
   site_cmd->add_option("--metrics-port", site.metrics_port,
                        "Prometheus /metrics port (0 = any free port; default: the site's metrics_base_port + shard)")
       ->check(CLI::Range(0, 65535));
+  site_cmd->add_option("--memory-budget-mib", site.memory_budget_mib,
+                       "The shard process's memory budget, MiB (0 = none; default: the site's shard_memory_mib)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
   CLI::Option* data_dir_opt = site_cmd->add_option(
       "--data-dir", site.data_dir,
       "The shard's store directory (default: from the topology's [storage]; \"\" keeps it in memory)");

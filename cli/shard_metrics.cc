@@ -40,6 +40,19 @@ void AppendShardMetrics(const ShardStatus& st, int64_t connections_refused, Metr
                  st.store_commit);
     b->Counter("geops_store_committed_bytes_total", "Bytes the shard's commits wrote",
                static_cast<double>(st.store_bytes_committed));
+    b->Counter("geops_store_chunks_saved_total",
+               "Chunks an update reached while their commit was being written (copied once, copy-on-write)",
+               static_cast<double>(st.store_chunks_saved));
+  }
+  if (st.memory_budget_bytes > 0) {
+    b->Gauge("geops_shard_memory_budget_bytes", "The shard process's memory budget",
+             static_cast<double>(st.memory_budget_bytes));
+    b->Gauge("geops_shard_memory_resident_bytes", "The shard process's resident memory at the last sample",
+             static_cast<double>(st.memory_resident_bytes));
+    b->Gauge("geops_shard_memory_over_budget", "1 while updates are refused for memory",
+             st.memory_over_budget ? 1.0 : 0.0);
+    b->Counter("geops_shard_memory_refusals_total", "Updates refused while over the memory budget",
+               static_cast<double>(st.memory_updates_refused));
   }
 }
 

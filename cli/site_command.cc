@@ -17,10 +17,12 @@
 #include "cli/event_line.h"
 #include "cli/metrics_endpoint.h"
 #include "cli/model_from_topology.h"
+#include "cli/shard_memory.h"
 #include "cli/shard_metrics.h"
 #include "cli/site_mirror.h"
 #include "cli/site_wan.h"
 #include "cli/tls_options.h"
+#include "common/process_memory.h"
 #include "common/shard_store.h"
 #include "datacenter/shard.h"
 #include "datacenter/shard_host.h"
@@ -51,6 +53,11 @@ nlohmann::json StatusJson(const ShardStatus& st) {
           {"store_commits", st.store_commits},
           {"store_bytes_committed", st.store_bytes_committed},
           {"store_commit_seconds", st.store_commit_seconds},
+          {"store_chunks_saved", st.store_chunks_saved},
+          {"store_peak_saved_bytes", st.store_peak_saved_bytes},
+          {"memory_budget_bytes", st.memory_budget_bytes},
+          {"memory_peak_resident_bytes", st.memory_peak_resident_bytes},
+          {"memory_updates_refused", st.memory_updates_refused},
           {"workers", workers}};
 }
 
@@ -66,6 +73,8 @@ int StoreExitCode(const Status& s) {
 // schema and values are in (from a handler thread), any other at start.
 struct ShardParts {
   std::unique_ptr<ShardStore> store;  // outlives the shard
+  std::unique_ptr<datacenter::MemoryGuard> memory_guard;  // outlives the shard; null without a budget
+  std::unique_ptr<MemorySampler> memory_sampler;
   std::unique_ptr<datacenter::Shard> shard;
   std::unique_ptr<SiteWan> wan;
 };
@@ -154,8 +163,23 @@ int RunSite(const SiteArgs& args) {
   std::atomic<SiteWan*> wan_ptr{nullptr};  // parts.wan once built, for the metrics endpoint
   int build_exit = 2;  // exit code for the step of build() that failed
   // Makes store -> shard -> WAN side for `spec`; on failure nothing is kept.
+  const int64_t budget_mib = args.memory_budget_mib >= 0 ? args.memory_budget_mib : spec_site.shard_memory_mib;
+  const std::string who = "site " + spec_site.name + " shard " + std::to_string(args.shard);
   auto build = [&](const ModelSpec& spec) -> Result<datacenter::Shard*> {
     const auto load_start = std::chrono::steady_clock::now();
+    // The memory budget, before anything the plan counts is allocated.
+    std::unique_ptr<datacenter::MemoryGuard> guard;
+    if (budget_mib > 0) {
+      std::optional<StorageOptions> storage_options;
+      if (!data_dir.empty()) storage_options = BuildStorageOptions(*topology, data_dir);
+      const datacenter::MemoryPlan plan = ShardMemoryPlan(*topology, *site, spec, shard_options,
+                                                          storage_options ? &*storage_options : nullptr);
+      build_exit = 2;
+      GEOPS_RETURN_IF_ERROR(datacenter::CheckMemoryPlan(plan, budget_mib << 20, who));
+      spdlog::info("{}: memory budget {} MiB; the plan holds {} MiB ({})", who, budget_mib, plan.total() >> 20,
+                   plan.Describe());
+      guard = std::make_unique<datacenter::MemoryGuard>(budget_mib << 20, [] { return ResidentBytes(); }, who);
+    }
     std::unique_ptr<ShardStore> store;
     if (!data_dir.empty()) {
       const StorageOptions storage_options = BuildStorageOptions(*topology, data_dir);
@@ -173,6 +197,11 @@ int RunSite(const SiteArgs& args) {
     auto created = datacenter::Shard::Create(spec, shard_options, store.get());
     if (!created.ok()) build_exit = store ? StoreExitCode(created.status()) : 2;
     GEOPS_ASSIGN_OR_RETURN(std::unique_ptr<datacenter::Shard> shard, std::move(created));
+    std::unique_ptr<MemorySampler> sampler;
+    if (guard) {
+      shard->SetMemoryGuard(guard.get());
+      sampler = std::make_unique<MemorySampler>(guard.get(), 100);
+    }
     if (store) {
       const ShardStatus loaded = shard->GetStatus();
       std::string clocks;
@@ -194,6 +223,8 @@ int RunSite(const SiteArgs& args) {
                  {"fingerprint", std::to_string(spec.Fingerprint())}});
     }
     parts.store = std::move(store);
+    parts.memory_guard = std::move(guard);
+    parts.memory_sampler = std::move(sampler);
     parts.shard = std::move(shard);
     wan_ptr.store(parts.wan.get(), std::memory_order_release);
     return parts.shard.get();

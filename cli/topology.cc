@@ -458,7 +458,8 @@ Result<Topology> ParseTopology(const std::string& text, const std::string& origi
     }
     SiteSpec s;
     TableReader r(st, "sites", origin);
-    r.RejectUnknown({"name", "host", "base_port", "shards", "workers", "region", "metrics_base_port"});
+    r.RejectUnknown(
+        {"name", "host", "base_port", "shards", "workers", "region", "metrics_base_port", "shard_memory_mib"});
     r.Get("name", &s.name);
     r.Get("host", &s.host);
     r.Get("base_port", &s.base_port);
@@ -466,6 +467,9 @@ Result<Topology> ParseTopology(const std::string& text, const std::string& origi
     r.Get("shards", &s.shards);
     r.Get("workers", &s.workers);
     r.Get("region", &s.region);
+    r.Get("shard_memory_mib", &s.shard_memory_mib);
+    r.Require(s.shard_memory_mib >= 0 && s.shard_memory_mib <= (int64_t{1} << 24), "shard_memory_mib",
+              "must be in 0..16777216 (0: no budget)");
     r.Require(!s.name.empty(), "name", "must be a non-empty string");
     r.Require(names.insert(s.name).second, "name", "'" + s.name + "' is used by two sites");
     r.Require(!s.host.empty(), "host", "must be a non-empty address");

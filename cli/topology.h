@@ -26,6 +26,10 @@ struct SiteSpec {
   // w on metrics_base_port + shards + w; 0 = any free port (geops launch
   // writes where they went into prometheus_targets.json); -1 = none.
   int metrics_base_port = -1;
+  // Each shard process's memory budget, MiB; 0 (default): none. A shard
+  // whose plan does not fit refuses to start; one over it at run time
+  // refuses updates until it is back under (datacenter/memory_budget.h).
+  int64_t shard_memory_mib = 0;
   // The port of a process's /metrics; -1 when off.
   int MetricsPort(bool shard, int index) const {
     if (metrics_base_port <= 0) return metrics_base_port;

@@ -69,6 +69,15 @@ struct ShardStatus {
   int64_t store_bytes_committed = 0; // chunk payload bytes in them
   double store_commit_seconds = 0;   // time spent writing them
   HistogramSnapshot store_commit;    // per commit: its time in ShardStore::Commit
+  int64_t store_chunks_saved = 0;     // chunks changed while their commit was written (copied first)
+  int64_t store_peak_saved_bytes = 0; // most bytes of such copies at once
+  // Memory budget (all zero without one): the budget, resident memory at
+  // the last sample and the most seen, updates refused while over it.
+  int64_t memory_budget_bytes = 0;
+  int64_t memory_resident_bytes = 0;
+  int64_t memory_peak_resident_bytes = 0;
+  int64_t memory_updates_refused = 0;
+  bool memory_over_budget = false;
   std::vector<WorkerState> workers;
 };
 

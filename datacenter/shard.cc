@@ -182,6 +182,9 @@ class ShardImpl final : public Shard {
     Status s = CheckWorker(worker);
     if (s.ok()) s = CheckClock(clock, "update");
     if (s.ok()) s = validator_->CheckValues(keys, values);
+    if (s.ok()) {
+      if (MemoryGuard* guard = memory_guard_.load(std::memory_order_acquire)) s = guard->AdmitUpdate();
+    }
     if (!s.ok()) return Reject(std::move(s));
 
     std::lock_guard<std::mutex> worker_lock(worker_mu_[worker]);
@@ -316,6 +319,16 @@ class ShardImpl final : public Shard {
       st.store_bytes_committed = ps.bytes;
       st.store_commit_seconds = ps.seconds;
       st.store_commit = ps.commit_latency;
+      st.store_chunks_saved = ps.chunks_saved;
+      st.store_peak_saved_bytes = ps.peak_saved_bytes;
+    }
+    if (const MemoryGuard* guard = memory_guard_.load(std::memory_order_acquire)) {
+      const MemoryGuard::Stats ms = guard->stats();
+      st.memory_budget_bytes = ms.budget_bytes;
+      st.memory_resident_bytes = ms.resident_bytes;
+      st.memory_peak_resident_bytes = ms.peak_resident_bytes;
+      st.memory_updates_refused = ms.updates_refused;
+      st.memory_over_budget = ms.over;
     }
     st.workers = tracker_.States();
     return st;
@@ -324,6 +337,8 @@ class ShardImpl final : public Shard {
   void Snapshot(std::vector<std::pair<ChunkKey, std::vector<float>>>* out) const override {
     store_->Snapshot(out);
   }
+
+  void SetMemoryGuard(MemoryGuard* guard) override { memory_guard_.store(guard, std::memory_order_release); }
 
   void AttachReplication(ReplicationTap* tap, ReadGate* gate) override {
     tap_.store(tap, std::memory_order_release);
@@ -646,6 +661,7 @@ class ShardImpl final : public Shard {
   std::atomic<int64_t> read_wait_ns_{0};
   Histogram read_wait_hist_;
   std::atomic<Clock> last_tick_{0};  // durability off: shard clock of the last commit asked for
+  std::atomic<MemoryGuard*> memory_guard_{nullptr};
 
   // Last member: destroyed first, so its final commit still sees the chunks
   // and the tracker. Null without a store.

@@ -71,6 +71,7 @@
 #include "common/replication.h"
 #include "common/shard_store.h"
 #include "common/status.h"
+#include "datacenter/memory_budget.h"
 
 namespace geops::datacenter {
 
@@ -191,6 +192,11 @@ class Shard : public ReplicaTarget {
   // serving; both must outlive the shard's last call. The tap hears the
   // current clock (and whether every worker has finished) at once.
   virtual void AttachReplication(ReplicationTap* tap, ReadGate* gate) = 0;
+
+  // Updates are refused (Unavailable) while `guard` says the process is
+  // over its memory budget (see memory_budget.h); nullptr: no budget. Call
+  // before serving; the guard must outlive the shard's last call.
+  virtual void SetMemoryGuard(MemoryGuard* guard) = 0;
 
  protected:
   Shard(const ModelSpec& spec, const ShardOptions& options) : spec_(spec), options_(options) {}

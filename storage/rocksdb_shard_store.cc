@@ -379,20 +379,29 @@ class RocksDbShardStore final : public ShardStore {
 
 }  // namespace
 
+int64_t EffectiveWriteBufferMib(const StorageOptions& options, const ShardStoreSpec& spec) {
+  if (options.write_buffer_mib != 0) return options.write_buffer_mib;
+  // Automatic: a sixteenth of the shard's payload, within 8..32 MiB.
+  // Commits reach RocksDB in pieces (commit_piece_bytes), so a memtable
+  // need not hold a commit: a family holds at most two memtables (the one
+  // filling and the one flushing), whatever the model's size.
+  int64_t bytes = 0;
+  for (const ChunkExtent& c : spec.chunks) bytes += c.elements * int64_t{sizeof(float)};
+  return std::clamp<int64_t>((bytes / 16) >> 20, kMinAutoBufferMib, kMaxAutoBufferMib);
+}
+
+int64_t StoreMemtableBytes(const StorageOptions& options, const ShardStoreSpec& spec) {
+  // Chunks, outbox and ledger take bulk writes: two memtables each at
+  // most; the meta and default families stay within one.
+  return (3 * 2 + 2) * (EffectiveWriteBufferMib(options, spec) << 20);
+}
+
 Result<std::unique_ptr<ShardStore>> OpenRocksDbShardStore(const StorageOptions& options,
                                                           const ShardStoreSpec& spec) {
   GEOPS_RETURN_IF_ERROR(options.Validate().WithContext("storage options"));
   if (options.data_dir.empty()) return InvalidArgumentError("storage options: data_dir is empty");
   StorageOptions tuned = options;
-  if (tuned.write_buffer_mib == 0) {
-    // Automatic: a sixteenth of the shard's payload, within 8..32 MiB.
-    // Commits reach RocksDB in pieces (commit_piece_bytes), so a memtable
-    // need not hold a commit: a family holds at most two memtables (the one
-    // filling and the one flushing), whatever the model's size.
-    int64_t bytes = 0;
-    for (const ChunkExtent& c : spec.chunks) bytes += c.elements * int64_t{sizeof(float)};
-    tuned.write_buffer_mib = std::clamp<int64_t>((bytes / 16) >> 20, kMinAutoBufferMib, kMaxAutoBufferMib);
-  }
+  tuned.write_buffer_mib = EffectiveWriteBufferMib(options, spec);
   fs::path dir(options.data_dir);
   if (!dir.has_filename()) dir = dir.parent_path();  // "a/b/" -> "a/b"
   const std::string where = "shard store " + dir.string();

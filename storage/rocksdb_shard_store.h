@@ -50,6 +50,12 @@ namespace geops::storage {
 Result<std::unique_ptr<ShardStore>> OpenRocksDbShardStore(const StorageOptions& options,
                                                           const ShardStoreSpec& spec);
 
+// The memtable size a store of `spec` gets, MiB (StorageOptions::
+// write_buffer_mib, or the automatic size for 0).
+int64_t EffectiveWriteBufferMib(const StorageOptions& options, const ShardStoreSpec& spec);
+// The most memory that store's memtables hold at once, bytes.
+int64_t StoreMemtableBytes(const StorageOptions& options, const ShardStoreSpec& spec);
+
 // What `geops inspect` shows of a store.
 struct StoreInfo {
   struct Table {

@@ -135,6 +135,10 @@ class PsClient {
   void set_wait_callback(WaitCallback callback) { wait_callback_ = std::move(callback); }
   static constexpr int64_t kWaitNoteMs = 5000;
 
+  // Largest read or update request (values), unless one chunk is larger;
+  // shards plan their memory for it (cli/shard_memory.h).
+  static constexpr int64_t kMaxRequestBytes = int64_t{8} << 20;
+
  private:
   PsClient(const ModelSpec& spec, int num_shards, const WorkerClientOptions& options,
            ShardConnectionFactory* factory);
@@ -147,8 +151,6 @@ class PsClient {
   Status SendSchema(ShardId s, std::span<const float* const> initial_values);
   // Bytes of initial values per InitValues call.
   static constexpr int64_t kInitBatchBytes = int64_t{16} << 20;
-  // Largest read or update request (values), unless one chunk is larger.
-  static constexpr int64_t kMaxRequestBytes = int64_t{8} << 20;
   // Runs fn(shard) for every shard in parallel and returns the first error.
   template <typename Fn>
   Status ForEachShard(Fn&& fn);
