@@ -171,6 +171,7 @@ json SiteWan::StatsJson() const {
           {"ticks", r.ticks},
           {"elements_pushed", r.elements_pushed},
           {"elements_selected", r.elements_selected},
+          {"select_holds", r.select_holds},
           {"batches_encoded", r.batches_encoded},
           {"select_seconds", r.select_seconds},
           {"encode_seconds", r.encode_seconds},

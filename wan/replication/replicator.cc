@@ -273,6 +273,18 @@ void Replicator::OnShardClock(Clock shard_clock, bool all_finished) {
   cv_.notify_all();
 }
 
+bool Replicator::HoldInAccumulator(bool finishing) {
+  if (finishing || options_.mode != WanMode::kAsp || outboxes_.empty()) return false;
+  const int64_t window = Window(finishing);
+  for (const PeerOutbox& out : outboxes_) {
+    // A peer not yet heard from gets its share from the backlog (and a
+    // snapshot) as before; one whose link has room takes the slice.
+    if (!Addressable(out)) return false;
+    if (out.CanSendDirect(window) && LinkKeepsUp(out, 0, finishing)) return false;
+  }
+  return true;
+}
+
 bool Replicator::Addressable(const PeerOutbox& out) const { return inbox_.Incarnation(out.peer()) != 0; }
 
 PeerOutbox* Replicator::OutboxFor(SiteId peer) {
@@ -326,13 +338,36 @@ bool Replicator::SelectLocked(Clock k, bool finishing, SelectSlice* slice) {
 void Replicator::TickChanges(const std::vector<std::pair<SiteId, uint64_t>>& acks, Clock k, bool tick,
                              bool finishing) {
   // The tick's updates leave slice by slice (WanOptions::slice_elements),
-  // each selected, encoded and shipped before the next is selected.
+  // each selected, encoded and shipped before the next is selected. While
+  // every peer's link is full (asp), selection stops: the rest stays in the
+  // accumulator, where it coalesces as a backlog would, without a second
+  // copy of its rows; the next tick goes on after the last chunk visited,
+  // so that no chunk waits behind the others.
+  for (const auto& [peer, seq] : acks) {
+    if (PeerOutbox* out = OutboxFor(peer)) {
+      out->OnAcked(seq);
+      journal_.BatchAcked(peer, seq);
+    }
+  }
   SelectSlice slice;
   slice.max_elements = options_.slice_elements;
+  bool wrap = false;  // started after resume_after_: the chunks before it come last
+  if (outer_ == nullptr && resume_pending_ && !finishing) {
+    slice.has_after = true;
+    slice.after = resume_after_;
+    wrap = true;
+  }
   bool more = false;
+  const bool held = (tick || finishing) && outer_ == nullptr && HoldInAccumulator(finishing);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (tick || finishing) {
+    if (held) {
+      selected_.clear();
+      ticked_ = k;
+      ++stats_.ticks;
+      ++stats_.select_holds;
+      stats_.ticked_clock = k;
+    } else if (tick || finishing) {
       more = SelectLocked(k, finishing, &slice);
       ticked_ = k;
       ++stats_.ticks;
@@ -341,19 +376,30 @@ void Replicator::TickChanges(const std::vector<std::pair<SiteId, uint64_t>>& ack
       selected_.clear();
     }
   }
-  for (const auto& [peer, seq] : acks) {
-    if (PeerOutbox* out = OutboxFor(peer)) {
-      out->OnAcked(seq);
-      journal_.BatchAcked(peer, seq);
-    }
-  }
   if (outer_ != nullptr) {
     ShipContribution(k, finishing);
     return;
   }
-  if (tick || finishing) {
+  if ((tick || finishing) && !held) {
+    resume_pending_ = false;
     ShipSelected(k, finishing);
-    while (more) {
+    while (true) {
+      if (!more && wrap) {  // the tail is done: now the chunks before the resume point
+        wrap = false;
+        slice = SelectSlice{};
+        slice.max_elements = options_.slice_elements;
+        more = true;
+      }
+      if (!more) break;
+      if (HoldInAccumulator(finishing)) {
+        if (slice.has_after) {
+          resume_pending_ = true;
+          resume_after_ = slice.after;
+        }
+        std::lock_guard<std::mutex> lock(mu_);
+        ++stats_.select_holds;
+        break;
+      }
       {
         std::lock_guard<std::mutex> lock(mu_);
         more = SelectLocked(k, finishing, &slice);

@@ -134,6 +134,7 @@ struct ReplicatorStats {
   int64_t outer_steps_applied = 0;  // avg, diloco
   int64_t elements_pushed = 0;    // local update values tapped
   int64_t elements_selected = 0;  // values taken out of the filter
+  int64_t select_holds = 0;       // ticks (or their later slices) left in the accumulator: every link full
   double select_seconds = 0;
   double encode_seconds = 0;
   bool drained = false;           // the final marker has been sent
@@ -243,6 +244,11 @@ class Replicator final : public ReplicationTap, public WanReceiver, public Outbo
   // remains (avg and diloco select the whole contribution at once).
   // REQUIRES: mu_ held.
   bool SelectLocked(Clock k, bool finishing, SelectSlice* slice);
+  // asp, not finishing: every peer is addressable and none can take a
+  // batch now (window full, link behind or backlog waiting), so a slice
+  // selected now would only move into the backlogs: it is left in the
+  // accumulator instead. Tick thread.
+  bool HoldInAccumulator(bool finishing);
   // Encodes selected_ once and sends or backlogs it per peer.
   void ShipSelected(Clock k, bool finishing);
   // avg, diloco: encodes this site's next contribution (selected_, maybe
@@ -319,6 +325,8 @@ class Replicator final : public ReplicationTap, public WanReceiver, public Outbo
   std::vector<float> outer_scratch_;      // GUARDED_BY(mu_): one chunk
 
   // Tick thread only.
+  bool resume_pending_ = false;  // a tick held selection after resume_after_: the next starts there
+  ChunkKey resume_after_{};
   std::vector<PeerOutbox> outboxes_;
   // Its own lock; enabled when the shard persists. Declared after the
   // filters it hooks (filter_, the outboxes' backlogs), so it goes first.
