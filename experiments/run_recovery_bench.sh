@@ -5,10 +5,9 @@
 # parameters.
 #
 # Each run is one `geops launch` of a generated topology of three sites
-# (two for 100M: when this was measured, three replicas of 100M parameters,
-# each with its WAN accumulator, backlogs and RocksDB write batches, did
-# not fit this machine's 24 GiB next to the workers' copies; since the
-# memory cuts of experiments/results/memory they take about 17.6 GB): the
+# (100m-2: two sites, as 100M was first measured, when three replicas of
+# 100M parameters did not fit this machine's 24 GiB; since the memory cuts
+# of experiments/results/memory three sites of 250M do): the
 # counter workload (every worker adds 1.0 to every parameter per clock, so
 # the end state is checked exactly), 1 shard and 1 worker per site, shards
 # persisting with durability sync, asp with int4 values and DS 4, links
@@ -28,8 +27,9 @@
 # Writes experiments/results/recovery/results.md (and one folder per run).
 #
 # Usage: bash experiments/run_recovery_bench.sh [SIZE ...]
-#   SIZE: 1m 1m-disk 100m (default: all). GEOPS: the geops binary (default
-#   build/cli/geops).
+#   SIZE: 1m 1m-disk 100m 100m-2 (default: 1m 1m-disk 100m). GEOPS: the
+#   geops binary (default build/cli/geops). RESULTS: the results file
+#   (default experiments/results/recovery/results.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 geops=${GEOPS:-build/cli/geops}
@@ -86,8 +86,9 @@ for size in "${sizes[@]}"; do
   case $size in
     1m) topology "$size" 1000 1000 60 20 3 > "$results/topologies/$size.toml" ;;     # 1,001,000 parameters
     1m-disk) topology "$size" 1000 1000 60 20 3 wipe-disk > "$results/topologies/$size.toml" ;;  # its stores deleted too
-    100m) topology "$size" 100000 1000 10 4 2 > "$results/topologies/$size.toml" ;;  # 100,001,000 parameters
-    *) echo "unknown size $size (1m, 1m-disk or 100m)" >&2; exit 2 ;;
+    100m) topology "$size" 100000 1000 10 4 3 > "$results/topologies/$size.toml" ;;  # 100,001,000 parameters
+    100m-2) topology "$size" 100000 1000 10 4 2 > "$results/topologies/$size.toml" ;;  # the same, two sites
+    *) echo "unknown size $size (1m, 1m-disk, 100m or 100m-2)" >&2; exit 2 ;;
   esac
   echo "=== $size ($(date -u +%H:%M:%S))"
   rm -rf "$results/$size"
@@ -99,11 +100,11 @@ for size in "${sizes[@]}"; do
   tail -n 3 "$results/$size.log"
 done
 
-python3 - "$results" "${sizes[@]}" <<'PY'
+python3 - "$results" "${RESULTS:-$results/results.md}" "${sizes[@]}" <<'PY'
 import json, os, sys, subprocess, datetime
-results, sizes = sys.argv[1], sys.argv[2:]
+results, out, sizes = sys.argv[1], sys.argv[2], sys.argv[3:]
 lines = ["# Site recovery", "", "```",
-         "command: bash experiments/run_recovery_bench.sh " + " ".join(sizes),
+         "command: " + ("RESULTS=" + os.path.relpath(out) + " " if os.path.relpath(out) != os.path.join(results, "results.md") else "") + "bash experiments/run_recovery_bench.sh " + " ".join(sizes),
          "date: " + datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"),
          "machine: %s cores, %s" % (os.cpu_count(), subprocess.run(
              "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2", shell=True, capture_output=True,
@@ -111,7 +112,7 @@ lines = ["# Site recovery", "", "```",
          "```", "",
          "| run | parameters | sites | clocks | fault | at clock | detect s | reset s | catch up s | bytes to catch up | counter error (max over sites) | exit |",
          "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|"]
-params = {"1m": 1001000, "1m-disk": 1001000, "100m": 100001000}
+params = {"1m": 1001000, "1m-disk": 1001000, "100m": 100001000, "100m-2": 100001000}
 for size in sizes:
     path = os.path.join(results, size, "summary.json")
     if not os.path.exists(path):
@@ -143,6 +144,6 @@ lines += ["", "detect: from the SIGKILL to the first surviving shard dropping th
           "catch up is the time to redo its clocks. The counter error is 0 when every replica ends "
           "exactly equal to the sum of every acknowledged update (for disk loss: of the surviving "
           "incarnations).", ""]
-open(os.path.join(results, "results.md"), "w").write("\n".join(lines))
+open(out, "w").write("\n".join(lines))
 print("\n".join(lines))
 PY
