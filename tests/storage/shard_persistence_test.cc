@@ -20,6 +20,7 @@
 #include "tests/storage/counter_workload.h"
 #include "tests/storage/fault_injecting_shard_store.h"
 #include "tests/storage/memory_shard_store.h"
+#include "tests/storage/persistence_test_util.h"
 #include "tests/storage/storage_test_util.h"
 
 namespace geops::storage {
@@ -35,33 +36,10 @@ using ::testing::HasSubstr;
 using testing::AckLog;
 using testing::FaultInjectingShardStore;
 using testing::MemoryShardStore;
-
-std::unique_ptr<Shard> MakeShard(const ModelSpec& spec, const ShardOptions& o, ShardStore* store) {
-  Result<std::unique_ptr<Shard>> shard = Shard::Create(spec, o, store);
-  EXPECT_TRUE(shard.ok()) << shard.status().ToString();
-  return shard.ok() ? std::move(shard).value() : nullptr;
-}
-
-std::vector<ChunkKey> Keys(const ModelSpec& spec, const ShardOptions& o) {
-  return spec.ChunksOfShard(o.shard_id, o.num_shards);
-}
-
-std::vector<float> Ramp(const ModelSpec& spec, const std::vector<ChunkKey>& keys, float scale) {
-  std::vector<float> v;
-  for (const ChunkKey k : keys) {
-    for (int64_t e = 0; e < spec.ChunkElements(k); ++e) v.push_back(scale * static_cast<float>(e % 7 - 3));
-  }
-  return v;
-}
-
-bool WaitFor(const std::function<bool()>& done, int ms = 5000) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
-}
+using testing::MakeShard;
+using testing::Keys;
+using testing::Ramp;
+using testing::WaitFor;
 
 TEST(ShardPersistenceTest, AFreshStoreGetsEveryChunkAndWorkerInOneFirstCommit) {
   const ModelSpec spec = TestModel(InitKind::kNormal);
@@ -158,87 +136,6 @@ TEST(ShardPersistenceTest, UpdatesWaitForTheirCommitAndConcurrentOnesShareOne) {
   // while it was being written.
   EXPECT_EQ(store.commits(), 3);
   EXPECT_EQ(shard->GetStatus().store_commits, 3);
-}
-
-// A MemoryShardStore whose commits wait at a gate and that keeps the chunk
-// values each commit wrote.
-class GatedValueLog : public MemoryShardStore {
- public:
-  using MemoryShardStore::MemoryShardStore;
-  Status Commit(const ShardCommit& commit) override {
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      ++waiting_;
-      cv_.wait(lock, [this] { return open_; });
-      --waiting_;
-    }
-    std::map<ChunkKey, std::vector<float>> written;
-    EXPECT_TRUE(commit
-                    .ForEachChunk([&](ChunkKey key, std::span<const float> v) {
-                      written[key].assign(v.begin(), v.end());
-                      return Status::Ok();
-                    })
-                    .ok());
-    Status s = MemoryShardStore::Commit(commit);
-    std::lock_guard<std::mutex> lock(mu_);
-    log_.push_back(std::move(written));
-    return s;
-  }
-  void SetOpen(bool open) {
-    std::lock_guard<std::mutex> lock(mu_);
-    open_ = open;
-    cv_.notify_all();
-  }
-  int waiting() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return waiting_;
-  }
-  std::vector<std::map<ChunkKey, std::vector<float>>> log() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return log_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool open_ = true;
-  int waiting_ = 0;
-  std::vector<std::map<ChunkKey, std::vector<float>>> log_;
-};
-
-// The capture marks chunks and the store reads them live when it writes
-// them (CapturedChunks): an update applied while a commit waits to be
-// written must not reach that commit.
-TEST(ShardPersistenceTest, ACommitHoldsItsCaptureNotUpdatesAppliedWhileItIsWritten) {
-  const ModelSpec spec = TestModel(InitKind::kZeros);
-  const ShardOptions o = TestOptions(2);
-  const std::vector<ChunkKey> keys = Keys(spec, o);
-  GatedValueLog store(StoreFingerprint::Of(spec, o), Durability::kSync);
-  auto shard = MakeShard(spec, o, &store);
-  for (WorkerId w = 0; w < 2; ++w) ASSERT_TRUE(shard->RegisterWorker(w, 0, "").ok());
-  const size_t first = store.log().size();
-  store.SetOpen(false);
-  std::thread a([&] { EXPECT_TRUE(shard->Update(0, 0, keys, Ramp(spec, keys, 1.0f)).ok()); });
-  ASSERT_TRUE(WaitFor([&] { return store.waiting() == 1; }));  // captured, not yet written
-  std::thread b([&] { EXPECT_TRUE(shard->Update(1, 0, keys, Ramp(spec, keys, 10.0f)).ok()); });
-  ASSERT_TRUE(WaitFor([&] { return shard->GetStatus().update_batches_applied == 2; }));
-  store.SetOpen(true);
-  a.join();
-  b.join();
-  const auto log = store.log();
-  ASSERT_GE(log.size(), first + 2);
-  const std::vector<float> one = Ramp(spec, keys, 1.0f);
-  const std::vector<float> eleven = Ramp(spec, keys, 11.0f);
-  size_t offset = 0;
-  for (const ChunkKey key : keys) {
-    const size_t n = static_cast<size_t>(spec.ChunkElements(key));
-    ASSERT_TRUE(log[first].contains(key));
-    EXPECT_EQ(log[first].at(key), std::vector<float>(one.begin() + offset, one.begin() + offset + n))
-        << "chunk " << key.table << "/" << key.chunk << ": worker 1's update leaked into worker 0's commit";
-    ASSERT_TRUE(log.back().contains(key));
-    EXPECT_EQ(log.back().at(key), std::vector<float>(eleven.begin() + offset, eleven.begin() + offset + n));
-    offset += n;
-  }
 }
 
 TEST(ShardPersistenceTest, ARetryIsNotAcknowledgedBeforeTheOriginalIsWritten) {
