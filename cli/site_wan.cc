@@ -10,18 +10,8 @@
 #include "cli/wan_links.h"
 
 namespace geops::cli {
-namespace {
 
 using nlohmann::json;
-
-// Each shard's link gets 1/shards of the site-to-site bandwidth.
-Result<wan::LinkSchedule> ShareOf(const wan::LinkSchedule& s, int shards) {
-  std::vector<wan::LinkSegment> seg = s.segments();
-  for (wan::LinkSegment& x : seg) x.bandwidth_bps /= shards;
-  return wan::LinkSchedule::Create(std::move(seg), s.loop_period_s());
-}
-
-}  // namespace
 
 Result<std::unique_ptr<SiteWan>> SiteWan::Start(const Topology& t, int site, int shard_index, const ModelSpec* spec,
                                                 datacenter::Shard* shard, SiteMirror* mirror, int64_t progress_ms) {
@@ -38,7 +28,7 @@ Result<std::unique_ptr<SiteWan>> SiteWan::Start(const Topology& t, int site, int
       return InvalidArgumentError(t.path + ": sites " + t.sites[site].name + " and " + t.sites[l.dst].name +
                                   " have different shard counts; shard i of a site mirrors shard i of the others");
     }
-    GEOPS_ASSIGN_OR_RETURN(wan::LinkSchedule share, ShareOf(l.schedule, t.sites[site].shards));
+    GEOPS_ASSIGN_OR_RETURN(wan::LinkSchedule share, ShardShareOf(l.schedule, t.sites[site].shards));
     o.links.push_back(wan::PeerLink{l.dst, t.sites[site].name + "->" + t.sites[l.dst].name, std::move(share)});
   }
   GEOPS_ASSIGN_OR_RETURN(o.wan, BuildWanOptions(t));

@@ -103,6 +103,13 @@ Result<std::vector<EffectiveLink>> BuildLinks(const Topology& t) {
   return links;
 }
 
+Result<wan::LinkSchedule> ShardShareOf(const wan::LinkSchedule& site_link, int shards) {
+  if (shards < 1) return InvalidArgumentError("a site needs at least one shard, got " + std::to_string(shards));
+  std::vector<wan::LinkSegment> seg = site_link.segments();
+  for (wan::LinkSegment& x : seg) x.bandwidth_bps /= shards;
+  return wan::LinkSchedule::Create(std::move(seg), site_link.loop_period_s());
+}
+
 Result<wan::WanOptions> BuildWanOptions(const Topology& t) {
   const WanSpec& w = t.wan;
   wan::WanOptions o;

@@ -47,6 +47,10 @@ struct EffectiveLink {
 // naming the missing link, site region or bad trace file.
 Result<std::vector<EffectiveLink>> BuildLinks(const Topology& topology);
 
+// The link one shard of a site with `shards` shards gets towards its mirror:
+// the site-to-site link with 1/shards of its bandwidth, the same delay.
+Result<wan::LinkSchedule> ShardShareOf(const wan::LinkSchedule& site_link, int shards);
+
 // The WanOptions of `[wan]`. InvalidArgument for bad values.
 Result<wan::WanOptions> BuildWanOptions(const Topology& topology);
 

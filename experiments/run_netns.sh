@@ -25,35 +25,58 @@
 #   --compare-loopback  afterwards run the same topology through
 #              `geops launch` on loopback (geops shaping rate and delay) and
 #              compare time to 0.85
+#   --link-seconds S, --link-probes N  the bulk stream's length and the
+#              number of idle-link probes per link (3 s, 20)
+#   --links-only  measure the links only (both measurements below), no
+#              training; results default to experiments/results/netns/links
 #   --out DIR  results (default experiments/results/netns)
 # Prints, per directed link, the rate a bulk TCP transfer achieved between
 # the namespaces against the link's rate, and the run's outcome; writes
-# DIR/results.json and DIR/results.md.
+# DIR/results.json. Then, per directed link, the delay and rate geops' own
+# WAN path gets (experiments/bench/link_fidelity.cc: batches through
+# ShapedTransport and a Thrift mirror connection), once between the
+# namespaces with the kernel's rate (as the sites run) and once on loopback
+# with geops' shaper doing rate and delay, the same link of the same
+# topology: DIR/links.json and DIR/links.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 geops=${GEOPS:-$root/build/cli/geops}
+fidelity_bin=${LINK_FIDELITY:-$(dirname "$geops")/../experiments/bench/link_fidelity}
 topo_in=experiments/topologies/default.toml
 out=experiments/results/netns
 counter=0
 clocks=""
 eval_every=""
 loopback=0
+links_only=0
+link_seconds=3
+link_probes=20
+out_set=0
 while [ $# -gt 0 ]; do
   case $1 in
     --counter) counter=1 ;;
     --clocks) clocks=$2; shift ;;
     --eval-every) eval_every=$2; shift ;;
     --compare-loopback) loopback=1 ;;
-    --out) out=$2; shift ;;
+    --links-only) links_only=1 ;;
+    --link-seconds) link_seconds=$2; shift ;;
+    --link-probes) link_probes=$2; shift ;;
+    --out) out=$2; out_set=1; shift ;;
     -*) echo "unknown flag $1" >&2; exit 2 ;;
     *) topo_in=$1 ;;
   esac
   shift
 done
+if [ "$links_only" = 1 ] && [ "$out_set" = 0 ]; then out=experiments/results/netns/links; fi
 if [ "$(id -u)" -ne 0 ]; then echo "run_netns.sh needs root (ip netns, tc)" >&2; exit 2; fi
 command -v ip > /dev/null && command -v tc > /dev/null || { echo "needs iproute2 (ip, tc)" >&2; exit 2; }
 [ -x "$geops" ] || { echo "no geops binary at $geops (build first)" >&2; exit 2; }
+if [ ! -x "$fidelity_bin" ]; then
+  [ "$links_only" = 1 ] && { echo "no link_fidelity at $fidelity_bin (ninja -C build link_fidelity, or LINK_FIDELITY=)" >&2; exit 2; }
+  echo "no link_fidelity at $fidelity_bin: geops' WAN path per link is not measured (a build with benchmarks has it)"
+  fidelity_bin=""
+fi
 
 p=geops$$
 sw=$p-sw
@@ -173,6 +196,50 @@ for i in $(seq 1 "$n"); do
       "$fidelity" "${sites[$((i-1))]}" "${sites[$((j-1))]}" "$got" "$want")
   done
 done
+
+# Fidelity of geops' own WAN path, per link: kernel rate between the
+# namespaces (as the sites run) against geops' shaper on loopback.
+links_jsonl=$out/links.jsonl
+: > "$links_jsonl"
+lf_port=5998
+[ -z "$fidelity_bin" ] || echo "link fidelity through geops' WAN path ($link_probes 1 KiB probes on an idle link, then a $link_seconds s bulk stream):"
+for i in $( [ -n "$fidelity_bin" ] && seq 1 "$n"); do
+  for j in $(seq 1 "$n"); do
+    [ "$i" = "$j" ] && continue
+    a=${sites[$((i-1))]}
+    b=${sites[$((j-1))]}
+    for mode in kernel geops; do
+      if [ "$mode" = kernel ]; then
+        rx=(ip netns exec "$p-$j"); tx=(ip netns exec "$p-$i"); addr=10.77.0.$j; flag=--kernel_rate
+      else
+        rx=(); tx=(); addr=127.0.0.1; flag=""
+      fi
+      lf_port=$((lf_port + 1))
+      "${rx[@]}" "$fidelity_bin" --role=recv --topology="$topo" --from="$a" --to="$b" --listen="$addr:$lf_port" \
+        2>> "$out/logs/link_fidelity.log" &
+      rpid=$!; pids+=("$rpid")
+      "${tx[@]}" "$fidelity_bin" --role=send --topology="$topo" --from="$a" --to="$b" --connect="$addr:$lf_port" \
+        --seconds="$link_seconds" --probes="$link_probes" $flag 2>> "$out/logs/link_fidelity.log" | tee -a "$links_jsonl" | python3 -c '
+import json, sys
+r = json.loads(sys.stdin.read())
+print("  %-32s %-26s rate %7.2f of %7.2f Mbit/s (%.3f)  delay %7.2f ms of %7.2f (median, %+.2f)" % (
+    r["link"], r["shaping"], r["achieved_mbit"], r["link_mbit"], r["rate_ratio"], r["delay_ms_median"],
+    r["link_delay_ms"], r["delay_error_ms_median"]))'
+      # The receiver ends on the sender's final report; bounded all the same.
+      for _ in $(seq 50); do kill -0 "$rpid" 2> /dev/null || break; sleep 0.1; done
+      kill "$rpid" 2> /dev/null || true
+      wait "$rpid" 2> /dev/null || true
+    done
+  done
+done
+if [ -n "$fidelity_bin" ]; then
+  python3 experiments/summarize_links.py "$links_jsonl" "$out" "$(git -C "$root" rev-parse --short HEAD 2> /dev/null || echo unknown)"
+fi
+rm -f "$links_jsonl"
+if [ "$links_only" = 1 ]; then
+  grep -rlI "$root/" "$out" 2> /dev/null | xargs -r sed -i "s|$root/||g"
+  exit 0
+fi
 
 # The run: every process by hand, as on real hosts.
 start=$(date +%s.%N)
