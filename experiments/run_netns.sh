@@ -27,6 +27,9 @@
 #              compare time to 0.85
 #   --link-seconds S, --link-probes N  the bulk stream's length and the
 #              number of idle-link probes per link (3 s, 20)
+#   --link-modes "M ..."  which measurements per link (default all three):
+#              kernel (kernel rate, 8 batches in flight), kernel1 (the same,
+#              one batch per round trip), geops (geops' shaper, loopback)
 #   --links-only  measure the links only (both measurements below), no
 #              training; results default to experiments/results/netns/links
 #   --out DIR  results (default experiments/results/netns)
@@ -52,6 +55,7 @@ loopback=0
 links_only=0
 link_seconds=3
 link_probes=20
+link_modes="kernel kernel1 geops"
 out_set=0
 while [ $# -gt 0 ]; do
   case $1 in
@@ -62,6 +66,7 @@ while [ $# -gt 0 ]; do
     --links-only) links_only=1 ;;
     --link-seconds) link_seconds=$2; shift ;;
     --link-probes) link_probes=$2; shift ;;
+    --link-modes) link_modes=$2; shift ;;
     --out) out=$2; out_set=1; shift ;;
     -*) echo "unknown flag $1" >&2; exit 2 ;;
     *) topo_in=$1 ;;
@@ -208,27 +213,36 @@ for i in $( [ -n "$fidelity_bin" ] && seq 1 "$n"); do
     [ "$i" = "$j" ] && continue
     a=${sites[$((i-1))]}
     b=${sites[$((j-1))]}
-    for mode in kernel geops; do
-      if [ "$mode" = kernel ]; then
-        rx=(ip netns exec "$p-$j"); tx=(ip netns exec "$p-$i"); addr=10.77.0.$j; flag=--kernel_rate
-      else
-        rx=(); tx=(); addr=127.0.0.1; flag=""
-      fi
+    for mode in $link_modes; do
+      case $mode in
+        kernel) rx=(ip netns exec "$p-$j"); tx=(ip netns exec "$p-$i"); addr=10.77.0.$j; flag="--kernel_rate" ;;
+        kernel1) rx=(ip netns exec "$p-$j"); tx=(ip netns exec "$p-$i"); addr=10.77.0.$j
+                 flag="--kernel_rate --max_in_flight=1" ;;
+        geops) rx=(); tx=(); addr=127.0.0.1; flag="" ;;
+        *) echo "unknown link mode $mode" >&2; exit 2 ;;
+      esac
       lf_port=$((lf_port + 1))
       "${rx[@]}" "$fidelity_bin" --role=recv --topology="$topo" --from="$a" --to="$b" --listen="$addr:$lf_port" \
-        2>> "$out/logs/link_fidelity.log" &
+        > "$out/logs/link_rx.json" 2>> "$out/logs/link_fidelity.log" &
       rpid=$!; pids+=("$rpid")
       "${tx[@]}" "$fidelity_bin" --role=send --topology="$topo" --from="$a" --to="$b" --connect="$addr:$lf_port" \
-        --seconds="$link_seconds" --probes="$link_probes" $flag 2>> "$out/logs/link_fidelity.log" | tee -a "$links_jsonl" | python3 -c '
-import json, sys
-r = json.loads(sys.stdin.read())
-print("  %-32s %-26s rate %7.2f of %7.2f Mbit/s (%.3f)  delay %7.2f ms of %7.2f (median, %+.2f)" % (
-    r["link"], r["shaping"], r["achieved_mbit"], r["link_mbit"], r["rate_ratio"], r["delay_ms_median"],
-    r["link_delay_ms"], r["delay_error_ms_median"]))'
+        --seconds="$link_seconds" --probes="$link_probes" $flag > "$out/logs/link_tx.json" 2>> "$out/logs/link_fidelity.log"
       # The receiver ends on the sender's final report; bounded all the same.
       for _ in $(seq 50); do kill -0 "$rpid" 2> /dev/null || break; sleep 0.1; done
       kill "$rpid" 2> /dev/null || true
       wait "$rpid" 2> /dev/null || true
+      python3 - "$out/logs/link_tx.json" "$out/logs/link_rx.json" >> "$links_jsonl" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+r.update(json.load(open(sys.argv[2])))
+if "error" in r:
+    sys.exit("link_fidelity %s: %s" % (r["link"], r["error"]))
+r["rate_ratio"] = r["received_mbit"] / r["link_mbit"]
+print(json.dumps(r))
+print("  %-32s %-26s rate %7.2f of %7.2f Mbit/s (%.3f)  delay %7.2f ms of %7.2f (median, %+.2f)" % (
+    r["link"], r["shaping"], r["received_mbit"], r["link_mbit"], r["rate_ratio"], r["delay_ms_median"],
+    r["link_delay_ms"], r["delay_error_ms_median"]), file=sys.stderr)
+PY
     done
   done
 done

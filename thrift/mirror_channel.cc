@@ -42,6 +42,22 @@ Result<wan::BatchAck> MirrorChannel::SendBatch(const wan::WanBatch& batch) {
   return r;
 }
 
+Status MirrorChannel::BeginBatch(const wan::WanBatch& batch) {
+  GEOPS_ASSIGN_OR_RETURN(MirrorClient * c, Client());
+  Status s = c->BeginPushBatch(batch);
+  Count();
+  return s;
+}
+
+Result<wan::BatchAck> MirrorChannel::EndBatch() {
+  GEOPS_ASSIGN_OR_RETURN(MirrorClient * c, Client());
+  return c->EndPushBatch();
+}
+
+void MirrorChannel::Abandon() {
+  if (client_ != nullptr) client_->AbandonPushes();
+}
+
 Status MirrorChannel::SendClock(const wan::WanClockReport& report) {
   GEOPS_ASSIGN_OR_RETURN(MirrorClient * c, Client());
   Status s = c->ReportClock(report);

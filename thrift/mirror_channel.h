@@ -46,10 +46,15 @@ class MirrorChannel : public wan::PeerChannel {
   Status SendClock(const wan::WanClockReport& report) override;
   Status SendNotice(const wan::WanNotice& notice) override;
   Status Heartbeat() override;
+  Status BeginBatch(const wan::WanBatch& batch) override;
+  Result<wan::BatchAck> EndBatch() override;
+  void Abandon() override;
+  size_t max_in_flight() const override { return kMaxInFlight; }
   int64_t wire_bytes() const override { return wire_bytes_.load(std::memory_order_relaxed); }
 
  private:
   // The client, once the address is known; Unavailable before.
+  static constexpr size_t kMaxInFlight = 64;
   Result<MirrorClient*> Client();
   void Count();
 

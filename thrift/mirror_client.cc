@@ -58,12 +58,17 @@ Status MirrorClient::EnsureConnected() {
 }
 
 void MirrorClient::Disconnect() {
+  in_flight_.clear();
   stub_.reset();
   socket_.Close();
 }
 
 template <typename Call>
 Status MirrorClient::Invoke(const char* name, Call&& call) {
+  if (!in_flight_.empty()) {
+    return FailedPreconditionError(std::string(name) + " to mirror " + address_.ToString() + " with " +
+                                   std::to_string(in_flight_.size()) + " batches in flight on the connection");
+  }
   GEOPS_RETURN_IF_ERROR(EnsureConnected());
   try {
     call(*stub_);
@@ -76,6 +81,11 @@ Status MirrorClient::Invoke(const char* name, Call&& call) {
 }
 
 Result<wan::BatchAck> MirrorClient::PushBatch(const wan::WanBatch& batch) {
+  GEOPS_RETURN_IF_ERROR(BeginPushBatch(batch));
+  return EndPushBatch();
+}
+
+Status MirrorClient::BeginPushBatch(const wan::WanBatch& batch) {
   if (static_cast<int64_t>(batch.payload.size()) + kEnvelopeBytes > options_.transport.max_frame_bytes) {
     return ResourceExhaustedError("a WAN batch of " + std::to_string(batch.payload.size()) +
                                   " bytes exceeds max_frame_bytes " + std::to_string(options_.transport.max_frame_bytes));
@@ -88,16 +98,50 @@ Result<wan::BatchAck> MirrorClient::PushBatch(const wan::WanBatch& batch) {
   req.payload.assign(batch.payload.begin(), batch.payload.end());
   req.incarnation = static_cast<int64_t>(batch.incarnation);
   req.dest_incarnation = static_cast<int64_t>(batch.dest_incarnation);
+  GEOPS_RETURN_IF_ERROR(EnsureConnected());
+  try {
+    stub_->send_pushBatch(req);
+  } catch (...) {
+    // A request half written leaves the connection unusable.
+    Disconnect();
+    return StatusFromCurrentException("pushBatch to mirror " + address_.ToString()).status;
+  }
+  in_flight_.push_back(req.seq);
+  return Status::Ok();
+}
+
+Result<wan::BatchAck> MirrorClient::EndPushBatch() {
+  if (in_flight_.empty() || stub_ == nullptr) {
+    return FailedPreconditionError("no batch in flight to mirror " + address_.ToString());
+  }
+  const int64_t seq = in_flight_.front();
   gen::PushBatchReply reply;
-  GEOPS_RETURN_IF_ERROR(Invoke("pushBatch", [&](gen::MirrorClient& c) { c.pushBatch(reply, req); }));
-  if (reply.seq != req.seq) {
+  try {
+    stub_->recv_pushBatch(reply);
+  } catch (...) {
+    CaughtError e = StatusFromCurrentException("pushBatch to mirror " + address_.ToString());
+    // A refusal (an application error in the reply) leaves the connection
+    // in order; the caller abandons the batches behind it all the same.
+    if (e.connection_broken) Disconnect();
+    else in_flight_.pop_front();
+    return e.status;
+  }
+  in_flight_.pop_front();
+  if (reply.seq != seq) {
+    Disconnect();
     return InternalError("mirror " + address_.ToString() + " acknowledged seq " + std::to_string(reply.seq) +
-                         " for seq " + std::to_string(req.seq));
+                         " for seq " + std::to_string(seq));
   }
   wan::BatchAck ack;
-  ack.seq = batch.seq;
+  ack.seq = static_cast<uint64_t>(seq);
   if (reply.__isset.quarantined) ack.quarantined = reply.quarantined;
   return ack;
+}
+
+void MirrorClient::AbandonPushes() {
+  // Replies still on their way would answer the wrong requests: a fresh
+  // connection for what comes next.
+  if (!in_flight_.empty()) Disconnect();
 }
 
 Status MirrorClient::ReportClock(const wan::WanClockReport& report) {

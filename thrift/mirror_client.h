@@ -18,6 +18,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 
@@ -51,6 +52,16 @@ class MirrorClient {
   // OK: the peer applied the batch (now or before). Unavailable while it
   // waits for earlier batches: send it again.
   Result<wan::BatchAck> PushBatch(const wan::WanBatch& batch);
+  // PushBatch in two halves, so that several batches travel on the
+  // connection at once (wan::PeerChannel, "pipelined"): BeginPushBatch
+  // sends the request, EndPushBatch reads the reply of the oldest begun,
+  // in order (the server answers a connection's requests in order). Any
+  // error closes the connection and forgets every batch in flight, as does
+  // AbandonPushes(); other calls need none in flight (FailedPrecondition).
+  Status BeginPushBatch(const wan::WanBatch& batch);
+  Result<wan::BatchAck> EndPushBatch();
+  void AbandonPushes();
+  size_t pushes_in_flight() const { return in_flight_.size(); }
   Status ReportClock(const wan::WanClockReport& report);
   Status Notice(const wan::WanNotice& notice);
   // The peer's identity; FailedPrecondition when it serves another shard or
@@ -80,6 +91,7 @@ class MirrorClient {
   const std::shared_ptr<ByteCounters> counters_;
   ClientSocket socket_;
   std::unique_ptr<gen::MirrorClient> stub_;  // on socket_'s current connection
+  std::deque<int64_t> in_flight_;            // seqs of the batches begun on it, oldest first
 };
 
 }  // namespace geops::rpc

@@ -8,8 +8,11 @@
 //          (so it includes one return trip of a small reply, which no
 //          shaper delays: well under a millisecond on one host);
 //   rate   the goodput of a bulk stream of --batch_kib batches offered at
-//          once, enough for --seconds at the link's rate: payload bits
-//          acknowledged between the first and the last acknowledgement.
+//          once, enough for --seconds at the link's rate, as the receiver
+//          saw it: payload bits after the first batch, from the first
+//          batch's arrival to the last's (the sender's acknowledgement
+//          times are given too, `acked_mbit`, but with batches pipelined
+//          the first acknowledgement is read late, which flatters them).
 // Both against the link as the topology states it (the shard's share:
 // bandwidth / shards, same delay). The link model is static here: a
 // topology with `variation` is measured against its mean.
@@ -19,12 +22,16 @@
 //   link_fidelity --role=recv --topology=T --from=A --to=B --listen=HOST:PORT
 //   link_fidelity --role=send --topology=T --from=A --to=B --connect=HOST:PORT
 //                 [--kernel_rate] [--seconds=3] [--probes=20] [--probe_gap_ms=100]
-//                 [--batch_kib=256]
+//                 [--batch_kib=256] [--max_in_flight=8]
 // --kernel_rate: the kernel limits the rate (tc htb between the namespaces)
 // and geops adds only the delay, as `[wan] kernel_rate = true` does in a
-// site; without it geops' shaper does both. The receiver serves until it is
-// told the stream is over (a final clock report) or killed; the sender
-// prints one JSON object. Plaintext: TLS costs CPU, not link time.
+// site; without it geops' shaper does both. --max_in_flight: batches sent
+// ahead of their acknowledgements (LaneSenderOptions; 1 = one per round
+// trip, as geops sent them before pipelining). The receiver serves until it is
+// told the stream is over (a final clock report) or killed, and prints one
+// JSON object (received_mbit); the sender prints one (the link, delays,
+// acked_mbit). run_netns.sh merges them. Plaintext: TLS costs CPU, not
+// link time.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -39,6 +46,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include "cli/topology.h"
 #include "cli/tls_options.h"
@@ -52,6 +61,8 @@
 namespace geops::bench {
 namespace {
 
+wan::LaneSenderOptions LaneSenderDefaults() { return {}; }
+
 struct Flags {
   std::string role, topology, from, to, listen, connect;
   bool kernel_rate = false;
@@ -59,6 +70,7 @@ struct Flags {
   int probes = 20;
   int64_t probe_gap_ms = 100;
   int64_t batch_kib = 256;
+  int64_t max_in_flight = LaneSenderDefaults().max_in_flight_batches;
 };
 
 int64_t NowNs() {
@@ -66,29 +78,61 @@ int64_t NowNs() {
       .count();
 }
 
-// Accepts every batch once; ends on a final (drained) clock report.
+// Accepts every batch and notes when each arrived; ends on a final
+// (drained) clock report, whose `clock` names the first batch of the bulk
+// stream and `last_seq` its last.
 class Sink : public wan::WanReceiver {
  public:
-  Status OnBatch(const wan::WanBatch&) override { return Status::Ok(); }
+  Status OnBatch(const wan::WanBatch& b) override {
+    const int64_t now = NowNs();
+    std::lock_guard<std::mutex> l(mu_);
+    arrivals_.try_emplace(b.seq, Arrival{now, static_cast<int64_t>(b.payload.size())});
+    return Status::Ok();
+  }
   Status OnClock(const wan::WanClockReport& report) override {
     if (report.drained) {
       std::lock_guard<std::mutex> l(mu_);
       done_ = true;
+      bulk_first_ = static_cast<uint64_t>(report.clock);
+      bulk_last_ = report.last_seq;
       cv_.notify_all();
     }
     return Status::Ok();
   }
   Status OnNotice(const wan::WanNotice&) override { return Status::Ok(); }
   Status OnHeartbeat(SiteId, uint64_t) override { return Status::Ok(); }
-  void WaitDone() {
+
+  // The bulk stream's goodput as it arrived: payload bits after the first
+  // batch, over the time from the first batch's arrival to the last's.
+  nlohmann::json WaitDone() {
     std::unique_lock<std::mutex> l(mu_);
     cv_.wait(l, [&] { return done_; });
+    auto first = arrivals_.find(bulk_first_);
+    auto last = arrivals_.find(bulk_last_);
+    if (first == arrivals_.end() || last == arrivals_.end() || bulk_last_ <= bulk_first_) {
+      return {{"error", "the bulk stream's first or last batch never arrived"}};
+    }
+    int64_t bytes = 0;
+    for (uint64_t seq = bulk_first_ + 1; seq <= bulk_last_; ++seq) {
+      auto it = arrivals_.find(seq);
+      if (it != arrivals_.end()) bytes += it->second.bytes;
+    }
+    const double span_s = static_cast<double>(last->second.ns - first->second.ns) / 1e9;
+    return {{"received_mbit", span_s > 0 ? static_cast<double>(bytes) * 8 / span_s / 1e6 : 0},
+            {"received_seconds", span_s}};
   }
 
  private:
+  struct Arrival {
+    int64_t ns = 0;
+    int64_t bytes = 0;
+  };
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
+  uint64_t bulk_first_ = 0;
+  uint64_t bulk_last_ = 0;
+  std::map<uint64_t, Arrival> arrivals_;  // GUARDED_BY(mu_): first arrival of each seq
 };
 
 int Receive(const Flags& f, const cli::Topology& t, int from, int to) {
@@ -103,7 +147,9 @@ int Receive(const Flags& f, const cli::Topology& t, int from, int to) {
   service->receiver_slot()->Set(&sink);
   std::fprintf(stderr, "receiving %s -> %s on %s\n", t.sites[from].name.c_str(), t.sites[to].name.c_str(),
                service->address().ToString().c_str());
-  sink.WaitDone();
+  const nlohmann::json got = sink.WaitDone();
+  std::printf("%s\n", got.dump().c_str());
+  std::fflush(stdout);
   service->receiver_slot()->Clear();
   (void)service->Stop(Deadline::InMs(5000));
   return 0;
@@ -135,6 +181,7 @@ class Sender {
     wan::ShapedTransportOptions so;
     so.kernel_rate = f.kernel_rate;
     so.heartbeat_ms = 1000;
+    so.sender.max_in_flight_batches = f.max_in_flight;
     std::vector<wan::PeerLink> links{
         wan::PeerLink{to, t.sites[from].name + "->" + t.sites[to].name, std::move(link)}};
     transport_ = Must(wan::ShapedTransport::Start(std::move(links), so,
@@ -169,9 +216,10 @@ class Sender {
     }
   }
 
-  void Finish() {
+  // The stream is over; the receiver measures batches [bulk_first, seq].
+  void Finish(uint64_t bulk_first) {
     wan::WanClockReport r;
-    r.clock = 1;
+    r.clock = static_cast<Clock>(bulk_first);
     r.last_seq = seq_;
     r.drained = true;
     transport_->SendClock(to_, r);
@@ -211,7 +259,7 @@ int Send(const Flags& f, const cli::Topology& t, int from, int to, const wan::Li
   std::vector<uint64_t> bulk;
   for (int64_t i = 0; i < n; ++i) bulk.push_back(s.Offer(batch));
   s.WaitQuiet(60 + 4 * f.seconds + 4 * delay_s, "bulk");
-  s.Finish();
+  s.Finish(bulk.front());
 
   const std::map<uint64_t, Shipment> shipped = s.shipped();
   std::vector<double> delays_ms;
@@ -227,9 +275,9 @@ int Send(const Flags& f, const cli::Topology& t, int from, int to, const wan::Li
   nlohmann::json out = {
       {"link", t.sites[from].name + "->" + t.sites[to].name},
       {"shaping", f.kernel_rate ? "kernel rate + geops delay" : "geops rate + delay"},
+      {"max_in_flight", f.max_in_flight},
       {"link_mbit", mean_bps / 1e6},
-      {"achieved_mbit", achieved_bps / 1e6},
-      {"rate_ratio", mean_bps > 0 ? achieved_bps / mean_bps : 0},
+      {"acked_mbit", achieved_bps / 1e6},
       {"bulk_batches", n},
       {"bulk_batch_bytes", batch},
       {"bulk_seconds", span_s},
@@ -246,6 +294,8 @@ int Send(const Flags& f, const cli::Topology& t, int from, int to, const wan::Li
 }
 
 int Main(int argc, char** argv) {
+  // stdout carries the one JSON result; logs go to stderr.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("link_fidelity"));
   Flags f;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -263,6 +313,7 @@ int Main(int argc, char** argv) {
     else if (k == "--probes") f.probes = std::stoi(v);
     else if (k == "--probe_gap_ms") f.probe_gap_ms = std::stoll(v);
     else if (k == "--batch_kib") f.batch_kib = std::stoll(v);
+    else if (k == "--max_in_flight") f.max_in_flight = std::stoll(v);
     else {
       std::fprintf(stderr, "unknown flag %s (see the comment at the top of link_fidelity.cc)\n", a.c_str());
       return 2;
@@ -270,11 +321,11 @@ int Main(int argc, char** argv) {
   }
   if ((f.role != "send" && f.role != "recv") || f.topology.empty() || f.from.empty() || f.to.empty() ||
       (f.role == "recv" && f.listen.empty()) || (f.role == "send" && f.connect.empty()) || !(f.seconds > 0) ||
-      f.probes < 1 || f.probe_gap_ms < 0 || f.batch_kib < 1) {
+      f.probes < 1 || f.probe_gap_ms < 0 || f.batch_kib < 1 || f.max_in_flight < 1) {
     std::fprintf(stderr,
                  "usage: link_fidelity --role=recv|send --topology=T --from=SITE --to=SITE "
                  "(--listen=HOST:PORT | --connect=HOST:PORT) [--kernel_rate] [--seconds=S > 0] [--probes=N >= 1] "
-                 "[--probe_gap_ms=MS] [--batch_kib=K]\n");
+                 "[--probe_gap_ms=MS] [--batch_kib=K] [--max_in_flight=N >= 1]\n");
     return 2;
   }
   const cli::Topology t = Must(cli::LoadTopology(f.topology, /*require_tls=*/false), "topology");

@@ -39,8 +39,8 @@ TEST_F(NetnsScenarioTest, ThreeSitesOnTheirOwnAddressesEndExactWithKernelShapedL
   const std::filesystem::path out = dir_ / "netns";
   scenarios::RunResult r = scenarios::RunCommand(
       "GEOPS=" + std::string(GEOPS_BINARY) + " LINK_FIDELITY=" + kLinkFidelity + " timeout -s TERM 400 bash " +
-      GEOPS_SOURCE_DIR + "/experiments/run_netns.sh --counter --clocks 100 --link-seconds 1 --link-probes 5 --out " +
-      out.string() + " " + GEOPS_SOURCE_DIR +
+      GEOPS_SOURCE_DIR + "/experiments/run_netns.sh --counter --clocks 100 --link-seconds 1 --link-probes 5" +
+      " --link-modes \"kernel geops\" --out " + out.string() + " " + GEOPS_SOURCE_DIR +
       "/experiments/topologies/default.toml");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::ifstream in(out / "results.json");

@@ -23,6 +23,7 @@ class RecordingReceiver : public wan::WanReceiver {
     std::lock_guard<std::mutex> lock(mu);
     batches.push_back(b);
     bytes += static_cast<int64_t>(b.payload.size());
+    if (b.seq == refuse_seq) return DataLossError("batch " + std::to_string(b.seq) + " refused by the test");
     return batch_reply;
   }
   Status OnClock(const wan::WanClockReport& r) override {
@@ -47,6 +48,7 @@ class RecordingReceiver : public wan::WanReceiver {
   std::vector<SiteId> heartbeats;
   int64_t bytes = 0;
   Status batch_reply;
+  uint64_t refuse_seq = 0;  // refused with DataLoss (0: none)
 };
 
 ThriftClientOptions ClientOptions() {
@@ -110,6 +112,43 @@ TEST_F(MirrorServiceTest, RefusesWrongShardSelfAndAnotherModel) {
   EXPECT_NE(s.message().find("checksum"), std::string::npos);
   receiver_.batch_reply = Status::Ok();
   EXPECT_TRUE(c->PushBatch({2, 1, 0, {1}}).ok());  // same connection, still fine
+}
+
+TEST_F(MirrorServiceTest, PipelinedBatchesAreAcknowledgedInOrderAndARefusalAnswersOnlyItsOwn) {
+  auto c = Client({0, 0, 42});
+  std::vector<wan::WanBatch> batches;
+  for (uint64_t seq = 1; seq <= 8; ++seq) {
+    batches.push_back(wan::WanBatch{0, seq, 0, std::vector<uint8_t>(size_t{64} << 10, static_cast<uint8_t>(seq))});
+  }
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(c->BeginPushBatch(batches[static_cast<size_t>(i)]).ok());
+  EXPECT_EQ(c->pushes_in_flight(), 5u);
+  // A call with its own reply would read a batch's.
+  EXPECT_EQ(c->ReportClock({0, 1, 5, false}).code(), StatusCode::kFailedPrecondition);
+  for (uint64_t seq = 1; seq <= 5; ++seq) {
+    Result<wan::BatchAck> ack = c->EndPushBatch();
+    ASSERT_TRUE(ack.ok()) << ack.status().ToString();
+    EXPECT_EQ(ack->seq, seq);
+  }
+  EXPECT_EQ(c->EndPushBatch().status().code(), StatusCode::kFailedPrecondition);
+  receiver_.refuse_seq = 7;
+  for (int i = 5; i < 8; ++i) ASSERT_TRUE(c->BeginPushBatch(batches[static_cast<size_t>(i)]).ok());
+  EXPECT_EQ(c->EndPushBatch()->seq, 6u);
+  Status refused = c->EndPushBatch().status();
+  EXPECT_EQ(refused.code(), StatusCode::kDataLoss);
+  EXPECT_NE(refused.message().find("batch 7"), std::string::npos) << refused.ToString();
+  EXPECT_EQ(c->pushes_in_flight(), 1u);  // the connection stays in order
+  EXPECT_EQ(c->EndPushBatch()->seq, 8u);
+  // Abandoning batches in flight starts a fresh connection.
+  ASSERT_TRUE(c->BeginPushBatch(batches[0]).ok());
+  c->AbandonPushes();
+  EXPECT_EQ(c->pushes_in_flight(), 0u);
+  EXPECT_TRUE(c->ReportClock({0, 1, 8, false}).ok());
+  std::lock_guard<std::mutex> lock(receiver_.mu);
+  ASSERT_GE(receiver_.batches.size(), 8u);
+  for (size_t i = 0; i < 8; ++i) {
+    EXPECT_EQ(receiver_.batches[i].seq, i + 1);
+    EXPECT_EQ(receiver_.batches[i].payload, batches[i].payload);
+  }
 }
 
 TEST_F(MirrorServiceTest, AConnectionCarriesMoreThanTheDefaultMessageBudget) {

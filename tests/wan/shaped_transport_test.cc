@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <deque>
 #include <mutex>
 #include <vector>
 #include <thread>
@@ -155,7 +157,9 @@ TEST(ShapedTransportTest, ClockReportsWaitOutAnOutageButNotTheQueue) {
   ASSERT_TRUE((*t)->WaitQuiet(Deadline::InMs(10000)));
   std::lock_guard<std::mutex> lock(r.mu);
   for (const Arrival& a : r.arrivals) {
-    if (a.kind == 'c') EXPECT_GT(a.t, 2.4) << "the report crossed the outage";
+    if (a.kind == 'c') {
+      EXPECT_GT(a.t, 2.4) << "the report crossed the outage";
+    }
   }
 }
 
@@ -169,6 +173,113 @@ TEST(ShapedTransportTest, RetriesUnavailableSendsWithoutReordering) {
   ASSERT_EQ(r.arrivals.size(), 5u);
   for (int i = 0; i < 5; ++i) EXPECT_EQ(r.arrivals[i].seq, static_cast<uint64_t>(i + 1));
   EXPECT_EQ(t->stats()[0].retries, 3);
+}
+
+// A channel that pipelines: batches begun wait in `wire` until ended.
+struct PipeRecorder {
+  std::mutex mu;
+  std::vector<uint64_t> acked;  // seqs whose EndBatch succeeded, in order
+  size_t max_in_flight = 0;
+  uint64_t fail_seq = 0;  // its first EndBatch says Unavailable
+  uint64_t refuse_seq = 0;  // every EndBatch of it is refused
+  int abandons = 0;
+};
+
+class PipeChannel : public PeerChannel {
+ public:
+  explicit PipeChannel(PipeRecorder* r) : r_(r) {}
+  Result<BatchAck> SendBatch(const WanBatch& b) override { return BatchAck{b.seq, ""}; }
+  Status SendClock(const WanClockReport&) override { return Status::Ok(); }
+  Status SendNotice(const WanNotice&) override { return Status::Ok(); }
+  Status Heartbeat() override { return Status::Ok(); }
+  int64_t wire_bytes() const override { return 0; }
+  Status BeginBatch(const WanBatch& b) override {
+    wire_.push_back(b.seq);
+    std::lock_guard<std::mutex> lock(r_->mu);
+    r_->max_in_flight = std::max(r_->max_in_flight, wire_.size());
+    return Status::Ok();
+  }
+  Result<BatchAck> EndBatch() override {
+    const uint64_t seq = wire_.front();
+    wire_.pop_front();
+    std::lock_guard<std::mutex> lock(r_->mu);
+    if (seq == r_->fail_seq) {
+      r_->fail_seq = 0;
+      return UnavailableError("the peer waits for an earlier batch");
+    }
+    if (seq == r_->refuse_seq) return DataLossError("batch refused");
+    r_->acked.push_back(seq);
+    return BatchAck{seq, ""};
+  }
+  void Abandon() override {
+    wire_.clear();
+    std::lock_guard<std::mutex> lock(r_->mu);
+    ++r_->abandons;
+  }
+  size_t max_in_flight() const override { return 64; }
+
+ private:
+  PipeRecorder* r_;
+  std::deque<uint64_t> wire_;
+};
+
+TEST(LaneSenderTest, PipelinesBatchesAndResendsFromTheFirstUnacknowledged) {
+  PipeRecorder r;
+  r.fail_seq = 7;
+  r.refuse_seq = 12;
+  std::mutex sent_mu;
+  std::vector<uint64_t> sent;  // on_sent, in order
+  LaneSenderOptions o;
+  o.max_in_flight_batches = 4;
+  o.retry_backoff_ms = 1;
+  std::atomic<bool> queued{false};  // the channel comes once every batch is queued
+  LaneSender lane(
+      1, Lane::kBulk,
+      [&](SiteId, Lane) {
+        while (!queued) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        return std::make_unique<PipeChannel>(&r);
+      },
+      o,
+      [&](const WanMessage& m, const BatchAck& ack) {
+        const WanBatch* b = std::get_if<WanBatch>(&m);
+        if (b == nullptr) return;  // the clock report
+        std::lock_guard<std::mutex> lock(sent_mu);
+        EXPECT_EQ(b->seq, ack.seq);
+        sent.push_back(ack.seq);
+      });
+  for (uint64_t seq = 1; seq <= 20; ++seq) lane.Push(WanBatch{0, seq, 0, {1, 2, 3}});
+  lane.Push(WanClockReport{0, 1, 20, false});
+  queued = true;
+  for (int i = 0; i < 500 && !lane.Idle(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(lane.Idle());
+  std::vector<uint64_t> want;
+  for (uint64_t seq = 1; seq <= 20; ++seq) {
+    if (seq != 12) want.push_back(seq);
+  }
+  std::lock_guard<std::mutex> lock(sent_mu);
+  EXPECT_EQ(sent, want) << "each batch once, in order; the refused one dropped";
+  std::lock_guard<std::mutex> rlock(r.mu);
+  EXPECT_EQ(r.max_in_flight, 4u);
+  EXPECT_EQ(r.acked, want);
+  EXPECT_EQ(r.abandons, 2);  // the Unavailable and the refusal
+  EXPECT_EQ(lane.retries(), 1);
+  EXPECT_EQ(lane.refused(), 1);
+}
+
+TEST(LaneSenderTest, OneInFlightWhenTheChannelCannotPipeline) {
+  Recorder r;
+  LaneSenderOptions o;
+  o.max_in_flight_batches = 8;
+  std::vector<uint64_t> sent;
+  LaneSender lane(
+      1, Lane::kBulk, [&](SiteId, Lane) { return std::make_unique<FakeChannel>(&r); }, o,
+      [&](const WanMessage& m, const BatchAck&) {
+        if (const WanBatch* b = std::get_if<WanBatch>(&m)) sent.push_back(b->seq);
+      });
+  for (uint64_t seq = 1; seq <= 5; ++seq) lane.Push(WanBatch{0, seq, 0, {1}});
+  for (int i = 0; i < 500 && !lane.Idle(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(lane.Idle());
+  EXPECT_EQ(sent, (std::vector<uint64_t>{1, 2, 3, 4, 5}));
 }
 
 TEST(ShapedTransportTest, RefusesBadConfiguration) {

@@ -54,6 +54,78 @@ Status LaneSender::SendOne(const WanMessage& m, BatchAck* ack) {
   return channel_->SendNotice(std::get<WanNotice>(m));
 }
 
+size_t LaneSender::Window() const {
+  if (!channel_ || options_.max_in_flight_batches <= 1) return 1;
+  return std::min(static_cast<size_t>(options_.max_in_flight_batches), channel_->max_in_flight());
+}
+
+bool LaneSender::BackOff(int64_t* backoff_ms) {
+  retries_.fetch_add(1, std::memory_order_relaxed);
+  std::unique_lock<std::mutex> wait_lock(mu_);
+  if (cv_.wait_for(wait_lock, std::chrono::milliseconds(*backoff_ms), [this] { return stop_; })) return false;
+  *backoff_ms = std::min(*backoff_ms * 2, options_.max_backoff_ms);
+  return true;
+}
+
+namespace {
+
+bool Retryable(const Status& s) {
+  return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kResourceExhausted;
+}
+
+}  // namespace
+
+void LaneSender::SendBatchRun() {
+  const size_t window = Window();
+  std::deque<WanMessage> run;  // taken from the queue and not acknowledged yet, oldest first
+  size_t begun = 0;            // the first `begun` of run are in flight on the channel
+  int64_t backoff = options_.retry_backoff_ms;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return;
+      while (run.size() < window && !queue_.empty() && std::holds_alternative<WanBatch>(queue_.front())) {
+        run.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+    }
+    if (run.empty()) return;
+    if (!channel_) channel_ = factory_(peer_, lane_);
+    Status s = channel_ ? Status::Ok() : UnavailableError("no channel to site " + std::to_string(peer_) + " yet");
+    size_t failed = 0;  // which of run the error is about
+    while (s.ok() && begun < run.size()) {
+      s = channel_->BeginBatch(std::get<WanBatch>(run[begun]));
+      if (s.ok()) ++begun;
+      else failed = begun;
+    }
+    if (s.ok()) {
+      Result<BatchAck> r = channel_->EndBatch();
+      if (r.ok()) {
+        --begun;
+        wire_bytes_.store(channel_->wire_bytes(), std::memory_order_relaxed);
+        if (on_sent_) on_sent_(run.front(), r.value());
+        run.pop_front();
+        backoff = options_.retry_backoff_ms;
+        continue;
+      }
+      s = r.status();
+    }
+    // Whatever was in flight is sent again (batches are idempotent).
+    if (channel_) {
+      channel_->Abandon();
+      wire_bytes_.store(channel_->wire_bytes(), std::memory_order_relaxed);
+    }
+    begun = 0;
+    if (!Retryable(s)) {
+      refused_.fetch_add(1, std::memory_order_relaxed);
+      spdlog::error("wan: site {} refused a message on the bulk lane: {}", peer_, s.ToString());
+      run.erase(run.begin() + static_cast<std::ptrdiff_t>(failed));
+      continue;
+    }
+    if (!BackOff(&backoff)) return;
+  }
+}
+
 void LaneSender::Loop() {
   const char* lane = lane_ == Lane::kBulk ? "bulk" : "priority";
   std::unique_lock<std::mutex> lock(mu_);
@@ -85,8 +157,6 @@ void LaneSender::Loop() {
       }
       continue;
     }
-    WanMessage m = std::move(queue_.front());
-    queue_.pop_front();
     busy_ = true;
     lock.unlock();
     if (!greeted && options_.heartbeat_ms > 0) {
@@ -96,6 +166,23 @@ void LaneSender::Loop() {
       if (!channel_) channel_ = factory_(peer_, lane_);
       greeted = channel_ && channel_->Heartbeat().ok();
     }
+    if (!channel_) channel_ = factory_(peer_, lane_);  // its Window() decides how batches go
+    lock.lock();
+    if (stop_ || queue_.empty()) {
+      busy_ = false;
+      continue;
+    }
+    if (std::holds_alternative<WanBatch>(queue_.front()) && Window() > 1) {
+      lock.unlock();
+      SendBatchRun();
+      last_sent = std::chrono::steady_clock::now();
+      lock.lock();
+      busy_ = false;
+      continue;
+    }
+    WanMessage m = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
     int64_t backoff = options_.retry_backoff_ms;
     bool sent = false;
     BatchAck ack;
@@ -107,15 +194,12 @@ void LaneSender::Loop() {
         sent = true;
         break;
       }
-      if (s.code() != StatusCode::kUnavailable && s.code() != StatusCode::kResourceExhausted) {
+      if (!Retryable(s)) {
         refused_.fetch_add(1, std::memory_order_relaxed);
         spdlog::error("wan: site {} refused a message on the {} lane: {}", peer_, lane, s.ToString());
         break;
       }
-      retries_.fetch_add(1, std::memory_order_relaxed);
-      std::unique_lock<std::mutex> wait_lock(mu_);
-      if (cv_.wait_for(wait_lock, std::chrono::milliseconds(backoff), [this] { return stop_; })) break;
-      backoff = std::min(backoff * 2, options_.max_backoff_ms);
+      if (!BackOff(&backoff)) break;
     }
     if (sent && on_sent_) on_sent_(m, ack);
     last_sent = std::chrono::steady_clock::now();

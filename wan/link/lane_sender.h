@@ -33,6 +33,10 @@ struct LaneSenderOptions {
   int64_t retry_backoff_ms = 10;  // first back-off after a failed send, ms
   int64_t max_backoff_ms = 250;   // back-off cap, ms: a restarted peer is reached within it
   int64_t heartbeat_ms = 0;       // idle heartbeat period, ms; 0 = none
+  // Batches sent ahead of their acknowledgements (where the channel can
+  // pipeline, PeerChannel::max_in_flight): enough to keep a long link busy
+  // during a round trip. 1 = one batch per round trip.
+  int64_t max_in_flight_batches = 8;
 };
 
 class LaneSender {
@@ -60,6 +64,12 @@ class LaneSender {
   void Loop();
   // Sends one message; a batch's acknowledgement goes into *ack.
   Status SendOne(const WanMessage& m, BatchAck* ack);
+  // Sends the batches at the head of the queue, up to Window() of them
+  // unacknowledged at once, until the head is not a batch.
+  void SendBatchRun();
+  size_t Window() const;
+  // Backs off after a failed send; false when stopping.
+  bool BackOff(int64_t* backoff_ms);
 
   const SiteId peer_;
   const Lane lane_;

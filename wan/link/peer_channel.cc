@@ -1,0 +1,19 @@
+#include "wan/link/peer_channel.h"
+
+namespace geops::wan {
+
+Status PeerChannel::BeginBatch(const WanBatch& batch) {
+  begun_.push_back(&batch);
+  return Status::Ok();
+}
+
+Result<BatchAck> PeerChannel::EndBatch() {
+  if (begun_.empty()) return InternalError("EndBatch with no batch begun");
+  const WanBatch* batch = begun_.front();
+  begun_.pop_front();
+  return SendBatch(*batch);
+}
+
+void PeerChannel::Abandon() { begun_.clear(); }
+
+}  // namespace geops::wan
