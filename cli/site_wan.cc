@@ -162,6 +162,8 @@ json SiteWan::StatsJson() const {
           {"elements_pushed", r.elements_pushed},
           {"elements_selected", r.elements_selected},
           {"select_holds", r.select_holds},
+          {"journal_rows_saved", r.journal_rows_saved},
+          {"journal_peak_saved_bytes", r.journal_peak_saved_bytes},
           {"batches_encoded", r.batches_encoded},
           {"select_seconds", r.select_seconds},
           {"encode_seconds", r.encode_seconds},
@@ -225,6 +227,12 @@ void SiteWan::AppendMetrics(MetricsBuilder* b) const {
            r.residual_norm);
   b->Gauge("geops_wan_dirty_chunks", "Chunks holding unshipped updates", static_cast<double>(r.dirty_chunks));
   b->Counter("geops_wan_ticks_total", "Replicator ticks (one per shard clock)", static_cast<double>(r.ticks));
+  b->Counter("geops_wan_journal_rows_saved_total",
+             "WAN accumulator and backlog rows changed while their commit was written (copied first)",
+             static_cast<double>(r.journal_rows_saved));
+  b->Gauge("geops_wan_journal_saved_bytes_peak",
+           "Most bytes of such copies held at once, summed over the accumulator and backlogs",
+           static_cast<double>(r.journal_peak_saved_bytes));
   b->Histogram("geops_wan_hold_wait_seconds",
                "Reads and clock advances held by the WAN gate (drift bound, notices, outer step, final): how long",
                r.gate.hold_wait);

@@ -182,13 +182,16 @@ class FakeTarget : public ReplicaTarget {
       return UnavailableError("injected: the store is slow");
     }
     uint64_t& last = last_[origin];
-    if (seq <= last) return RemoteApplyResult{false, 0};
+    RemoteApplyResult r;
+    if (seq <= last) return r;  // applied before: nothing changed
     if (seq != last + 1) return FailedPreconditionError("gap: seq " + std::to_string(seq));
     last = seq;
     int64_t elements = 0;
     for (const RemoteChunkDelta& d : deltas) elements += static_cast<int64_t>(d.values.size());
     applied_.push_back({origin, seq, deltas.empty() || deltas[0].values.empty() ? 0.0f : deltas[0].values[0]});
-    return RemoteApplyResult{true, elements};
+    r.applied = true;
+    r.elements = elements;
+    return r;
   }
   Status ResetOrigin(SiteId origin, const std::function<void(std::span<const ChunkMass>)>& change,
                      Deadline) override {

@@ -207,6 +207,18 @@ void OutboundJournal::Release() {
   rows_.clear();
 }
 
+OutboundJournal::CaptureStats OutboundJournal::capture_stats() const {
+  CaptureStats out;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto add = [&](const CapturedRows& rows) {
+    out.rows_saved += rows.rows_saved();
+    out.peak_saved_bytes += rows.peak_saved_bytes();
+  };
+  if (accumulator_rows_ != nullptr) add(*accumulator_rows_);
+  for (const auto& [peer, rows] : backlog_rows_) add(*rows);
+  return out;
+}
+
 OutboundSummary OutboundSummary::Of(std::span<const OutboundRecord> records) {
   OutboundSummary out;
   for (const OutboundRecord& r : records) {

@@ -122,6 +122,16 @@ class OutboundJournal final : public DeferredRecords {
   // The commit that Collect() fed is written or failed: forgets its rows.
   void Release();
 
+  // Rows a change reached before the store read them (copied first, so the
+  // commit still holds them as captured), since the start; and the sum over
+  // the filters of the most bytes of such copies each held at once (an
+  // upper bound on what the journal held at once).
+  struct CaptureStats {
+    int64_t rows_saved = 0;
+    int64_t peak_saved_bytes = 0;
+  };
+  CaptureStats capture_stats() const;
+
   // DeferredRecords: the rows of the last Collect().
   size_t size() const override { return rows_.size(); }
   const std::string& key(size_t i) const override { return rows_[i].record; }
@@ -137,7 +147,7 @@ class OutboundJournal final : public DeferredRecords {
 
  private:
   bool enabled_ = false;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::set<ChunkKey> accumulator_;                     // GUARDED_BY(mu_)
   std::set<std::pair<SiteId, ChunkKey>> backlog_;      // GUARDED_BY(mu_)
   std::map<std::pair<SiteId, uint64_t>, std::vector<uint8_t>> sent_;  // GUARDED_BY(mu_)
@@ -153,6 +163,7 @@ class OutboundJournal final : public DeferredRecords {
     ChunkKey key;
   };
   std::vector<CapturedRow> rows_;
+  // Made under mu_ (Collect), so capture_stats() may read them under it.
   std::unique_ptr<CapturedRows> accumulator_rows_;                  // hooked at the first Collect
   std::map<SiteId, std::unique_ptr<CapturedRows>> backlog_rows_;   // per peer, likewise
 };

@@ -690,6 +690,9 @@ ReplicatorStats Replicator::stats() const {
     out.stream_resets = reset_events_;
   }
   out.incarnation = incarnation_;
+  const OutboundJournal::CaptureStats js = journal_.capture_stats();
+  out.journal_rows_saved = js.rows_saved;
+  out.journal_peak_saved_bytes = js.peak_saved_bytes;
   out.inbox = inbox_.stats();
   out.gate = gate_.stats();
   return out;

@@ -140,6 +140,10 @@ struct ReplicatorStats {
   bool drained = false;           // the final marker has been sent
   double residual_norm = 0;       // SignificanceFilter::ResidualNorm, when the stats were taken
   int64_t dirty_chunks = 0;       // chunks holding unshipped mass then
+  // Copy-on-write of the outbound journal (OutboundJournal::CaptureStats):
+  // rows a change reached while their commit was being written.
+  int64_t journal_rows_saved = 0;
+  int64_t journal_peak_saved_bytes = 0;
   std::vector<PeerReplicationStats> peers;
   InboxStats inbox;
   GateStats gate;
