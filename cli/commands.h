@@ -103,6 +103,7 @@ struct DeployArgs {
   std::string namespace_name = "geops";
   std::string storage_size = "20Gi";     // each shard's volume
   std::string repo_root = ".";           // trace paths under it are in the image at /opt/geops
+  bool emulate_links = false;            // keep replaying the topology's links (one region rehearsing)
 };
 // `geops deploy k8s`: the Kubernetes manifests (cli/deploy_k8s.h).
 int RunDeployK8s(const DeployArgs& args);

@@ -24,6 +24,7 @@ int RunDeployK8s(const DeployArgs& args) {
   o.certs_dir = args.certs_dir;
   o.storage_size = args.storage_size;
   o.repo_root = args.repo_root;
+  o.emulate_links = args.emulate_links;
   std::ifstream in(args.topology_path);
   std::ostringstream text;
   text << in.rdbuf();

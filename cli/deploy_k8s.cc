@@ -258,6 +258,8 @@ Result<std::string> K8sTopologyText(const Topology& t, const K8sOptions& o) {
   std::ostringstream out;
   std::string line, table;
   bool security_seen = false;
+  bool wan_seen = false;
+  const std::string emulate = std::string("emulate = ") + (o.emulate_links ? "true" : "false") + "\n";
   while (std::getline(in, line)) {
     const std::string trimmed = Trim(line);
     if (!trimmed.empty() && trimmed[0] == '[') {
@@ -268,12 +270,16 @@ Result<std::string> K8sTopologyText(const Topology& t, const K8sOptions& o) {
       } else if (table == "[security]") {
         out << "certs = \"" << kCertsPath << "\"\n";
         security_seen = true;
+      } else if (table == "[wan]") {
+        out << emulate;
+        wan_seen = true;
       }
       continue;
     }
     const std::string key = KeyOf(line);
     if (table == "[[sites]]" && (key == "host" || key == "base_port" || key == "metrics_base_port")) continue;
     if (table == "[security]" && (key == "certs" || key == "insecure")) continue;
+    if (table == "[wan]" && (key == "emulate" || key == "kernel_rate")) continue;
     if (table == "[wan]" && (key == "trace_dir" || key == "trace_file" || key == "variation")) {
       GEOPS_ASSIGN_OR_RETURN(std::string p, InImage(t, o, key, QuotedValue(line)));
       out << key << " = \"" << p << "\"\n";
@@ -281,6 +287,7 @@ Result<std::string> K8sTopologyText(const Topology& t, const K8sOptions& o) {
     }
     out << line << "\n";
   }
+  if (!wan_seen) out << "\n[wan]\n" << emulate;
   if (!security_seen) out << "\n[security]\ncerts = \"" << kCertsPath << "\"\n";
   return out.str();
 }

@@ -20,8 +20,9 @@
 //     (workers), and Prometheus scrape annotations.
 // One ConfigMap `geops-topology` holds the topology as the pods read it:
 // every site binds 0.0.0.0 on the fixed ports above, certificates under
-// /etc/geops/certs, and trace paths inside the image (/opt/geops, the
-// repository built by deploy/Dockerfile).
+// /etc/geops/certs, trace paths inside the image (/opt/geops, the
+// repository built by deploy/Dockerfile), and `[wan] emulate = false`
+// unless the options keep the replay (K8sOptions::emulate_links).
 //
 // The pods run the command lines of experiments/run_netns.sh (fixed
 // ports, explicit shard and mirror addresses, mutual TLS), nothing else.
@@ -47,6 +48,10 @@ struct K8sOptions {
   std::string storage_size = "20Gi";   // each shard's volume
   std::string topology_text;           // the topology file as written
   std::string repo_root = ".";         // trace paths under it map into /opt/geops
+  // The pods' topology says `[wan] emulate = <this>`: false across real
+  // regions (the network is the link; replaying the trace on top of it
+  // would add its delay twice), true for a cluster rehearsing in one region.
+  bool emulate_links = false;
 };
 
 inline constexpr int kK8sLanPort = 7000;

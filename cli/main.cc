@@ -135,6 +135,10 @@ int main(int argc, char** argv) {
   k8s_cmd->add_option("--image", deploy.image, "Container image (deploy/Dockerfile)");
   k8s_cmd->add_option("--namespace", deploy.namespace_name, "Kubernetes namespace");
   k8s_cmd->add_option("--storage-size", deploy.storage_size, "Each shard's volume, e.g. 20Gi");
+  k8s_cmd->add_flag("--emulate-links", deploy.emulate_links,
+                    "Keep replaying the topology's links in the pods (a cluster in one region rehearsing a "
+                    "multi-region run); by default the pods' topology says [wan] emulate = false: across "
+                    "real regions the network is the link");
   k8s_cmd->add_option("--repo-root", deploy.repo_root,
                       "The repository the image was built from: trace paths under it map to /opt/geops");
 

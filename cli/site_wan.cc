@@ -34,6 +34,7 @@ Result<std::unique_ptr<SiteWan>> SiteWan::Start(const Topology& t, int site, int
   GEOPS_ASSIGN_OR_RETURN(o.wan, BuildWanOptions(t));
   o.shaping.time_scale = t.wan.time_scale;
   o.shaping.kernel_rate = t.wan.kernel_rate;
+  o.shaping.emulate_links = t.wan.emulate;
   // Idle links say they are alive several times per lease, so a peer is
   // dropped only when it is really gone.
   o.shaping.heartbeat_ms = std::clamp<int64_t>(t.wan.peer_lease_ms / 4, 10, 1000);

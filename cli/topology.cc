@@ -110,7 +110,7 @@ Status ParseWan(const toml::table& root, const std::string& origin, Topology* t)
   r.RejectUnknown({"mode", "staleness_ds", "max_drift_allowance", "threshold", "threshold_floor", "codec", "compress", "averaging_period",
                    "outer_lr", "outer_momentum", "outer_nesterov", "outer_average_last",
                    "max_inflight_batches", "max_queue_ms", "notice_min_ms", "notice_timeout_ms", "peer_lease_ms", "time_scale",
-                   "kernel_rate",
+                   "kernel_rate", "emulate",
                    "links", "trace_dir", "skyplane_bandwidth", "bandwidth_scale", "trace_file", "variation", "variation_bin_s",
                    "variation_stagger_s"});
   r.Get("mode", &w.mode);
@@ -132,6 +132,7 @@ Status ParseWan(const toml::table& root, const std::string& origin, Topology* t)
   r.Get("peer_lease_ms", &w.peer_lease_ms);
   r.Get("time_scale", &w.time_scale);
   r.Get("kernel_rate", &w.kernel_rate);
+  r.Get("emulate", &w.emulate);
   r.Get("links", &w.links);
   r.Get("trace_dir", &w.trace_dir);
   r.Get("skyplane_bandwidth", &w.skyplane_bandwidth);

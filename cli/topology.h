@@ -68,6 +68,10 @@ struct WanSpec {
   int64_t peer_lease_ms = 30000;       // a silent site leaves the mirror clock after this
   double time_scale = 1.0;             // link model runs this many times faster than real time
   bool kernel_rate = false;            // tc on the hosts limits the rate; geops adds delay and outages
+  // false: the sites are in different regions and the network is the link:
+  // geops holds nothing back, and the links below only inform its
+  // estimates (expected rate and delay). true: geops replays the links.
+  bool emulate = true;
   std::string links = "static";        // "static" ([[links]]), "skyplane" (regions), "csv"
   std::string trace_dir;               // skyplane: folder with throughput.csv and latency.csv
   std::string skyplane_bandwidth = "per-connection";  // or "aggregate" (sum of 64 connections)

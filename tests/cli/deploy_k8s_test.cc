@@ -120,6 +120,32 @@ TEST_F(DeployK8sTest, ThePodsTopologyBindsEveryAddressWithTlsAndTheImagesTraces)
   }
   EXPECT_TRUE(pods->tls());
   EXPECT_EQ(pods->wan.trace_dir, "/opt/geops/experiments/traces/skyplane-aws3");
+  // Across real regions the network is the link: the pods replay nothing.
+  EXPECT_FALSE(pods->wan.emulate);
+}
+
+TEST_F(DeployK8sTest, ThePodsReplayTheLinksOnlyWhenAsked) {
+  auto t = LoadTopology(Topology());
+  ASSERT_TRUE(t.ok());
+  K8sOptions o = Options();
+  o.emulate_links = true;
+  auto text = K8sTopologyText(*t, o);
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  auto pods = ParseTopology(*text, "configmap", /*require_tls=*/true);
+  ASSERT_TRUE(pods.ok()) << pods.status().ToString() << "\n" << *text;
+  EXPECT_TRUE(pods->wan.emulate);
+  EXPECT_FALSE(pods->wan.kernel_rate) << "no tc in the pods: geops shapes the rate itself";
+  // A topology without a [wan] table gets one.
+  std::string plain = *text;
+  const size_t wan = plain.find("[wan]");
+  ASSERT_NE(wan, std::string::npos);
+  K8sOptions again = Options();
+  again.topology_text = plain.substr(0, wan) + plain.substr(plain.find("\n[", wan + 1) + 1);
+  auto text2 = K8sTopologyText(*t, again);
+  ASSERT_TRUE(text2.ok());
+  auto pods2 = ParseTopology(*text2, "configmap", /*require_tls=*/true);
+  ASSERT_TRUE(pods2.ok()) << pods2.status().ToString() << "\n" << *text2;
+  EXPECT_FALSE(pods2->wan.emulate);
 }
 
 TEST_F(DeployK8sTest, TheCommandLinesAreThoseOfTheMultiHostRun) {

@@ -282,6 +282,31 @@ TEST(LaneSenderTest, OneInFlightWhenTheChannelCannotPipeline) {
   EXPECT_EQ(sent, (std::vector<uint64_t>{1, 2, 3, 4, 5}));
 }
 
+TEST(ShapedTransportTest, RealLinksHoldNothingButStillInformTheEstimates) {
+  Recorder r;
+  ShapedTransportOptions o;
+  o.heartbeat_ms = 0;
+  o.emulate_links = false;
+  // A slow, far link as the topology expects it: 1 Mbit/s, 2 s one way.
+  auto t = ShapedTransport::Start({PeerLink{1, "a->b", LinkSchedule::Constant(1e6, 2.0)}}, o,
+                                  [&r](SiteId, Lane) { return std::make_unique<FakeChannel>(&r); });
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  r.start = Clock_::now();
+  for (uint64_t seq = 1; seq <= 3; ++seq) (*t)->SendBatch(1, WanBatch{0, seq, 0, std::vector<uint8_t>(125000, 1)});
+  (*t)->SendClock(1, WanClockReport{0, 1, 3, false});
+  ASSERT_TRUE((*t)->WaitQuiet(Deadline::InMs(10000)));
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    ASSERT_EQ(r.arrivals.size(), 4u);
+    // Emulated, the three batches alone would take 3 s plus the 2 s delay.
+    for (const Arrival& a : r.arrivals) EXPECT_LT(a.t, 1.0) << a.kind << a.seq;
+  }
+  // Nothing left unacknowledged: the expected delay and the bytes asked about.
+  EXPECT_NEAR((*t)->EstimateDeliverySeconds(1, 125000), 2.0 + 1.0, 0.01);
+  EXPECT_NEAR((*t)->EstimateReportSeconds(1), 2.0, 0.01);
+  EXPECT_NEAR((*t)->BandwidthBytesPerSecond(1), 125000.0, 1.0);
+}
+
 TEST(ShapedTransportTest, RefusesBadConfiguration) {
   auto none = ShapedTransport::Start({}, {}, [](SiteId, Lane) { return nullptr; });
   EXPECT_EQ(none.status().code(), StatusCode::kInvalidArgument);

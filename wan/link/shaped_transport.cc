@@ -34,6 +34,7 @@ struct ShapedTransport::Peer {
   std::atomic<int64_t> in_model[2] = {0, 0};  // messages offered, not yet delivered by the model
   std::atomic<int64_t> bytes_offered{0};
   std::atomic<int64_t> bytes_delivered{0};
+  std::atomic<int64_t> bytes_acked{0};  // bulk-lane bytes the peer accepted
   std::atomic<int64_t> messages{0};
   std::atomic<int64_t> batches{0};
   mutable std::mutex span_mu;
@@ -81,7 +82,11 @@ Result<std::unique_ptr<ShapedTransport>> ShapedTransport::Start(std::vector<Peer
     p->schedule = l.schedule;
     Peer* raw = p.get();
     p->priority = l.schedule.WithBandwidth(kPriorityLaneBps);
-    const LinkSchedule lanes[2] = {options.kernel_rate ? p->priority : l.schedule, p->priority};
+    // Real links: the shapers pass every message on at once.
+    const LinkSchedule none = LinkSchedule::Constant(kPriorityLaneBps, 0);
+    const LinkSchedule lanes[2] = {
+        !options.emulate_links ? none : options.kernel_rate ? p->priority : l.schedule,
+        !options.emulate_links ? none : p->priority};
     for (int lane = 0; lane < 2; ++lane) {
       auto shaper = LinkShaper::Create(&t->loop_, lanes[lane], so, [raw, lane](ShapedMessage m) {
         WanMessage msg = std::move(raw->pending[lane].front());
@@ -237,6 +242,7 @@ void ShapedTransport::OnSent(Peer* p, const WanMessage& m, const BatchAck& ack) 
   const auto* b = std::get_if<WanBatch>(&m);
   if (b == nullptr) return;
   p->batches.fetch_add(1, std::memory_order_relaxed);
+  p->bytes_acked.fetch_add(static_cast<int64_t>(b->payload.size()), std::memory_order_relaxed);
   DeliveryCallback cb;
   {
     std::lock_guard<std::mutex> lock(submit_mu_);
@@ -254,7 +260,12 @@ double ShapedTransport::EstimateDeliverySeconds(SiteId peer, int64_t bytes) {
   const double now = TraceNow();
   const double bw = p->schedule.BandwidthAt(now);
   if (!(bw > 0)) return 3600;
-  const double queued = static_cast<double>(p->bytes_offered.load() - p->bytes_delivered.load());
+  // What is still ahead of `bytes`: in the link model when it holds the
+  // rate; otherwise (the kernel or a real network holds the queue) what the
+  // peer has not acknowledged yet.
+  const bool model_holds_queue = options_.emulate_links && !options_.kernel_rate;
+  const double queued = static_cast<double>(
+      p->bytes_offered.load() - (model_holds_queue ? p->bytes_delivered.load() : p->bytes_acked.load()));
   const double trace_s = (std::max(0.0, queued) + static_cast<double>(bytes)) * 8.0 / bw + p->schedule.DelayAt(now);
   return trace_s / options_.time_scale;
 }
@@ -269,7 +280,7 @@ double ShapedTransport::EstimateReportSeconds(SiteId peer) {
   Peer* p = Find(peer);
   if (p == nullptr) return 0;
   const double now = TraceNow();
-  const double left = p->priority.TransmitEnd(now, kSmallMessageBytes * 8.0);
+  const double left = p->priority.TransmitEnd(now, kSmallMessageBytes * 8.0);  // the link's delay and outages
   if (!std::isfinite(left)) return 3600;
   return std::min(3600.0, (left - now + p->priority.DelayAt(left)) / options_.time_scale);
 }

@@ -55,6 +55,11 @@ struct ShapedTransportOptions {
   // experiments/run_netns.sh): the bulk lane then holds messages for the
   // link's delay and outages only. Estimates still use the modelled rate.
   bool kernel_rate = false;
+  // false: the links are real (sites in different regions): nothing is
+  // held, every message goes to its connection at once, and the links
+  // given only inform the estimates (rate and delay as expected, the queue
+  // as the bytes offered and not yet acknowledged by the peer).
+  bool emulate_links = true;
 
   Status Validate() const;
 };
