@@ -28,7 +28,8 @@ while [ $# -gt 0 ]; do
   shift
 done
 [ "$(id -u)" -eq 0 ] || { echo "build_image.sh needs root (buildah, debootstrap)" >&2; exit 2; }
-export STORAGE_DRIVER=vfs
+# vfs: no overlay filesystem needed (slower, and larger on disk).
+bah() { buildah --storage-driver vfs "$@"; }
 need=(buildah)
 [ "$bootstrap" = 1 ] && need+=(debootstrap)
 for c in "${need[@]}"; do
@@ -38,38 +39,38 @@ done
 work=$(mktemp -d)
 ctrs=()
 cleanup() {
-  for c in "${ctrs[@]}"; do buildah rm "$c" > /dev/null 2>&1 || true; done
+  for c in "${ctrs[@]}"; do bah rm "$c" > /dev/null 2>&1 || true; done
   rm -rf "$work"
 }
 trap cleanup EXIT
 
 base=docker.io/library/debian:12
-if ! buildah inspect --type image "$base" > /dev/null 2>&1; then
+if ! bah inspect --type image "$base" > /dev/null 2>&1; then
   [ "$bootstrap" = 1 ] || { echo "no $base image here; pull it, or pass --bootstrap to make it" >&2; exit 2; }
   echo "making $base with debootstrap (bookworm, minbase)..."
   debootstrap --variant=minbase bookworm "$work/rootfs" http://deb.debian.org/debian > "$work/debootstrap.log" 2>&1 \
     || { tail -n 20 "$work/debootstrap.log" >&2; exit 1; }
-  c=$(buildah from scratch); ctrs+=("$c")
-  mnt=$(buildah mount "$c")
+  c=$(bah from scratch); ctrs+=("$c")
+  mnt=$(bah mount "$c")
   cp -a "$work/rootfs/." "$mnt/"
-  buildah umount "$c" > /dev/null
-  buildah config --cmd /bin/bash "$c"
-  buildah commit -q "$c" "$base" > /dev/null
+  bah umount "$c" > /dev/null
+  bah config --cmd /bin/bash "$c"
+  bah commit -q "$c" "$base" > /dev/null
   rm -rf "$work/rootfs"
 fi
 
 git clone -q "$root" "$work/src"
 echo "building $tag from deploy/Dockerfile (setup.sh and the geops build run inside; several minutes)..."
 start=$(date +%s)
-buildah bud --isolation chroot --pull=never -f deploy/Dockerfile -t "$tag" "$work/src" > "$work/bud.log" 2>&1 \
+bah bud --isolation chroot --pull=never -f deploy/Dockerfile -t "$tag" "$work/src" > "$work/bud.log" 2>&1 \
   || { tail -n 30 "$work/bud.log" >&2; exit 1; }
-echo "built in $(( $(date +%s) - start )) s: $(buildah images --format '{{.Name}}:{{.Tag}} {{.Size}}' "$tag")"
+echo "built in $(( $(date +%s) - start )) s: $(bah images --format '{{.Name}}:{{.Tag}} {{.Size}}' "$tag")"
 
-c=$(buildah from "$tag"); ctrs+=("$c")
-buildah run --isolation chroot "$c" -- geops --help | head -n 3
+c=$(bah from "$tag"); ctrs+=("$c")
+bah run --isolation chroot "$c" -- geops --help | head -n 3
 if [ "$run_main" = 1 ]; then
   echo "the main job inside the image..."
-  buildah run --isolation chroot "$c" -- bash -c \
+  bah run --isolation chroot "$c" -- bash -c \
     'cd /opt/geops && geops launch experiments/topologies/default.toml --out /tmp/main --plain > /tmp/main.log 2>&1;
      rc=$?; tail -n 5 /tmp/main.log; python3 -c "
 import json; s = json.load(open(\"/tmp/main/summary.json\"))

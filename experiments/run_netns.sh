@@ -179,7 +179,15 @@ if mode == "server":
         n += len(b); t1 = time.monotonic()
     print(n * 8 / (t1 - t0) / 1e6)
 else:
-    c = socket.create_connection((addr, 5999)); buf = b"x" * (1 << 16); end = time.monotonic() + 3
+    # The server may still be starting (a loaded machine): retry for 20 s.
+    give_up = time.monotonic() + 20
+    while True:
+        try:
+            c = socket.create_connection((addr, 5999)); break
+        except OSError:
+            if time.monotonic() > give_up: raise
+            time.sleep(0.1)
+    buf = b"x" * (1 << 16); end = time.monotonic() + 3
     while time.monotonic() < end: c.sendall(buf)
     c.close()
 '
@@ -189,8 +197,7 @@ for i in $(seq 1 "$n"); do
   for j in $(seq 1 "$n"); do
     [ "$i" = "$j" ] && continue
     ip netns exec "$p-$j" python3 -c "$probe_py" server "10.77.0.$j" > "$out/logs/probe.txt" &
-    spid=$!
-    sleep 0.3
+    spid=$!; pids+=("$spid")  # killed on exit, should the client fail
     ip netns exec "$p-$i" python3 -c "$probe_py" client "10.77.0.$j"
     wait "$spid"
     got=$(cat "$out/logs/probe.txt")
