@@ -1,5 +1,10 @@
 #include "wan/link/link_shaper.h"
 
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <string>
 
@@ -7,8 +12,8 @@ namespace geops::wan {
 namespace {
 
 // Messages due within this much real time are delivered now rather than
-// after one more timer round (uv timers have millisecond resolution).
-constexpr double kEarlyRealSeconds = 0.001;
+// after one more timer round (about the kernel's default timer slack).
+constexpr double kEarlyRealSeconds = 50e-6;
 
 }  // namespace
 
@@ -30,8 +35,9 @@ Result<std::unique_ptr<LinkShaper>> LinkShaper::Create(uv_loop_t* loop, LinkSche
   GEOPS_RETURN_IF_ERROR(options.Validate());
   if (loop == nullptr) return InvalidArgumentError("link shaper: null loop");
   if (!sink) return InvalidArgumentError("link shaper: empty sink");
-  return std::unique_ptr<LinkShaper>(
-      new LinkShaper(loop, std::move(schedule), options, std::move(sink)));
+  std::unique_ptr<LinkShaper> s(new LinkShaper(loop, std::move(schedule), options, std::move(sink)));
+  if (s->timer_->fd < 0) return InternalError("link shaper: timerfd_create failed");
+  return s;
 }
 
 LinkShaper::LinkShaper(uv_loop_t* loop, LinkSchedule schedule, LinkShaperOptions options, Sink sink)
@@ -39,17 +45,26 @@ LinkShaper::LinkShaper(uv_loop_t* loop, LinkSchedule schedule, LinkShaperOptions
       options_(options),
       sink_(std::move(sink)),
       bucket_(std::move(schedule), options.burst_bytes),
-      timer_(new uv_timer_t),
+      timer_(new Timer),
       origin_ns_(uv_hrtime()) {
-  uv_timer_init(loop_, timer_);
-  timer_->data = this;
+  timer_->fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  if (timer_->fd < 0) return;  // Create reports it
+  uv_poll_init(loop_, &timer_->poll, timer_->fd);
+  timer_->poll.data = this;
 }
 
 LinkShaper::~LinkShaper() {
-  uv_timer_stop(timer_);
-  timer_->data = nullptr;
-  uv_close(reinterpret_cast<uv_handle_t*>(timer_),
-           [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
+  if (timer_->fd < 0) {
+    delete timer_;
+    return;
+  }
+  uv_poll_stop(&timer_->poll);
+  timer_->poll.data = nullptr;
+  uv_close(reinterpret_cast<uv_handle_t*>(&timer_->poll), [](uv_handle_t* h) {
+    Timer* t = reinterpret_cast<Timer*>(h);
+    close(t->fd);
+    delete t;
+  });
 }
 
 double LinkShaper::NowTraceSeconds() const {
@@ -80,9 +95,13 @@ Status LinkShaper::Send(std::vector<uint8_t> payload) {
   return Status::Ok();
 }
 
-void LinkShaper::OnTimer(uv_timer_t* timer) {
-  auto* self = static_cast<LinkShaper*>(timer->data);
-  if (self != nullptr) self->DeliverDue();
+void LinkShaper::OnTimer(uv_poll_t* poll, int /*status*/, int /*events*/) {
+  auto* self = static_cast<LinkShaper*>(poll->data);
+  if (self == nullptr) return;
+  uint64_t expirations = 0;
+  while (read(self->timer_->fd, &expirations, sizeof(expirations)) < 0 && errno == EINTR) {
+  }
+  self->DeliverDue();
 }
 
 void LinkShaper::DeliverDue() {
@@ -100,14 +119,25 @@ void LinkShaper::DeliverDue() {
 }
 
 void LinkShaper::Arm() {
-  uv_timer_stop(timer_);
-  if (queue_.empty()) return;
-  const double due = queue_.front().delivered_s;
-  if (!std::isfinite(due)) return;  // the link never carries it (permanent outage)
-  double wait_real = (due - NowTraceSeconds()) / options_.time_scale;
-  uint64_t ms = wait_real > 0 ? static_cast<uint64_t>(std::ceil(wait_real * 1000.0)) : 0;
-  uv_update_time(loop_);
-  uv_timer_start(timer_, &LinkShaper::OnTimer, ms, 0);
+  itimerspec when{};  // zero: disarmed
+  const double due = queue_.empty() ? 0 : queue_.front().delivered_s;
+  // Not finite: the link never carries it (a permanent outage).
+  if (!queue_.empty() && std::isfinite(due)) {
+    // The real time the message is due, on uv_hrtime's clock; one already
+    // due fires at once (an absolute time in the past), never 0 (disarms).
+    const double due_ns = static_cast<double>(origin_ns_) + std::max(0.0, due) / options_.time_scale * 1e9;
+    const uint64_t ns = std::max<uint64_t>(1, static_cast<uint64_t>(std::min(due_ns, 9.2e18)));
+    when.it_value.tv_sec = static_cast<time_t>(ns / 1000000000u);
+    when.it_value.tv_nsec = static_cast<long>(ns % 1000000000u);
+  }
+  timerfd_settime(timer_->fd, TFD_TIMER_ABSTIME, &when, nullptr);
+  // Polled only while armed, like a uv timer: an idle shaper keeps no
+  // handle active, so the loop may end.
+  if (when.it_value.tv_sec == 0 && when.it_value.tv_nsec == 0) {
+    uv_poll_stop(&timer_->poll);
+  } else {
+    uv_poll_start(&timer_->poll, UV_READABLE, &LinkShaper::OnTimer);
+  }
 }
 
 }  // namespace geops::wan

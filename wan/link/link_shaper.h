@@ -6,8 +6,10 @@
 // Time: the shaper's trace clock starts at 0 when it is created and runs
 // `time_scale` times faster than real time, so time_scale 10 replays ten
 // trace seconds per real second (bandwidth effectively x10, delays /10) for
-// fast tests. One uv_timer is armed for the head of the queue only.
-// Deliveries are accurate to about a millisecond of real time.
+// fast tests. One timer is armed for the head of the queue only: a Linux
+// timerfd (nanosecond resolution, absolute CLOCK_MONOTONIC time, the clock
+// of uv_hrtime) polled by the loop, since libuv's own timers count whole
+// milliseconds and so delivered about a millisecond late on average.
 //
 // Thread-safety: not thread-safe. Create, use and destroy it on the thread
 // that runs `loop`. The sink runs on that thread too and must not destroy
@@ -80,7 +82,7 @@ class LinkShaper {
 
  private:
   LinkShaper(uv_loop_t* loop, LinkSchedule schedule, LinkShaperOptions options, Sink sink);
-  static void OnTimer(uv_timer_t* timer);
+  static void OnTimer(uv_poll_t* poll, int status, int events);
   void DeliverDue();
   void Arm();
 
@@ -88,7 +90,11 @@ class LinkShaper {
   LinkShaperOptions options_;
   Sink sink_;
   TokenBucket bucket_;
-  uv_timer_t* timer_;  // owned; closed asynchronously by the destructor
+  struct Timer {
+    uv_poll_t poll;  // first: the close callback gets it as the handle
+    int fd = -1;     // the timerfd
+  };
+  Timer* timer_;  // owned; closed asynchronously by the destructor
   uint64_t origin_ns_;
   std::deque<ShapedMessage> queue_;
   uint64_t queued_bytes_ = 0;
