@@ -33,11 +33,9 @@
 // acked_mbit). run_netns.sh merges them. Plaintext: TLS costs CPU, not
 // link time.
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -61,8 +59,6 @@
 namespace geops::bench {
 namespace {
 
-wan::LaneSenderOptions LaneSenderDefaults() { return {}; }
-
 struct Flags {
   std::string role, topology, from, to, listen, connect;
   bool kernel_rate = false;
@@ -70,7 +66,7 @@ struct Flags {
   int probes = 20;
   int64_t probe_gap_ms = 100;
   int64_t batch_kib = 256;
-  int64_t max_in_flight = LaneSenderDefaults().max_in_flight_batches;
+  int64_t max_in_flight = wan::LaneSenderOptions{}.max_in_flight_batches;
 };
 
 int64_t NowNs() {
