@@ -10,6 +10,7 @@
 
 #include "common/ids.h"
 #include "common/status.h"
+#include "common/time_source.h"
 
 namespace geops {
 
@@ -31,6 +32,9 @@ struct ShardOptions {
   // With a store whose durability is sync or async: longest an Update or
   // AdvanceClock waits for its commit before answering Unavailable, ms.
   int64_t max_commit_wait_ms = 10000;
+  // Where leases and read waits read the time; null: the steady clock (a
+  // ManualTime in tests). Must outlive the shard.
+  const TimeSource* time = nullptr;
 
   Status Validate() const;
 };

@@ -19,9 +19,9 @@ constexpr int kMaxHoldersNamed = 8;
 
 }  // namespace
 
-ClockTracker::ClockTracker(ShardId shard, int num_workers, std::chrono::milliseconds lease)
-    : shard_(shard), lease_(lease), slots_(num_workers) {
-  const SteadyClock::time_point start = SteadyClock::now();
+ClockTracker::ClockTracker(ShardId shard, int num_workers, std::chrono::milliseconds lease, const TimeSource* time)
+    : shard_(shard), lease_(lease), time_(time != nullptr ? time : SystemTime()), slots_(num_workers) {
+  const SteadyClock::time_point start = time_->Now();
   for (Slot& s : slots_) s.last_heard = start;
 }
 
@@ -54,7 +54,7 @@ Status ClockTracker::CheckRegisteredLocked(WorkerId worker) const {
 
 ClockTracker::Registration ClockTracker::Register(WorkerId worker) {
   std::lock_guard<std::mutex> lock(mu_);
-  const SteadyClock::time_point now = SteadyClock::now();
+  const SteadyClock::time_point now = time_->Now();
   Slot& s = slots_[worker];
   s.registered = true;
   s.finished = false;
@@ -65,14 +65,14 @@ ClockTracker::Registration ClockTracker::Register(WorkerId worker) {
 Status ClockTracker::Touch(WorkerId worker) {
   std::lock_guard<std::mutex> lock(mu_);
   GEOPS_RETURN_IF_ERROR(CheckRegisteredLocked(worker));
-  slots_[worker].last_heard = SteadyClock::now();
+  slots_[worker].last_heard = time_->Now();
   return Status::Ok();
 }
 
 Result<ClockTracker::Admission> ClockTracker::AdmitUpdate(WorkerId worker, Clock clock, int32_t part) {
   std::lock_guard<std::mutex> lock(mu_);
   GEOPS_RETURN_IF_ERROR(CheckRegisteredLocked(worker));
-  const SteadyClock::time_point now = SteadyClock::now();
+  const SteadyClock::time_point now = time_->Now();
   Slot& s = slots_[worker];
   s.last_heard = now;
   if (clock > s.clock) {
@@ -111,7 +111,7 @@ void ClockTracker::RevokeAdmission(WorkerId worker, Clock clock, const Admission
 Result<Clock> ClockTracker::Advance(WorkerId worker, Clock new_clock, bool finished) {
   std::lock_guard<std::mutex> lock(mu_);
   GEOPS_RETURN_IF_ERROR(CheckRegisteredLocked(worker));
-  const SteadyClock::time_point now = SteadyClock::now();
+  const SteadyClock::time_point now = time_->Now();
   Slot& s = slots_[worker];
   s.last_heard = now;
   if (new_clock > s.clock + 1) {
@@ -141,7 +141,7 @@ Result<Clock> ClockTracker::WaitForClock(WorkerId worker, Clock reader_clock, in
   GEOPS_RETURN_IF_ERROR(CheckRegisteredLocked(worker));
   if (!interrupted_.empty()) return UnavailableError(interrupted_);
   Slot& self = slots_[worker];  // slots_ never resizes
-  const SteadyClock::time_point start = SteadyClock::now();
+  const SteadyClock::time_point start = time_->Now();
   self.last_heard = start;
   SteadyClock::time_point next_expiry;
   Clock clock = ShardClockLocked(start, &next_expiry);
@@ -152,8 +152,8 @@ Result<Clock> ClockTracker::WaitForClock(WorkerId worker, Clock reader_clock, in
   ++self.reads_in_flight;  // the waiting reader is being heard from: no lease expiry
   SteadyClock::time_point now = start;
   while (clock < required && now < deadline && interrupted_.empty()) {
-    advanced_.wait_until(lock, std::min({deadline, next_expiry, now + kMaxSleep}));
-    now = SteadyClock::now();
+    time_->WaitUntil(advanced_, lock, std::min({deadline, next_expiry, now + kMaxSleep}));
+    now = time_->Now();
     clock = ShardClockLocked(now, &next_expiry);
   }
   --self.reads_in_flight;
@@ -211,7 +211,7 @@ std::string ClockTracker::HoldersLocked(WorkerId reader, Clock required,
 
 Clock ClockTracker::ShardClock() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return ShardClockLocked(SteadyClock::now(), nullptr);
+  return ShardClockLocked(time_->Now(), nullptr);
 }
 
 WorkerRecord ClockTracker::Record(WorkerId worker) const {
@@ -232,7 +232,7 @@ void ClockTracker::Restore(const WorkerRecord& record) {
 
 std::vector<WorkerState> ClockTracker::States() const {
   std::lock_guard<std::mutex> lock(mu_);
-  const SteadyClock::time_point now = SteadyClock::now();
+  const SteadyClock::time_point now = time_->Now();
   std::vector<WorkerState> out;
   out.reserve(slots_.size());
   for (size_t w = 0; w < slots_.size(); ++w) {

@@ -11,7 +11,9 @@
 // the minimum clock over counting workers; if none counts, the largest clock
 // held for any worker. It can go down when a dropped worker comes back.
 //
-// Leases are evaluated lazily from timestamps: nothing runs in the background.
+// Leases are evaluated lazily from timestamps read from the TimeSource given
+// (the steady clock by default; a ManualTime in tests): nothing runs in the
+// background.
 // A waiting reader sleeps until the deadline, a clock advance, or the next
 // lease expiry, whichever is first, so a dead worker releases readers on time.
 //
@@ -35,13 +37,16 @@
 #include "common/ps_types.h"
 #include "common/shard_store.h"
 #include "common/status.h"
+#include "common/time_source.h"
 
 namespace geops::datacenter {
 
 class ClockTracker {
  public:
-  // REQUIRES: num_workers >= 1, lease > 0.
-  ClockTracker(ShardId shard, int num_workers, std::chrono::milliseconds lease);
+  // REQUIRES: num_workers >= 1, lease > 0. `time` (null: SystemTime()) must
+  // outlive the tracker; deadlines given to it are points on that time.
+  ClockTracker(ShardId shard, int num_workers, std::chrono::milliseconds lease,
+               const TimeSource* time = nullptr);
   ClockTracker(const ClockTracker&) = delete;
   ClockTracker& operator=(const ClockTracker&) = delete;
 
@@ -145,6 +150,7 @@ class ClockTracker {
 
   const ShardId shard_;
   const std::chrono::milliseconds lease_;
+  const TimeSource* const time_;
 
   mutable std::mutex mu_;
   std::string interrupted_;  // GUARDED_BY(mu_); non-empty after Interrupt()

@@ -87,8 +87,9 @@ class ShardImpl final : public Shard {
   ShardImpl(const ModelSpec& spec, const ShardOptions& options)
       : Shard(spec, options),
         fingerprint_(spec_.Fingerprint()),
+        time_(options.time != nullptr ? options.time : SystemTime()),
         tracker_(options.shard_id, options.num_workers,
-                 std::chrono::milliseconds(options.worker_lease_ms)),
+                 std::chrono::milliseconds(options.worker_lease_ms), time_),
         worker_mu_(new std::mutex[options.num_workers]),
         last_ticket_(new uint64_t[options.num_workers]()) {}
 
@@ -136,7 +137,7 @@ class ShardImpl final : public Shard {
     if (s.ok()) s = validator_->CheckRead(keys, &elements);
     if (!s.ok()) return Reject(std::move(s));
 
-    const Deadline capped = deadline.Min(Deadline::InMs(options_.max_read_wait_ms));
+    const Deadline capped = deadline.Min(ReadWaitCap());
     double waited = 0;
     Result<Clock> shard_clock = tracker_.WaitForClock(worker, clock, staleness, capped.when(), &waited);
     if (waited > 0) read_wait_ns_.fetch_add(static_cast<int64_t>(waited * 1e9), std::memory_order_relaxed);
@@ -251,7 +252,7 @@ class ShardImpl final : public Shard {
       // The WAN drift bound holds clock advances too, not only reads: a
       // worker that serves its reads from its cache would otherwise run on.
       double waited = 0;
-      Status gated = gate->WaitAdvance(new_clock, Deadline::InMs(options_.max_read_wait_ms), &waited);
+      Status gated = gate->WaitAdvance(new_clock, ReadWaitCap(), &waited);
       if (waited > 0) read_wait_ns_.fetch_add(static_cast<int64_t>(waited * 1e9), std::memory_order_relaxed);
       if (!gated.ok()) return Reject(std::move(gated));
     }
@@ -522,6 +523,11 @@ class ShardImpl final : public Shard {
   }
 
  private:
+  // The longest any read or clock advance waits here, on the shard's time.
+  Deadline ReadWaitCap() const {
+    return Deadline(time_->Now() + std::chrono::milliseconds(options_.max_read_wait_ms));
+  }
+
   Status CheckWorker(WorkerId worker) const {
     if (worker >= 0 && worker < options_.num_workers) return Status::Ok();
     return InvalidArgumentError("worker id " + std::to_string(worker) + " outside [0, " +
@@ -642,6 +648,9 @@ class ShardImpl final : public Shard {
   std::unique_ptr<RemoteApplier> remote_;                  // set by Init(); thread-safe itself
   std::atomic<ReplicationTap*> tap_{nullptr};              // see AttachReplication
   std::atomic<ReadGate*> gate_{nullptr};
+  // Leases and read waits run on this time (commit waits on the real clock:
+  // they wait for the disk).
+  const TimeSource* const time_;
   ClockTracker tracker_;                          // thread-safe itself
   std::unique_ptr<std::mutex[]> worker_mu_;       // one per worker id, see the lock discipline above
   std::unique_ptr<uint64_t[]> last_ticket_;       // per worker: ticket of its last change, GUARDED_BY(worker_mu_[w])

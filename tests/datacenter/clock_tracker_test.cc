@@ -5,10 +5,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 
 #include "common/options.h"
+#include "common/time_source.h"
 
 namespace geops::datacenter {
 namespace {
@@ -28,16 +30,60 @@ TEST(ClockTrackerTest, ShardClockIsMinimumOfCountingWorkers) {
   EXPECT_EQ(*c, 1);
 }
 
+// Blocks (bounded in real time) until worker w has a read in flight: it then
+// counts as heard just now.
+bool AwaitReaderIn(const ClockTracker& t, WorkerId w, ManualTime* time) {
+  time->Advance(milliseconds(1));  // a worker not reading was heard >= 1 ms ago
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < until) {
+    if (t.States()[w].ms_since_heard == 0) return true;
+    std::this_thread::yield();
+  }
+  return false;
+}
+
 TEST(ClockTrackerTest, NoCountingWorkerGivesLargestHeldClock) {
-  ClockTracker t(0, 2, milliseconds(30));
+  ManualTime time;
+  ClockTracker t(0, 2, milliseconds(30), &time);
   t.Register(0);
   t.Register(1);
   ASSERT_TRUE(t.Advance(1, 1, false).ok());
-  std::this_thread::sleep_for(milliseconds(60));
+  time.Advance(milliseconds(29));
+  EXPECT_EQ(t.ShardClock(), 0) << "worker 0 still counts within its lease";
+  EXPECT_TRUE(t.States()[0].live);
+  time.Advance(milliseconds(31));
   EXPECT_EQ(t.ShardClock(), 1);
   const std::vector<WorkerState> states = t.States();
   EXPECT_FALSE(states[0].live);
-  EXPECT_GE(states[0].ms_since_heard, 30);
+  EXPECT_EQ(states[0].ms_since_heard, 60);
+}
+
+// A reader waiting on a silent worker is released exactly when that
+// worker's lease runs out, and reports the time it waited.
+TEST(ClockTrackerTest, ASilentWorkerReleasesAWaitingReaderWhenItsLeaseEnds) {
+  ManualTime time;
+  ClockTracker t(0, 2, milliseconds(1000), &time);
+  t.Register(0);
+  t.Register(1);  // heard now, then silent
+  ASSERT_TRUE(t.Advance(0, 1, false).ok());
+  const auto lease_end = time.Now() + milliseconds(1000);
+  double waited = 0;
+  std::atomic<bool> done{false};
+  Result<Clock> c = InternalError("not run");
+  std::thread reader([&] {
+    c = t.WaitForClock(0, 1, 0, time.Now() + std::chrono::hours(1), &waited);
+    done = true;
+  });
+  ASSERT_TRUE(AwaitReaderIn(t, 0, &time));
+  time.Advance(lease_end - time.Now() - milliseconds(1));
+  EXPECT_FALSE(done.load()) << "worker 1 is within its lease";
+  EXPECT_EQ(t.ShardClock(), 0);
+  time.Advance(milliseconds(1));
+  reader.join();
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(*c, 1);
+  EXPECT_NEAR(waited, 1.0, 0.0015);
+  EXPECT_FALSE(t.States()[1].live);
 }
 
 TEST(ClockTrackerTest, AdmitsEachBatchOnce) {
@@ -71,22 +117,24 @@ TEST(ClockTrackerTest, AdmitsEachPartOfAClockOnce) {
 }
 
 TEST(ClockTrackerTest, AdvanceWakesWaitingReader) {
-  ClockTracker t(0, 2, milliseconds(10000));
+  ManualTime time;
+  ClockTracker t(0, 2, milliseconds(10000), &time);
   t.Register(0);
   t.Register(1);
   ASSERT_TRUE(t.Advance(0, 1, false).ok());
   double waited = 0;
+  bool reader_in = false;
   std::thread advancer([&] {
-    std::this_thread::sleep_for(milliseconds(50));
+    reader_in = AwaitReaderIn(t, 0, &time);
+    time.Advance(milliseconds(50));
     t.Advance(1, 1, false).status().IgnoreError();
   });
-  const auto start = std::chrono::steady_clock::now();
-  Result<Clock> c = t.WaitForClock(0, 1, 0, start + std::chrono::seconds(10), &waited);
+  Result<Clock> c = t.WaitForClock(0, 1, 0, time.Now() + std::chrono::seconds(10), &waited);
   advancer.join();
+  ASSERT_TRUE(reader_in);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(*c, 1);
-  EXPECT_GT(waited, 0.02);
-  EXPECT_LT(waited, 5.0);
+  EXPECT_NEAR(waited, 0.050, 0.0015);
 }
 
 TEST(ClockTrackerTest, StalenessAllowsReadingAhead) {

@@ -3,8 +3,11 @@
 // an unsatisfiable read fails at its deadline, and a finished worker counts
 // at its final clock without a lease.
 //
-// Timing asserts are one-sided where possible (a wait can only be longer than
-// its cause) and generous on the other side: the machine is shared.
+// Most tests run the shard on a ManualTime (ShardOptions::time): leases run
+// out exactly when the test moves time past them, so nothing sleeps and every
+// time figure is exact. Two keep the real clock, to show the same rules hold
+// there; their timing asserts are one-sided where possible (a wait can only
+// be longer than its cause) and generous on the other side.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -13,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/time_source.h"
 #include "datacenter/shard.h"
 #include "tests/datacenter/shard_test_util.h"
 
@@ -25,28 +29,64 @@ using testing::MsSince;
 using testing::TestModel;
 using testing::TestOptions;
 using Steady = std::chrono::steady_clock;
+using std::chrono::milliseconds;
 
 constexpr int64_t kLeaseMs = 150;
 constexpr int64_t kGenerousMs = 2500;  // far below the 10 s deadlines used, far above the lease
 
-ShardOptions LeaseOptions(int num_workers) {
+ShardOptions LeaseOptions(int num_workers, const TimeSource* time = nullptr) {
   ShardOptions o = TestOptions(num_workers);
   o.worker_lease_ms = kLeaseMs;
+  o.time = time;
   return o;
 }
 
 const std::vector<ChunkKey> kKeys = {{0, 0}};
 
-Result<ReadReply> ReadOne(Shard& shard, WorkerId w, Clock clock, int64_t staleness, int64_t deadline_ms) {
+Result<ReadReply> ReadOne(Shard& shard, WorkerId w, Clock clock, int64_t staleness, Deadline deadline) {
   std::vector<float> out(64);
-  return shard.Read(w, clock, staleness, kKeys, out.data(), Deadline::InMs(deadline_ms));
+  return shard.Read(w, clock, staleness, kKeys, out.data(), deadline);
+}
+Result<ReadReply> ReadOne(Shard& shard, WorkerId w, Clock clock, int64_t staleness, int64_t deadline_ms) {
+  return ReadOne(shard, w, clock, staleness, Deadline::InMs(deadline_ms));
 }
 
-// Polls GetStatus until worker w's liveness is `live`; false after 3 s.
-bool WaitForLiveness(const Shard& shard, WorkerId w, bool live) {
-  for (int i = 0; i < 300; ++i) {
-    if (shard.GetStatus().workers[w].live == live) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+// A read by worker w on its own thread, against a shard on manual time.
+class Reader {
+ public:
+  Reader(Shard& shard, ManualTime& time, WorkerId w, Clock clock, int64_t deadline_ms)
+      : time_(&time), thread_([this, &shard, &time, w, clock, deadline_ms] {
+          reply_ = ReadOne(shard, w, clock, 0, Deadline(time.Now() + milliseconds(deadline_ms)));
+          done_ = true;
+        }) {}
+  // A test that failed before Join: its deadline passes, so the read ends.
+  ~Reader() {
+    if (!thread_.joinable()) return;
+    time_->Advance(std::chrono::hours(24));
+    thread_.join();
+  }
+  bool done() const { return done_.load(); }
+  const Result<ReadReply>& Join() {
+    thread_.join();
+    return reply_;
+  }
+
+ private:
+  ManualTime* const time_;
+  Result<ReadReply> reply_ = InternalError("not run");
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+// Moves time 1 ms on, then waits (bounded in real time) until worker w has a
+// read in flight: a waiting reader counts as heard just now, any other
+// worker as heard at least 1 ms ago.
+bool AwaitReaderIn(const Shard& shard, WorkerId w, ManualTime* time) {
+  time->Advance(milliseconds(1));
+  const auto until = Steady::now() + std::chrono::seconds(10);
+  while (Steady::now() < until) {
+    if (shard.GetStatus().workers[w].ms_since_heard == 0) return true;
+    std::this_thread::yield();
   }
   return false;
 }
@@ -74,30 +114,36 @@ TEST(ShardLeaseTest, SilentWorkerIsDroppedAndReleasesReader) {
 
 TEST(ShardLeaseTest, NeverRegisteredWorkerStopsHoldingAfterLease) {
   const ModelSpec spec = TestModel();
-  const Steady::time_point before_create = Steady::now();
-  auto shard = MakeShard(spec, LeaseOptions(2));
+  ManualTime time;
+  const Steady::time_point created = time.Now();
+  auto shard = MakeShard(spec, LeaseOptions(2, &time));
   ASSERT_TRUE(shard->RegisterWorker(0, 0, "").ok());
   ASSERT_TRUE(shard->AdvanceClock(0, 1, false).ok());
   EXPECT_EQ(shard->GetStatus().shard_clock, 0);  // worker 1 counts at 0 for now
 
-  Result<ReadReply> r = ReadOne(*shard, 0, 1, 0, 10000);
-  const int64_t ms = MsSince(before_create);
+  Reader reader(*shard, time, 0, 1, 10000);
+  ASSERT_TRUE(AwaitReaderIn(*shard, 0, &time));
+  time.Advance(created + milliseconds(kLeaseMs - 1) - time.Now());
+  EXPECT_FALSE(reader.done()) << "worker 1's lease, counted from the shard's start, still runs";
+  time.Advance(milliseconds(1));
+  const Result<ReadReply>& r = reader.Join();
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->shard_clock, 1);
-  EXPECT_GE(ms, kLeaseMs);
-  EXPECT_LT(ms, kGenerousMs);
+  EXPECT_FALSE(shard->GetStatus().workers[1].live);
 }
 
 TEST(ShardLeaseTest, DroppedWorkerRejoinsAtHeldClock) {
   const ModelSpec spec = TestModel();
-  auto shard = MakeShard(spec, LeaseOptions(2));
+  ManualTime time;
+  auto shard = MakeShard(spec, LeaseOptions(2, &time));
   ASSERT_TRUE(shard->RegisterWorker(0, 0, "").ok());
   ASSERT_TRUE(shard->RegisterWorker(1, 0, "").ok());
   const std::vector<float> delta(64, 1.0f);
   ASSERT_TRUE(shard->Update(1, 0, kKeys, delta)->applied);
   ASSERT_TRUE(shard->AdvanceClock(1, 1, false).ok());
   ASSERT_TRUE(shard->AdvanceClock(1, 2, false).ok());
-  ASSERT_TRUE(WaitForLiveness(*shard, 1, false));  // worker 1 went silent
+  time.Advance(milliseconds(kLeaseMs));  // worker 1 went silent
+  ASSERT_FALSE(shard->GetStatus().workers[1].live);
   for (Clock c = 1; c <= 5; ++c) ASSERT_TRUE(shard->AdvanceClock(0, c, false).ok());
   EXPECT_EQ(shard->GetStatus().shard_clock, 5);  // only worker 0 counts
 
@@ -112,14 +158,18 @@ TEST(ShardLeaseTest, DroppedWorkerRejoinsAtHeldClock) {
 
 TEST(ShardLeaseTest, CallFromDroppedWorkerRejoinsIt) {
   const ModelSpec spec = TestModel();
-  auto shard = MakeShard(spec, LeaseOptions(2));
+  ManualTime time;
+  auto shard = MakeShard(spec, LeaseOptions(2, &time));
   ASSERT_TRUE(shard->RegisterWorker(0, 0, "").ok());
   ASSERT_TRUE(shard->RegisterWorker(1, 0, "").ok());
   ASSERT_TRUE(shard->AdvanceClock(0, 1, false).ok());
   ASSERT_TRUE(shard->AdvanceClock(0, 2, false).ok());
-  ASSERT_TRUE(WaitForLiveness(*shard, 1, false));
-  // Worker 0 is silent too by now; no worker counts, so the largest held clock.
-  ASSERT_TRUE(WaitForLiveness(*shard, 0, false));
+  time.Advance(milliseconds(kLeaseMs - 1));
+  EXPECT_EQ(shard->GetStatus().shard_clock, 0) << "worker 1 holds the clock within its lease";
+  time.Advance(milliseconds(1));
+  // Both are silent past the lease; no worker counts, so the largest held clock.
+  ASSERT_FALSE(shard->GetStatus().workers[1].live);
+  ASSERT_FALSE(shard->GetStatus().workers[0].live);
   EXPECT_EQ(shard->GetStatus().shard_clock, 2);
   ASSERT_TRUE(shard->Heartbeat(1).ok());
   EXPECT_EQ(shard->GetStatus().shard_clock, 0);
@@ -128,34 +178,25 @@ TEST(ShardLeaseTest, CallFromDroppedWorkerRejoinsIt) {
 
 TEST(ShardLeaseTest, WaitingReaderIsNotDropped) {
   const ModelSpec spec = TestModel();
-  auto shard = MakeShard(spec, LeaseOptions(2));
+  ManualTime time;
+  auto shard = MakeShard(spec, LeaseOptions(2, &time));
   ASSERT_TRUE(shard->RegisterWorker(0, 0, "").ok());
   ASSERT_TRUE(shard->RegisterWorker(1, 0, "").ok());
+  ASSERT_TRUE(shard->AdvanceClock(1, 1, false).ok());
 
-  std::atomic<bool> started{false};
-  std::atomic<bool> done{false};
-  Result<ReadReply> reply = InternalError("not run");
-  std::thread reader([&] {
-    if (!shard->AdvanceClock(1, 1, false).ok()) return;
-    started = true;
-    reply = ReadOne(*shard, 1, 1, 0, 10000);  // waits for worker 0
-    done = true;
-  });
-  while (!started.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  Reader reader(*shard, time, 1, 1, 10000);  // waits for worker 0
+  ASSERT_TRUE(AwaitReaderIn(*shard, 1, &time));
   // Keep worker 0 alive at clock 0 for three leases; the reader says nothing.
-  const Steady::time_point start = Steady::now();
-  bool reader_stayed_live = true;
-  while (MsSince(start) < 3 * kLeaseMs) {
+  for (int64_t ms = 0; ms < 3 * kLeaseMs; ms += 15) {
     ASSERT_TRUE(shard->Heartbeat(0).ok());
+    time.Advance(milliseconds(15));
     const ShardStatus st = shard->GetStatus();
-    if (MsSince(start) > kLeaseMs + 20 && !st.workers[1].live) reader_stayed_live = false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(15));
+    ASSERT_TRUE(st.workers[1].live) << "the waiting reader was dropped after " << ms + 15 << " ms";
+    ASSERT_EQ(st.workers[1].ms_since_heard, 0);
   }
-  EXPECT_FALSE(done.load());
-  EXPECT_TRUE(reader_stayed_live);
-  EXPECT_EQ(shard->GetStatus().workers[1].ms_since_heard, 0);
+  EXPECT_FALSE(reader.done());
   ASSERT_TRUE(shard->AdvanceClock(0, 1, false).ok());
-  reader.join();
+  const Result<ReadReply>& reply = reader.Join();
   ASSERT_TRUE(reply.ok()) << reply.status().ToString();
   EXPECT_EQ(reply->shard_clock, 1);
   // After the read the reader has a fresh lease.
@@ -188,17 +229,22 @@ TEST(ShardDeadlineTest, UnsatisfiableReadFailsAtDeadline) {
 
 TEST(ShardDeadlineTest, MaxReadWaitCapsRequestDeadline) {
   const ModelSpec spec = TestModel();
+  ManualTime time;
   ShardOptions o = TestOptions(2);
   o.max_read_wait_ms = 150;
+  o.time = &time;
   auto shard = MakeShard(spec, o);
   ASSERT_TRUE(shard->RegisterWorker(0, 0, "").ok());
   ASSERT_TRUE(shard->AdvanceClock(0, 1, false).ok());
-  const Steady::time_point start = Steady::now();
-  Result<ReadReply> r = ReadOne(*shard, 0, 1, 0, 30000);
-  const int64_t ms = MsSince(start);
+  Reader reader(*shard, time, 0, 1, 30000);
+  ASSERT_TRUE(AwaitReaderIn(*shard, 0, &time));
+  // The cap runs from the read's start, 0 or 1 ms ago.
+  time.Advance(milliseconds(148));
+  EXPECT_FALSE(reader.done()) << "the cap has not run out";
+  time.Advance(milliseconds(2));
+  const Result<ReadReply>& r = reader.Join();
   EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded) << r.status().ToString();
-  EXPECT_GE(ms, 150);
-  EXPECT_LT(ms, kGenerousMs);
+  EXPECT_THAT(r.status().message(), HasSubstr("after waiting 15"));
   EXPECT_THAT(r.status().message(), HasSubstr("worker 1 at clock 0 (never registered"));
 }
 
@@ -213,15 +259,17 @@ TEST(ShardDeadlineTest, ReaderAheadOfItsOwnClockIsNamed) {
 
 TEST(ShardFinishTest, FinishedWorkerDoesNotExpireAndCountsAtFinalClock) {
   const ModelSpec spec = TestModel();
-  auto shard = MakeShard(spec, LeaseOptions(2));
+  ManualTime time;
+  auto shard = MakeShard(spec, LeaseOptions(2, &time));
   ASSERT_TRUE(shard->RegisterWorker(0, 0, "").ok());
   ASSERT_TRUE(shard->RegisterWorker(1, 0, "").ok());
   ASSERT_TRUE(shard->AdvanceClock(0, 1, true).ok());  // worker 0 is done at clock 1
   for (Clock c = 1; c <= 3; ++c) ASSERT_TRUE(shard->AdvanceClock(1, c, false).ok());
   EXPECT_EQ(shard->GetStatus().shard_clock, 1);
 
-  ASSERT_TRUE(WaitForLiveness(*shard, 0, false));  // both silent past the lease
-  ASSERT_TRUE(WaitForLiveness(*shard, 1, false));
+  time.Advance(milliseconds(kLeaseMs));  // both silent past the lease
+  ASSERT_FALSE(shard->GetStatus().workers[0].live);
+  ASSERT_FALSE(shard->GetStatus().workers[1].live);
   ASSERT_TRUE(shard->Heartbeat(1).ok());
   const ShardStatus st = shard->GetStatus();
   EXPECT_TRUE(st.workers[0].finished);
@@ -232,14 +280,16 @@ TEST(ShardFinishTest, FinishedWorkerDoesNotExpireAndCountsAtFinalClock) {
 
 TEST(ShardFinishTest, AllFinishedGivesFinalClock) {
   const ModelSpec spec = TestModel();
-  auto shard = MakeShard(spec, LeaseOptions(2));
+  ManualTime time;
+  auto shard = MakeShard(spec, LeaseOptions(2, &time));
   for (WorkerId w : {0, 1}) {
     ASSERT_TRUE(shard->RegisterWorker(w, 0, "").ok());
     for (Clock c = 1; c <= 3; ++c) ASSERT_TRUE(shard->AdvanceClock(w, c, c == 3).ok());
   }
-  ASSERT_TRUE(WaitForLiveness(*shard, 0, false));
+  time.Advance(milliseconds(kLeaseMs));
+  ASSERT_FALSE(shard->GetStatus().workers[0].live);
   EXPECT_EQ(shard->GetStatus().shard_clock, 3);
-  EXPECT_TRUE(ReadOne(*shard, 0, 3, 0, 1000).ok());  // finished workers may still read
+  EXPECT_TRUE(ReadOne(*shard, 0, 3, 0, Deadline(time.Now())).ok());  // finished workers may still read
 }
 
 TEST(ShardFinishTest, FinishAtHeldClock) {

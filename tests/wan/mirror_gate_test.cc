@@ -1,10 +1,13 @@
 #include "wan/replication/mirror_gate.h"
 #include "wan/replication/drift_allowance.h"
 
+#include "common/time_source.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -22,25 +25,85 @@ Status Wait(MirrorGate& g, std::vector<ChunkKey> keys, Clock clock, bool finishe
   return g.WaitReadable(keys, clock, finished, Deadline::InMs(ms), &waited);
 }
 
+// Gates on a ManualTime (the tests about waiting and leases): a read is
+// probed with a deadline of now, so a held one is DeadlineExceeded at once,
+// and a wait on its own thread ends when the test moves time or the gate.
+Status Probe(MirrorGate& g, const ManualTime& time, std::vector<ChunkKey> keys, Clock clock, bool finished) {
+  double waited = 0;
+  return g.WaitReadable(keys, clock, finished, Deadline(time.Now()), &waited);
+}
+
+// A wait on its own thread, with a deadline an hour away on `time`. Join
+// waits (bounded in real time) for it to end; if it does not, time moves
+// past the deadline so the thread ends and the test fails instead of hanging.
+class Waiter {
+ public:
+  Waiter(ManualTime* time, std::function<Status(Deadline)> wait)
+      : time_(time), thread_([this, wait = std::move(wait)] {
+          status_ = wait(Deadline(time_->Now() + std::chrono::hours(1)));
+          done_ = true;
+        }) {}
+  ~Waiter() {
+    if (thread_.joinable()) Join();
+  }
+  bool done() const { return done_.load(); }
+  Status Join() {
+    const auto until = SteadyClock::now() + std::chrono::seconds(10);
+    while (!done_.load() && SteadyClock::now() < until) std::this_thread::yield();
+    if (!done_.load()) time_->Advance(std::chrono::hours(2));
+    thread_.join();
+    return status_;
+  }
+
+ private:
+  ManualTime* const time_;
+  Status status_ = InternalError("not run");
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+// Waits (bounded in real time) until the gate counts `n` held reads.
+bool AwaitReadsHeld(const MirrorGate& g, int64_t n) {
+  const auto until = SteadyClock::now() + std::chrono::seconds(10);
+  while (g.stats().reads_held < n) {
+    if (SteadyClock::now() >= until) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+// Moves time on in 1 ms steps until a held wait has counted some of it:
+// the waiter is inside the gate. Bounded in real time.
+bool AwaitDriftWait(const MirrorGate& g, ManualTime* time) {
+  const auto until = SteadyClock::now() + std::chrono::seconds(10);
+  while (!(g.stats().drift_wait_seconds > 0)) {
+    if (SteadyClock::now() >= until) return false;
+    time->Advance(milliseconds(1));
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return true;
+}
+
 TEST(MirrorGateTest, HoldsReadsWhileAheadOfTheSlowestMirrorByMoreThanDs) {
-  MirrorGate g({1, 2}, /*ds=*/2, milliseconds(60000));
-  EXPECT_TRUE(Wait(g, {kA}, 2, false, 10).ok());
-  Status held = Wait(g, {kA}, 3, false, 30);
+  ManualTime time;
+  MirrorGate g({1, 2}, /*ds=*/2, milliseconds(60000), &time);
+  EXPECT_TRUE(Probe(g, time, {kA}, 2, false).ok());
+  Status held = Probe(g, time, {kA}, 3, false);
   EXPECT_EQ(held.code(), StatusCode::kDeadlineExceeded) << held.ToString();
   EXPECT_NE(held.message().find("DS=2"), std::string::npos) << held.message();
   g.OnPeerClock(1, 5, false);
-  EXPECT_EQ(Wait(g, {kA}, 3, false, 30).code(), StatusCode::kDeadlineExceeded);  // site 2 still at 0
-  std::atomic<bool> done{false};
-  std::thread reader([&] {
-    EXPECT_TRUE(Wait(g, {kA}, 3, false, 5000).ok());
-    done = true;
+  EXPECT_EQ(Probe(g, time, {kA}, 3, false).code(), StatusCode::kDeadlineExceeded);  // site 2 still at 0
+  const int64_t held_before = g.stats().reads_held;
+  Waiter reader(&time, [&](Deadline d) {
+    double waited = 0;
+    return g.WaitReadable(std::vector<ChunkKey>{kA}, 3, false, d, &waited);
   });
-  std::this_thread::sleep_for(milliseconds(30));
-  EXPECT_FALSE(done.load());
+  ASSERT_TRUE(AwaitReadsHeld(g, held_before + 1));
+  time.Advance(milliseconds(30));
+  EXPECT_FALSE(reader.done()) << "site 2 is still at clock 0";
   g.OnPeerClock(2, 1, false);
-  reader.join();
-  EXPECT_TRUE(done.load());
-  EXPECT_GT(g.stats().drift_wait_seconds, 0.0);
+  EXPECT_TRUE(reader.Join().ok());
+  EXPECT_NEAR(g.stats().drift_wait_seconds, 0.030, 1e-9) << "the time the reader was held, exactly";
   EXPECT_EQ(g.MinMirrorClock(), 1);
 }
 
@@ -53,18 +116,21 @@ TEST(MirrorGateTest, HoldsClockAdvancesBeyondDsOfTheSlowestMirror) {
   EXPECT_EQ(held.code(), StatusCode::kDeadlineExceeded) << held.ToString();
   EXPECT_NE(held.message().find("clock advance to 4"), std::string::npos) << held.message();
   EXPECT_GT(waited, 0.0);
+}
+
+TEST(MirrorGateTest, AHeldClockAdvanceGoesOnWhenTheSlowestMirrorMoves) {
+  ManualTime time;
+  MirrorGate g({1, 2}, /*ds=*/2, milliseconds(60000), &time);
   g.OnPeerClock(1, 9, false);
-  std::atomic<bool> done{false};
-  std::thread worker([&] {
+  Waiter worker(&time, [&](Deadline d) {
     double w = 0;
-    EXPECT_TRUE(g.WaitAdvance(4, Deadline::InMs(5000), &w).ok());
-    done = true;
+    return g.WaitAdvance(4, d, &w);
   });
-  std::this_thread::sleep_for(milliseconds(30));
-  EXPECT_FALSE(done.load()) << "site 2 is still at clock 0";
+  ASSERT_TRUE(AwaitDriftWait(g, &time));
+  EXPECT_FALSE(worker.done()) << "site 2 is still at clock 0";
   g.OnPeerClock(2, 1, false);
-  worker.join();
-  EXPECT_TRUE(done.load());
+  EXPECT_TRUE(worker.Join().ok());
+  double waited = 0;
   // Drained peers hold nothing; nor does DS < 0.
   g.OnPeerClock(1, 9, true);
   g.OnPeerClock(2, 1, true);
@@ -142,12 +208,20 @@ TEST(MirrorGateTest, NoticeHoldsExactlyTheAnnouncedChunksUntilTheBatchLands) {
 }
 
 TEST(MirrorGateTest, NoticeExpiresAfterItsTimeout) {
-  MirrorGate g({1}, -1, milliseconds(60000));
+  ManualTime time;
+  MirrorGate g({1}, -1, milliseconds(60000), &time);
   g.AddNotice(1, 1, std::vector<ChunkKey>{kA}, 40);
-  const auto start = SteadyClock::now();
-  EXPECT_TRUE(Wait(g, {kA}, 0, false, 2000).ok());
-  EXPECT_GE(SteadyClock::now() - start, milliseconds(30));
+  time.Advance(milliseconds(39));
+  EXPECT_EQ(Probe(g, time, {kA}, 0, false).code(), StatusCode::kDeadlineExceeded);
+  Waiter reader(&time, [&](Deadline d) {
+    double waited = 0;
+    return g.WaitReadable(std::vector<ChunkKey>{kA}, 0, false, d, &waited);
+  });
+  ASSERT_TRUE(AwaitReadsHeld(g, 2));
+  time.Advance(milliseconds(1));
+  EXPECT_TRUE(reader.Join().ok());
   EXPECT_EQ(g.stats().notices_expired, 1);
+  EXPECT_NEAR(g.stats().notice_wait_seconds, 0.001, 1e-9);
 }
 
 TEST(MirrorGateTest, FinishedSiteReadsWaitForEveryPeersDrain) {
@@ -165,13 +239,19 @@ TEST(MirrorGateTest, FinishedSiteReadsWaitForEveryPeersDrain) {
 }
 
 TEST(MirrorGateTest, DrainedAndSilentPeersLeaveTheMirrorClock) {
-  MirrorGate g({1, 2}, 1, milliseconds(80));
+  ManualTime time;
+  MirrorGate g({1, 2}, 1, milliseconds(80), &time);
   g.OnPeerClock(1, 3, true);  // drained at 3: never holds anyone back
   g.OnPeerClock(2, 5, false);
-  EXPECT_TRUE(Wait(g, {kA}, 6, false, 10).ok());
-  EXPECT_EQ(Wait(g, {kA}, 7, false, 20).code(), StatusCode::kDeadlineExceeded);
-  // Site 2 goes silent: after its lease it no longer counts.
-  EXPECT_TRUE(Wait(g, {kA}, 7, false, 2000).ok());
+  EXPECT_TRUE(Probe(g, time, {kA}, 6, false).ok());
+  EXPECT_EQ(Probe(g, time, {kA}, 7, false).code(), StatusCode::kDeadlineExceeded);
+  // Site 2 goes silent: once its lease has passed it no longer counts.
+  time.Advance(milliseconds(80));
+  EXPECT_EQ(Probe(g, time, {kA}, 7, false).code(), StatusCode::kDeadlineExceeded) << "the lease has just run";
+  time.Advance(milliseconds(1));
+  EXPECT_TRUE(Probe(g, time, {kA}, 7, false).ok());
+  ASSERT_EQ(g.stats().down_events.size(), 1u);
+  EXPECT_EQ(g.stats().down_events[0].peer, 2);
 }
 
 
@@ -222,21 +302,22 @@ TEST(MirrorGateTest, AResetPeerStartsOverAtClockZero) {
 // that lost its store (reset, starting over at 0) stays out of the mirror
 // clock until it is within DS again, so its replay does not stall anyone.
 TEST(MirrorGateTest, ARestartedPeerIsWaitedForAResetOneOnlyOnceWithinDs) {
-  MirrorGate g({1, 2}, 2, milliseconds(100));
+  ManualTime time;
+  MirrorGate g({1, 2}, 2, milliseconds(100), &time);
   g.SetOwnClock(20, false);
   g.OnPeerClock(1, 20, false);
   g.OnPeerClock(2, 20, false);
   EXPECT_EQ(g.MinMirrorClock(), 20);
 
   // Peer 1 falls silent past the lease, then comes back at clock 12.
-  std::this_thread::sleep_for(milliseconds(150));
+  time.Advance(milliseconds(150));
   g.OnPeerClock(2, 20, false);
   EXPECT_EQ(g.MinMirrorClock(), 20) << "a silent peer leaves the mirror clock";
   g.OnPeerClock(1, 12, false);
   EXPECT_EQ(g.MinMirrorClock(), 12) << "a restarted peer rejoins at its lower clock";
-  EXPECT_EQ(Wait(g, {kA}, 20, false, 20).code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(Probe(g, time, {kA}, 20, false).code(), StatusCode::kDeadlineExceeded);
   g.OnPeerClock(1, 18, false);
-  EXPECT_TRUE(Wait(g, {kA}, 20, false, 20).ok());
+  EXPECT_TRUE(Probe(g, time, {kA}, 20, false).ok());
 
   // Peer 2 lost its store: it starts over and does not hold anyone back
   // until it reports a clock within DS (2) of ours.
@@ -244,7 +325,7 @@ TEST(MirrorGateTest, ARestartedPeerIsWaitedForAResetOneOnlyOnceWithinDs) {
   EXPECT_EQ(g.MinMirrorClock(), 18);
   g.OnPeerClock(2, 5, false);
   EXPECT_EQ(g.MinMirrorClock(), 18);
-  EXPECT_TRUE(Wait(g, {kA}, 20, false, 20).ok());
+  EXPECT_TRUE(Probe(g, time, {kA}, 20, false).ok());
   g.OnPeerClock(2, 17, false);
   EXPECT_EQ(g.MinMirrorClock(), 18) << "17 is still more than DS behind 20";
   g.OnPeerClock(2, 18, false);
@@ -252,7 +333,7 @@ TEST(MirrorGateTest, ARestartedPeerIsWaitedForAResetOneOnlyOnceWithinDs) {
   g.OnPeerClock(1, 20, false);
   EXPECT_EQ(g.MinMirrorClock(), 18);
   g.SetOwnClock(21, false);
-  EXPECT_EQ(Wait(g, {kA}, 21, false, 20).code(), StatusCode::kDeadlineExceeded)
+  EXPECT_EQ(Probe(g, time, {kA}, 21, false).code(), StatusCode::kDeadlineExceeded)
       << "once in step, peer 2 holds this site back like any other";
 }
 

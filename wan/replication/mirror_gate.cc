@@ -4,10 +4,11 @@
 
 namespace geops::wan {
 
-MirrorGate::MirrorGate(std::vector<SiteId> peers, int64_t ds, std::chrono::milliseconds lease)
-    : ds_(ds), lease_(lease) {
+MirrorGate::MirrorGate(std::vector<SiteId> peers, int64_t ds, std::chrono::milliseconds lease,
+                       const TimeSource* time)
+    : ds_(ds), lease_(lease), time_(time != nullptr ? time : SystemTime()) {
   stats_.max_bound_clocks = ds < 0 ? -1 : ds;
-  const auto now = SteadyClock::now();
+  const auto now = time_->Now();
   for (SiteId p : peers) peers_[p].heard = now;
 }
 
@@ -44,7 +45,7 @@ MirrorGate::Peer& MirrorGate::HeardLocked(SiteId peer, SteadyClock::time_point n
 
 bool MirrorGate::CaughtUp() const {
   std::lock_guard<std::mutex> lock(mu_);
-  const auto now = SteadyClock::now();
+  const auto now = time_->Now();
   RefreshLivenessLocked(now);
   const Clock slack = std::max<int64_t>(ds_, 0);
   for (const auto& [id, p] : peers_) {
@@ -130,7 +131,7 @@ std::string MirrorGate::DescribeLocked(Hold hold, std::span<const ChunkKey> keys
 Status MirrorGate::WaitReadable(std::span<const ChunkKey> keys, Clock shard_clock, bool site_finished,
                                 Deadline deadline, double* waited) {
   std::unique_lock<std::mutex> lock(mu_);
-  auto now = SteadyClock::now();
+  auto now = time_->Now();
   own_clock_ = std::max(own_clock_, shard_clock);
   local_finished_ = local_finished_ || site_finished;
   if (!interrupted_.empty()) return UnavailableError(interrupted_);
@@ -155,8 +156,8 @@ Status MirrorGate::WaitReadable(std::span<const ChunkKey> keys, Clock shard_cloc
       return DeadlineExceededError("read held by the WAN gate: " + why);
     }
     const auto wake = std::min(deadline.when(), now + std::chrono::milliseconds(kPollMs));
-    changed_.wait_until(lock, wake);
-    now = SteadyClock::now();
+    time_->WaitUntil(changed_, lock, wake);
+    now = time_->Now();
     const double slice = std::chrono::duration<double>(now - last).count();
     last = now;
     if (hold == Hold::kFinal) stats_.final_wait_seconds += slice;
@@ -174,7 +175,7 @@ Status MirrorGate::WaitReadable(std::span<const ChunkKey> keys, Clock shard_cloc
 Status MirrorGate::WaitAdvance(Clock new_clock, Deadline deadline, double* waited) {
   if (ds_ < 0) return Status::Ok();
   std::unique_lock<std::mutex> lock(mu_);
-  auto now = SteadyClock::now();
+  auto now = time_->Now();
   // Only live, undrained peers in step hold an advance (MinMirrorLocked
   // falls back to the own clock when there is none: nothing to wait for).
   auto held = [&] {
@@ -200,8 +201,8 @@ Status MirrorGate::WaitAdvance(Clock new_clock, Deadline deadline, double* waite
       return DeadlineExceededError("clock advance to " + std::to_string(new_clock) + " held by the WAN gate: " +
                                    DescribeLocked(Hold::kDrift, {}, now));
     }
-    changed_.wait_until(lock, std::min(deadline.when(), now + std::chrono::milliseconds(kPollMs)));
-    now = SteadyClock::now();
+    time_->WaitUntil(changed_, lock, std::min(deadline.when(), now + std::chrono::milliseconds(kPollMs)));
+    now = time_->Now();
     stats_.drift_wait_seconds += std::chrono::duration<double>(now - last).count();
     last = now;
     RefreshLivenessLocked(now);
@@ -255,7 +256,7 @@ void MirrorGate::SetOwnClock(Clock clock, bool local_finished) {
     std::lock_guard<std::mutex> lock(mu_);
     own_clock_ = std::max(own_clock_, clock);
     local_finished_ = local_finished_ || local_finished;
-    RefreshLivenessLocked(SteadyClock::now());
+    RefreshLivenessLocked(time_->Now());
   }
   changed_.notify_all();
 }
@@ -263,7 +264,7 @@ void MirrorGate::SetOwnClock(Clock clock, bool local_finished) {
 void MirrorGate::OnPeerClock(SiteId peer, Clock clock, bool drained) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    Peer& p = HeardLocked(peer, SteadyClock::now());
+    Peer& p = HeardLocked(peer, time_->Now());
     p.clock = p.rejoining ? clock : std::max(p.clock, clock);
     p.rejoining = false;
     p.reported = true;
@@ -283,13 +284,13 @@ void MirrorGate::OnPeerClock(SiteId peer, Clock clock, bool drained) {
 
 void MirrorGate::OnPeerHeard(SiteId peer) {
   std::lock_guard<std::mutex> lock(mu_);
-  HeardLocked(peer, SteadyClock::now());
+  HeardLocked(peer, time_->Now());
 }
 
 void MirrorGate::OnPeerApplied(SiteId peer, uint64_t seq) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    Peer& p = HeardLocked(peer, SteadyClock::now());
+    Peer& p = HeardLocked(peer, time_->Now());
     p.applied = std::max(p.applied, seq);
     for (auto it = notices_.begin(); it != notices_.end();) {
       if (it->second.peer == peer && it->second.seq <= seq) {
@@ -304,17 +305,17 @@ void MirrorGate::OnPeerApplied(SiteId peer, uint64_t seq) {
 
 void MirrorGate::AddNotice(SiteId peer, uint64_t seq, std::span<const ChunkKey> keys, int64_t timeout_ms) {
   std::lock_guard<std::mutex> lock(mu_);
-  Peer& p = HeardLocked(peer, SteadyClock::now());
+  Peer& p = HeardLocked(peer, time_->Now());
   ++stats_.notices;
   if (seq <= p.applied) return;
-  const auto expiry = SteadyClock::now() + std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 1));
+  const auto expiry = time_->Now() + std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 1));
   for (const ChunkKey& k : keys) notices_.emplace(k, Notice{peer, seq, expiry});
 }
 
 void MirrorGate::ResetPeer(SiteId peer) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    Peer& p = HeardLocked(peer, SteadyClock::now());
+    Peer& p = HeardLocked(peer, time_->Now());
     p.clock = 0;  // the new incarnation starts over
     p.catching_up = ds_ >= 0;
     p.applied = 0;
@@ -333,17 +334,18 @@ bool MirrorGate::AllPeersDrained() const {
 
 bool MirrorGate::WaitAllPeersDrained(Deadline deadline) const {
   std::unique_lock<std::mutex> lock(mu_);
-  return changed_.wait_until(lock, deadline.when(), [this] { return AllDrainedLocked(); });
+  while (!AllDrainedLocked() && time_->Now() < deadline.when()) time_->WaitUntil(changed_, lock, deadline.when());
+  return AllDrainedLocked();
 }
 
 Clock MirrorGate::MinMirrorClock() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return MinMirrorLocked(SteadyClock::now());
+  return MinMirrorLocked(time_->Now());
 }
 
 GateStats MirrorGate::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
-  RefreshLivenessLocked(SteadyClock::now());
+  RefreshLivenessLocked(time_->Now());
   GateStats s = stats_;
   s.hold_wait = hold_wait_.Snapshot();
   return s;
@@ -351,7 +353,7 @@ GateStats MirrorGate::stats() const {
 
 std::vector<ChunkKey> MirrorGate::NoticedChunks() const {
   std::lock_guard<std::mutex> lock(mu_);
-  const auto now = SteadyClock::now();
+  const auto now = time_->Now();
   std::vector<ChunkKey> out;
   for (const auto& [key, n] : notices_) {
     if (n.expiry > now && (out.empty() || out.back() != key)) out.push_back(key);

@@ -50,6 +50,7 @@
 #include "common/ids.h"
 #include "common/replication.h"
 #include "common/status.h"
+#include "common/time_source.h"
 
 namespace geops::wan {
 
@@ -84,8 +85,11 @@ struct GateStats {
 
 class MirrorGate : public ReadGate {
  public:
-  // `peers`: the other sites. ds < 0: no drift bound. lease > 0.
-  MirrorGate(std::vector<SiteId> peers, int64_t ds, std::chrono::milliseconds lease);
+  // `peers`: the other sites. ds < 0: no drift bound. lease > 0. `time`
+  // (null: SystemTime()) runs the peer leases, notices and waits; it must
+  // outlive the gate.
+  MirrorGate(std::vector<SiteId> peers, int64_t ds, std::chrono::milliseconds lease,
+             const TimeSource* time = nullptr);
 
   void Interrupt(const std::string& why) override;
   Status WaitReadable(std::span<const ChunkKey> keys, Clock shard_clock, bool site_finished,
@@ -176,6 +180,7 @@ class MirrorGate : public ReadGate {
 
   const int64_t ds_;
   const std::chrono::milliseconds lease_;
+  const TimeSource* const time_;
 
   mutable std::mutex mu_;
   std::string interrupted_;  // GUARDED_BY(mu_); non-empty after Interrupt()

@@ -98,6 +98,9 @@ struct ReplicatorConfig {
   ShardId shard = 0;             // for logs
   std::vector<SiteId> peers;     // the other sites (their shard of the same index)
   WanOptions options;
+  // The gate's peer leases, notices and waits read this time; null: the
+  // steady clock (a ManualTime in tests). Must outlive the replicator.
+  const TimeSource* time = nullptr;
 };
 
 struct PeerReplicationStats {
