@@ -27,50 +27,91 @@ uint32_t Checksum(const uint8_t* batch, size_t stored) {
   return Crc32cExtend(crc, batch + bf::kHeaderSize, stored);
 }
 
-}  // namespace
-
-Status SealBatch(const BatchHeader& header, std::span<const uint8_t> body, bool compress,
-                 int lz4_acceleration, std::vector<uint8_t>* out) {
-  if (static_cast<uint8_t>(header.codec) >= kNumValueCodecs) {
-    return InvalidArgumentError("batch header: unknown value codec " +
-                                std::to_string(static_cast<int>(header.codec)));
+Status CheckSealable(ValueCodec codec, size_t body_size) {
+  if (static_cast<uint8_t>(codec) >= kNumValueCodecs) {
+    return InvalidArgumentError("batch header: unknown value codec " + std::to_string(static_cast<int>(codec)));
   }
-  if (body.size() > bf::kMaxBodyBytes) {
-    return ResourceExhaustedError("batch body of " + std::to_string(body.size()) +
-                                  " bytes exceeds the limit of " +
+  if (body_size > bf::kMaxBodyBytes) {
+    return ResourceExhaustedError("batch body of " + std::to_string(body_size) + " bytes exceeds the limit of " +
                                   std::to_string(bf::kMaxBodyBytes));
   }
+  return Status::Ok();
+}
+
+// Compresses `body` into dst (room for LZ4_compressBound); the stored size
+// when LZ4 made it smaller, else 0 (the body is stored raw).
+size_t CompressInto(std::span<const uint8_t> body, int lz4_acceleration, uint8_t* dst) {
   const int raw = static_cast<int>(body.size());
-  uint8_t flags = header.final ? bf::kFlagFinal : 0;
-  size_t stored = body.size();
-  if (compress && raw > 0) {
-    out->resize(bf::kHeaderSize + static_cast<size_t>(LZ4_compressBound(raw)));
-    int n = LZ4_compress_fast(reinterpret_cast<const char*>(body.data()),
-                              reinterpret_cast<char*>(out->data() + bf::kHeaderSize), raw,
-                              LZ4_compressBound(raw), lz4_acceleration < 1 ? 1 : lz4_acceleration);
-    if (n > 0 && n < raw) {
-      flags |= bf::kFlagLz4;
-      stored = static_cast<size_t>(n);
-    }
-  }
-  out->resize(bf::kHeaderSize + stored);
-  uint8_t* p = out->data();
-  if ((flags & bf::kFlagLz4) == 0 && stored > 0) {
-    std::memcpy(p + bf::kHeaderSize, body.data(), stored);
-  }
+  const int n = LZ4_compress_fast(reinterpret_cast<const char*>(body.data()), reinterpret_cast<char*>(dst), raw,
+                                  LZ4_compressBound(raw), lz4_acceleration < 1 ? 1 : lz4_acceleration);
+  return n > 0 && n < raw ? static_cast<size_t>(n) : 0;
+}
+
+// Writes the header in front of the `stored` body bytes already at
+// p + kHeaderSize, checksum last.
+void WriteHeader(const BatchHeader& header, uint32_t chunk_count, bool lz4, uint32_t raw, uint32_t stored,
+                 uint8_t* p) {
+  const uint8_t flags = static_cast<uint8_t>((header.final ? bf::kFlagFinal : 0) | (lz4 ? bf::kFlagLz4 : 0));
   PutAt<uint32_t>(p, bf::kMagicOffset, bf::kMagic);
   PutAt<uint16_t>(p, bf::kVersionOffset, bf::kVersion);
   PutAt<uint8_t>(p, bf::kCodecOffset, static_cast<uint8_t>(header.codec));
   PutAt<uint8_t>(p, bf::kFlagsOffset, flags);
   PutAt<int32_t>(p, bf::kOriginOffset, header.origin);
-  PutAt<uint32_t>(p, bf::kChunkCountOffset, header.chunk_count);
+  PutAt<uint32_t>(p, bf::kChunkCountOffset, chunk_count);
   PutAt<uint64_t>(p, bf::kSeqOffset, header.seq);
   PutAt<int64_t>(p, bf::kClockOffset, header.clock);
-  PutAt<uint32_t>(p, bf::kBodySizeOffset, static_cast<uint32_t>(raw));
-  PutAt<uint32_t>(p, bf::kStoredSizeOffset, static_cast<uint32_t>(stored));
+  PutAt<uint32_t>(p, bf::kBodySizeOffset, raw);
+  PutAt<uint32_t>(p, bf::kStoredSizeOffset, stored);
   PutAt<uint32_t>(p, bf::kReservedOffset, 0);
   PutAt<uint32_t>(p, bf::kChecksumOffset, Checksum(p, stored));
+}
+
+}  // namespace
+
+Status SealBatch(const BatchHeader& header, std::span<const uint8_t> body, bool compress,
+                 int lz4_acceleration, std::vector<uint8_t>* out) {
+  GEOPS_RETURN_IF_ERROR(CheckSealable(header.codec, body.size()));
+  size_t stored = 0;
+  if (compress && !body.empty()) {
+    out->resize(bf::kHeaderSize + static_cast<size_t>(LZ4_compressBound(static_cast<int>(body.size()))));
+    stored = CompressInto(body, lz4_acceleration, out->data() + bf::kHeaderSize);
+  }
+  const bool lz4 = stored > 0;
+  if (!lz4) stored = body.size();
+  out->resize(bf::kHeaderSize + stored);
+  if (!lz4 && stored > 0) std::memcpy(out->data() + bf::kHeaderSize, body.data(), stored);
+  WriteHeader(header, header.chunk_count, lz4, static_cast<uint32_t>(body.size()), static_cast<uint32_t>(stored),
+              out->data());
   return Status::Ok();
+}
+
+Status PrepareBody(ValueCodec codec, uint32_t chunk_count, std::span<const uint8_t> body, bool compress,
+                   int lz4_acceleration, PreparedBody* out) {
+  GEOPS_RETURN_IF_ERROR(CheckSealable(codec, body.size()));
+  out->codec = codec;
+  out->chunk_count = chunk_count;
+  out->raw_size = static_cast<uint32_t>(body.size());
+  size_t stored = 0;
+  if (compress && !body.empty()) {
+    out->stored.resize(static_cast<size_t>(LZ4_compressBound(static_cast<int>(body.size()))));
+    stored = CompressInto(body, lz4_acceleration, out->stored.data());
+  }
+  out->lz4 = stored > 0;
+  if (out->lz4) {
+    out->stored.resize(stored);
+  } else {
+    out->stored.assign(body.begin(), body.end());
+  }
+  return Status::Ok();
+}
+
+void SealPrepared(const BatchHeader& header, const PreparedBody& body, std::vector<uint8_t>* out) {
+  const size_t stored = body.stored.size();
+  out->resize(bf::kHeaderSize + stored);
+  if (stored > 0) std::memcpy(out->data() + bf::kHeaderSize, body.stored.data(), stored);
+  BatchHeader h = header;
+  h.codec = body.codec;
+  WriteHeader(h, body.chunk_count, body.lz4, body.raw_size, static_cast<uint32_t>(stored), out->data());
 }
 
 Result<BatchHeader> PeekBatchHeader(std::span<const uint8_t> batch, const DecodeLimits& limits) {

@@ -44,6 +44,28 @@ struct DecodeLimits {
 Status SealBatch(const BatchHeader& header, std::span<const uint8_t> body, bool compress,
                  int lz4_acceleration, std::vector<uint8_t>* out);
 
+// A body made ready once (compressed when LZ4 makes it smaller) to be
+// sealed under several headers: a batch that goes to several streams is
+// encoded and compressed once, and each stream's copy gets a header written
+// for it (its own seq) by SealPrepared; nothing sealed is ever rewritten.
+struct PreparedBody {
+  ValueCodec codec = ValueCodec::kFp32;
+  uint32_t chunk_count = 0;  // chunk records in the body
+  uint32_t raw_size = 0;     // body before LZ4
+  bool lz4 = false;          // `stored` is one LZ4 block
+  std::vector<uint8_t> stored;
+};
+
+// Prepares `body` (chunk_count records of `codec`) into *out, replacing its
+// contents. Errors as SealBatch.
+Status PrepareBody(ValueCodec codec, uint32_t chunk_count, std::span<const uint8_t> body, bool compress,
+                   int lz4_acceleration, PreparedBody* out);
+
+// Writes the whole batch, header then body, into *out (contents replaced):
+// header.origin, seq, clock and final as given; the codec and chunk count
+// are the body's (header.codec and header.chunk_count are ignored).
+void SealPrepared(const BatchHeader& header, const PreparedBody& body, std::vector<uint8_t>* out);
+
 // Reads and checks the header only (magic, version, codec, flags, reserved,
 // sizes against the input length and `limits`, chunk count against the
 // smallest record size); no checksum. Errors:

@@ -77,18 +77,62 @@ Status BatchEncoder::Validate(std::span<const SparseChunkUpdate> chunks) {
   return Status::Ok();
 }
 
+namespace {
+
+void DecodeCodes(ValueCodec codec, const uint8_t* codes, uint32_t n, float scale, float* out) {
+  switch (codec) {
+    case ValueCodec::kFp32:
+      DecodeFp32(codes, n, out);
+      break;
+    case ValueCodec::kFp16:
+      DecodeFp16(codes, n, out);
+      break;
+    case ValueCodec::kInt8:
+      DecodeInt8(codes, n, scale, out);
+      break;
+    case ValueCodec::kSign:
+      DecodeSign(codes, n, scale, out);
+      break;
+    case ValueCodec::kInt4:
+      DecodeInt4(codes, n, scale, out);
+      break;
+  }
+}
+
+}  // namespace
+
 Result<EncodeStats> BatchEncoder::Encode(const BatchHeader& header,
                                          std::span<const SparseChunkUpdate> chunks,
                                          std::vector<uint8_t>* out,
                                          std::vector<SparseChunkUpdate>* residuals) {
-  if (static_cast<uint8_t>(header.codec) >= kNumValueCodecs) {
-    return InvalidArgumentError("batch header: unknown value codec " +
-                                std::to_string(static_cast<int>(header.codec)));
+  GEOPS_ASSIGN_OR_RETURN(EncodeStats stats, EncodeBody(header.codec, chunks, residuals, nullptr));
+  BatchHeader h = header;
+  h.chunk_count = static_cast<uint32_t>(stats.chunks_out);
+  GEOPS_RETURN_IF_ERROR(SealBatch(h, body_, options_.compress, options_.lz4_acceleration, out));
+  stats.batch_bytes = static_cast<int64_t>(out->size());
+  return stats;
+}
+
+Result<EncodeStats> BatchEncoder::EncodePrepared(ValueCodec codec, std::span<const SparseChunkUpdate> chunks,
+                                                 PreparedBody* out, std::vector<SparseChunkUpdate>* residuals,
+                                                 std::vector<SparseChunkUpdate>* shipped) {
+  GEOPS_ASSIGN_OR_RETURN(EncodeStats stats, EncodeBody(codec, chunks, residuals, shipped));
+  GEOPS_RETURN_IF_ERROR(PrepareBody(codec, static_cast<uint32_t>(stats.chunks_out), body_, options_.compress,
+                                    options_.lz4_acceleration, out));
+  stats.batch_bytes = static_cast<int64_t>(batch_format::kHeaderSize + out->stored.size());
+  return stats;
+}
+
+Result<EncodeStats> BatchEncoder::EncodeBody(ValueCodec codec, std::span<const SparseChunkUpdate> chunks,
+                                             std::vector<SparseChunkUpdate>* residuals,
+                                             std::vector<SparseChunkUpdate>* shipped) {
+  if (static_cast<uint8_t>(codec) >= kNumValueCodecs) {
+    return InvalidArgumentError("batch header: unknown value codec " + std::to_string(static_cast<int>(codec)));
   }
   GEOPS_RETURN_IF_ERROR(Validate(chunks));
-  const ValueCodec codec = header.codec;
   EncodeStats stats;
   size_t res_used = 0;
+  size_t shipped_used = 0;
   uint64_t estimate = 0;
   for (const SparseChunkUpdate* u : order_) {
     estimate += bf::kMaxChunkHeadSize + bf::kScaleSize + 9 * uint64_t{u->indices.size()};
@@ -156,6 +200,18 @@ Result<EncodeStats> BatchEncoder::Encode(const BatchHeader& header,
       for (uint32_t s = 0; s < q.shipped; ++s) kept_idx_[s] = u->indices[kept_[s]];
       idx = std::span<const uint32_t>(kept_idx_.data(), q.shipped);
     }
+    if (shipped != nullptr) {
+      // What the receiver decodes.
+      if (shipped_used == shipped->size()) shipped->emplace_back();
+      SparseChunkUpdate& d = (*shipped)[shipped_used++];
+      d.key = u->key;
+      d.num_elements = u->num_elements;
+      d.indices.assign(idx.begin(), idx.end());
+      d.values.resize(q.shipped);
+      // The receiver's own decoding of these codes, bit for bit (the sign
+      // of a zero included).
+      DecodeCodes(codec, codes_.data(), q.shipped, q.scale, d.values.data());
+    }
     const IndexPlan plan = ChooseIndexEncoding(idx, u->num_elements);
     const uint64_t value_bytes = bf::ValueBytes(codec, q.shipped);
     // Same table: the chunk id as a step from the previous record's (>= 1
@@ -204,13 +260,10 @@ Result<EncodeStats> BatchEncoder::Encode(const BatchHeader& header,
         break;
     }
   }
-  BatchHeader h = header;
-  h.chunk_count = chunks_out;
-  GEOPS_RETURN_IF_ERROR(SealBatch(h, body_, options_.compress, options_.lz4_acceleration, out));
   stats.chunks_out = chunks_out;
   stats.body_bytes = static_cast<int64_t>(body_.size());
-  stats.batch_bytes = static_cast<int64_t>(out->size());
   if (residuals != nullptr) residuals->resize(res_used);
+  if (shipped != nullptr) shipped->resize(shipped_used);
   return stats;
 }
 

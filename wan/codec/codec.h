@@ -75,8 +75,22 @@ class BatchEncoder {
   Result<EncodeStats> Encode(const BatchHeader& header, std::span<const SparseChunkUpdate> chunks,
                              std::vector<uint8_t>* out, std::vector<SparseChunkUpdate>* residuals);
 
+  // The same encoding, for a batch that goes to several streams: the body
+  // is prepared once into *out (SealPrepared then seals it per stream, each
+  // under its own header) and stats.batch_bytes is one sealed copy. With
+  // `shipped` not null its contents are replaced by what a receiver will
+  // decode, chunk by chunk (the input minus the residual, over the elements
+  // shipped, sorted by key): the sender keeps it (a backlog) without
+  // decoding its own batch. Errors as Encode.
+  Result<EncodeStats> EncodePrepared(ValueCodec codec, std::span<const SparseChunkUpdate> chunks,
+                                     PreparedBody* out, std::vector<SparseChunkUpdate>* residuals,
+                                     std::vector<SparseChunkUpdate>* shipped);
+
  private:
   Status Validate(std::span<const SparseChunkUpdate> chunks);
+  // Encodes the chunk records into body_; stats without batch_bytes.
+  Result<EncodeStats> EncodeBody(ValueCodec codec, std::span<const SparseChunkUpdate> chunks,
+                                 std::vector<SparseChunkUpdate>* residuals, std::vector<SparseChunkUpdate>* shipped);
 
   EncoderOptions options_;
   std::vector<const SparseChunkUpdate*> order_;

@@ -59,6 +59,7 @@ Result<std::unique_ptr<Replicator>> Replicator::Create(const ModelSpec* spec, Re
   }
   for (const auto& [peer, inc] : recovered.peer_incarnations) r->inbox_.RestoreIncarnation(peer, inc);
   r->inbox_.SetOwnIncarnation(r->incarnation_);
+  r->shipper_.set_incarnation(r->incarnation_);
   Replicator* self = r.get();
   r->inbox_.SetIncarnationListener([self](SiteId origin, uint64_t incarnation, bool reset) {
     {
@@ -108,17 +109,17 @@ Status Replicator::Restore(RecoveredOutbound recovered) {
   recovery_.recovered = true;
   for (const SparseChunkUpdate& u : recovered.accumulator) GEOPS_RETURN_IF_ERROR(filter_.AddSparse(u));
   for (auto& [peer, rows] : recovered.backlogs) {
-    PeerOutbox* out = OutboxFor(peer);
+    PeerOutbox* out = shipper_.OutboxFor(peer);
     if (out == nullptr) return DataLossError("a backlog for site " + std::to_string(peer) + ", which is not a peer");
     GEOPS_RETURN_IF_ERROR(out->AddToBacklog(rows));
   }
   for (const auto& [peer, seq] : recovered.last_seq) {
-    PeerOutbox* out = OutboxFor(peer);
+    PeerOutbox* out = shipper_.OutboxFor(peer);
     if (out == nullptr) return DataLossError("a seq for site " + std::to_string(peer) + ", which is not a peer");
     out->RestoreSeq(seq);
   }
   for (auto& [peer, batches] : recovered.batches) {
-    PeerOutbox* out = OutboxFor(peer);
+    PeerOutbox* out = shipper_.OutboxFor(peer);
     if (out == nullptr) return DataLossError("batches for site " + std::to_string(peer) + ", which is not a peer");
     for (const WanBatch& b : batches) {
       if (b.seq > out->last_seq()) {
@@ -149,10 +150,10 @@ Replicator::Replicator(const ModelSpec* spec, ReplicatorConfig config, ReplicaTa
       allowance_(config_.options.mode == WanMode::kAsp ? config_.options.max_drift_allowance : 0),
       outbox_stats_(outboxes.size()),
       outbox_seq_(outboxes.size(), 0),
-      outboxes_(std::move(outboxes)),
-      encoder_(EncoderOptions{config_.options.compress, 1}) {
+      shipper_(ShipperConfig{config_.site, config_.shard, &config_.options, transport, &inbox_, &journal_},
+               std::move(outboxes)) {
   lookup_ = [this](ChunkKey key) { return LookupValue(key); };
-  last_reports_.resize(outboxes_.size());
+  last_reports_.resize(shipper_.outboxes().size());
 }
 
 Replicator::~Replicator() {
@@ -193,21 +194,12 @@ void Replicator::Start() {
   if (thread_.joinable() || stop_) return;
   // Batches handed to the link before a crash and never acknowledged go
   // again, in seq order; the peer drops those it applied.
-  for (auto& [peer, batches] : resend_) {
-    PeerOutbox* out = OutboxFor(peer);
-    for (WanBatch& b : batches) {
-      b.incarnation = incarnation_;
-      b.dest_incarnation = inbox_.Incarnation(peer);
-      out->OnSent(b.seq, static_cast<int64_t>(b.payload.size()), 0);
-      ++recovery_.batches_resent;
-      transport_->SendBatch(peer, std::move(b));
-    }
-  }
+  recovery_.batches_resent += shipper_.ResendRestored(std::move(resend_));
   resend_.clear();
   // Announce this incarnation (and the clock it resumes at) to every peer:
   // a peer sends batches only to an incarnation it has heard of.
   const Clock clock = target_->ShardClock();
-  for (const PeerOutbox& out : outboxes_) {
+  for (const PeerOutbox& out : shipper_.outboxes()) {
     transport_->SendClock(out.peer(), WanClockReport{config_.site, clock, 0, false, incarnation_,
                                                      inbox_.Incarnation(out.peer())});
   }
@@ -274,25 +266,29 @@ void Replicator::OnShardClock(Clock shard_clock, bool all_finished) {
   cv_.notify_all();
 }
 
-bool Replicator::HoldInAccumulator(bool finishing) {
-  if (finishing || options_.mode != WanMode::kAsp || outboxes_.empty()) return false;
-  const int64_t window = Window(finishing);
-  for (const PeerOutbox& out : outboxes_) {
-    // A peer not yet heard from gets its share from the backlog (and a
-    // snapshot) as before; one whose link has room takes the slice.
-    if (!Addressable(out)) return false;
-    if (out.CanSendDirect(window) && LinkKeepsUp(out, 0, finishing)) return false;
+void Replicator::ShipSelected(Clock k, bool finishing) {
+  if (selected_.empty()) return;
+  const double start = NowSeconds();
+  Result<EncodeStats> st = shipper_.Ship(k, finishing, selected_, &residuals_);
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.encode_seconds += NowSeconds() - start;
+  if (!st.ok()) {
+    // Nothing was encoded: everything goes back, to be tried next tick.
+    spdlog::error("wan shard {}: encoding clock {} failed: {}", config_.shard, k, st.status().ToString());
+    for (const SparseChunkUpdate& u : selected_) filter_.AddSparse(u).IgnoreError();
+    return;
   }
-  return true;
+  ++stats_.batches_encoded;
+  for (const SparseChunkUpdate& r : residuals_) filter_.AddSparse(r).IgnoreError();
 }
 
-bool Replicator::Addressable(const PeerOutbox& out) const { return inbox_.Incarnation(out.peer()) != 0; }
-
-PeerOutbox* Replicator::OutboxFor(SiteId peer) {
-  for (PeerOutbox& o : outboxes_) {
-    if (o.peer() == peer) return &o;
+void Replicator::ServeBacklogs(Clock k, bool finishing) {
+  float threshold = -1.0f;  // everything
+  if (options_.mode == WanMode::kAsp && !finishing) {
+    std::lock_guard<std::mutex> lock(mu_);
+    threshold = static_cast<float>(schedule_.At(k));
   }
-  return nullptr;
+  shipper_.ServeBacklogs(k, finishing, threshold, &lookup_);
 }
 
 bool Replicator::SelectLocked(Clock k, bool finishing, SelectSlice* slice) {
@@ -344,12 +340,7 @@ void Replicator::TickChanges(const std::vector<std::pair<SiteId, uint64_t>>& ack
   // accumulator, where it coalesces as a backlog would, without a second
   // copy of its rows; the next tick goes on after the last chunk visited,
   // so that no chunk waits behind the others.
-  for (const auto& [peer, seq] : acks) {
-    if (PeerOutbox* out = OutboxFor(peer)) {
-      out->OnAcked(seq);
-      journal_.BatchAcked(peer, seq);
-    }
-  }
+  for (const auto& [peer, seq] : acks) shipper_.OnAcked(peer, seq);
   SelectSlice slice;
   slice.max_elements = options_.slice_elements;
   bool wrap = false;  // started after resume_after_: the chunks before it come last
@@ -459,9 +450,7 @@ void Replicator::Loop() {
     // A wake-up with no tick, drain or acknowledgement only serves backlogs
     // (a link may have opened); with none, nothing can change: skip the
     // persistence round trip (the loop wakes every 100 ms).
-    bool backlogged = false;
-    for (const PeerOutbox& out : outboxes_) backlogged = backlogged || out.backlogged();
-    for (const auto& [peer, queue] : deferred_) backlogged = backlogged || !queue.empty();
+    const bool backlogged = shipper_.Waiting();
     const bool work = tick || finishing || !acks.empty() || backlogged || !records.empty();
     // Everything this round changes commits together, and only then do its
     // batches leave: a crash can neither lose nor repeat what a peer saw.
@@ -479,7 +468,7 @@ void Replicator::Loop() {
                           : Status::Ok();
     if (durable.ok()) {
       for (const auto& [peer, inc] : records) inbox_.ConfirmIncarnation(peer, inc);
-      FlushOutgoing();
+      shipper_.Flush();
     } else {
       // What the store did not take must not reach a peer: after the
       // restart this site will ship it again from its last durable state,
@@ -487,7 +476,7 @@ void Replicator::Loop() {
       // fails stays failed; the shard takes no more changes either.)
       spdlog::error("wan shard {}: outbound state of clock {} is not durable ({}); not sending it", config_.shard,
                     k, durable.ToString());
-      outgoing_.clear();
+      shipper_.DropOutgoing();
       lock.lock();
       records_.insert(records_.end(), records.begin(), records.end());  // again next round
       lock.unlock();
@@ -496,41 +485,39 @@ void Replicator::Loop() {
     // heard from yet keeps its backlog until it is; the drain goes on).
     bool drain_complete = finishing && durable.ok();
     if (tick || finishing) {
-      for (PeerOutbox& out : outboxes_) {
+      std::vector<PeerOutbox>& outboxes = shipper_.outboxes();
+      for (PeerOutbox& out : outboxes) {
         // bsp and avg tie the clock to the batches sent (a peer takes it
         // once they landed); asp and all-async report progress at once.
         // The drain always ties: "drained" means "you have everything".
         // Once drained, every later report says so too: a peer that
         // restarts is sent the last report again, and it must still say
         // that nothing more will come.
-        const auto deferred = deferred_.find(out.peer());
-        const bool drained_to = (finishing || was_drained) && !out.backlogged() &&
-                                (deferred == deferred_.end() || deferred->second.empty());
+        const bool drained_to = (finishing || was_drained) && shipper_.NothingWaitsFor(out);
         drain_complete = drain_complete && drained_to;
         const bool tied =
             finishing || was_drained || options_.mode == WanMode::kBsp || UsesOuterStep(options_.mode);
         const WanClockReport report{config_.site, k, tied ? out.last_seq() : 0, drained_to, incarnation_,
                                     inbox_.Incarnation(out.peer())};
         transport_->SendClock(out.peer(), report);
-        last_reports_[static_cast<size_t>(&out - outboxes_.data())] = report;
+        last_reports_[static_cast<size_t>(&out - outboxes.data())] = report;
       }
     }
     for (SiteId peer : report_again) {
-      for (size_t i = 0; i < outboxes_.size(); ++i) {
-        if (outboxes_[i].peer() != peer || !last_reports_[i]) continue;
+      for (size_t i = 0; i < shipper_.outboxes().size(); ++i) {
+        if (shipper_.outboxes()[i].peer() != peer || !last_reports_[i]) continue;
         spdlog::info("wan shard {}: site {} (re)started; sending it clock {} again{}", config_.shard, peer,
                      last_reports_[i]->clock, last_reports_[i]->drained ? " (drained)" : "");
         transport_->SendClock(peer, *last_reports_[i]);
       }
     }
     CheckCaughtUp();
-    bool in_flight = false;
-    for (const PeerOutbox& out : outboxes_) in_flight = in_flight || out.inflight() > 0;
+    const bool in_flight = shipper_.InFlight();
 
     lock.lock();
-    for (size_t i = 0; i < outboxes_.size(); ++i) {
-      outbox_stats_[i] = outboxes_[i].stats();
-      outbox_seq_[i] = outboxes_[i].last_seq();
+    for (size_t i = 0; i < shipper_.outboxes().size(); ++i) {
+      outbox_stats_[i] = shipper_.outboxes()[i].stats();
+      outbox_seq_[i] = shipper_.outboxes()[i].last_seq();
     }
     // A drain that could not complete (a peer not reached yet) is tried
     // again on the next event or after the 100 ms wait, not at once.
@@ -618,7 +605,7 @@ void Replicator::RunResets() {
 }
 
 void Replicator::ResetPeerStream(SiteId peer, std::span<const ChunkMass> own, StreamResetEvent* event) {
-  PeerOutbox* out = OutboxFor(peer);
+  PeerOutbox* out = shipper_.OutboxFor(peer);
   if (out == nullptr) return;
   for (uint64_t seq : out->InflightSeqs()) journal_.BatchAcked(peer, seq);
   std::vector<SparseChunkUpdate> old;
@@ -657,10 +644,8 @@ DeferredRecords* Replicator::CollectOutbound(std::vector<OutboundRecord>* puts, 
   std::lock_guard<std::mutex> lock(mu_);
   return journal_.Collect(&filter_,
                           [this](SiteId peer) -> SignificanceFilter* {
-                            for (PeerOutbox& o : outboxes_) {
-                              if (o.peer() == peer) return o.mutable_backlog();
-                            }
-                            return nullptr;
+                            PeerOutbox* o = shipper_.OutboxFor(peer);
+                            return o != nullptr ? o->mutable_backlog() : nullptr;
                           },
                           puts, deletes);
 }
@@ -704,7 +689,7 @@ void Replicator::PendingFor(SiteId peer, ChunkKey key, std::vector<double>* out)
   std::lock_guard<std::mutex> lock(mu_);
   std::span<const float> acc = filter_.Accumulated(key);
   for (size_t i = 0; i < acc.size() && i < out->size(); ++i) (*out)[i] += acc[i];
-  for (const PeerOutbox& o : outboxes_) {
+  for (const PeerOutbox& o : shipper_.outboxes()) {
     if (o.peer() != peer) continue;
     std::span<const float> b = o.backlog().Accumulated(key);
     for (size_t i = 0; i < b.size() && i < out->size(); ++i) (*out)[i] += b[i];

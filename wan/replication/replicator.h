@@ -14,12 +14,12 @@
 //      filter (error feedback); steps 1-3 run slice by slice (at most
 //      WanOptions::slice_elements values each), so nothing a tick holds
 //      grows with the shard;
-//   3. per peer: send the batch (stamped with that peer's next seq) when the
-//      link keeps up, else add its content to that peer's backlog, where
-//      updates coalesce per chunk and leave most significant first when the
-//      window opens (PeerOutbox); asp announces a batch the link needs
-//      longer than notice_min_seconds for with a selective-barrier notice
-//      (steps 2-3 and the backlogs: replicator_ship.cc);
+//   3. per peer: send the batch (sealed under that peer's next seq) when
+//      the link keeps up, else add its content to that peer's backlog,
+//      where updates coalesce per chunk and leave most significant first
+//      when the window opens (PeerOutbox); asp announces a batch the link
+//      needs longer than notice_min_seconds for with a selective-barrier
+//      notice (steps 2-3 and the backlogs: OutboundShipper);
 //   4. report the clock to every peer: in bsp, avg and diloco with the last seq
 //      sent, so that the peer takes the clock only once those batches have
 //      landed (the barrier covers the updates); in asp and all-async
@@ -63,7 +63,6 @@
 #define GEOPS_WAN_REPLICATION_REPLICATOR_H_
 
 #include <condition_variable>
-#include <deque>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -73,7 +72,6 @@
 #include <span>
 #include <thread>
 #include <utility>
-#include <variant>
 #include <vector>
 
 #include "common/model_spec.h"
@@ -82,6 +80,7 @@
 #include "wan/codec/codec.h"
 #include "wan/replication/drift_allowance.h"
 #include "wan/replication/mirror_gate.h"
+#include "wan/replication/outbound_shipper.h"
 #include "wan/replication/outer_step.h"
 #include "wan/replication/outbound_journal.h"
 #include "wan/replication/peer_outbox.h"
@@ -139,7 +138,7 @@ struct ReplicatorStats {
   int64_t elements_selected = 0;  // values taken out of the filter
   int64_t select_holds = 0;       // ticks (or their later slices) left in the accumulator: every link full
   double select_seconds = 0;
-  double encode_seconds = 0;
+  double encode_seconds = 0;      // encoding selections and sealing or backlogging them per peer
   bool drained = false;           // the final marker has been sent
   double residual_norm = 0;       // SignificanceFilter::ResidualNorm, when the stats were taken
   int64_t dirty_chunks = 0;       // chunks holding unshipped mass then
@@ -239,24 +238,20 @@ class Replicator final : public ReplicationTap, public WanReceiver, public Outbo
   // Inside the shard's ResetOrigin scope: this site's stream to `peer`
   // starts over, its backlog the selected part of `own`.
   void ResetPeerStream(SiteId peer, std::span<const ChunkMass> own, StreamResetEvent* event);
-  // Hands outgoing_ to the transport.
-  void FlushOutgoing();
   // Records the time and bytes when the site is back within DS of its peers.
   void CheckCaughtUp();
-  // A batch leaves: journalled, then queued for the transport.
-  void Emit(SiteId peer, WanBatch batch);
   void Loop();
   // Selects this tick's next slice of updates into selected_ per mode,
   // after *slice, and moves *slice past it; true when more of the tick
   // remains (avg and diloco select the whole contribution at once).
   // REQUIRES: mu_ held.
   bool SelectLocked(Clock k, bool finishing, SelectSlice* slice);
-  // asp, not finishing: every peer is addressable and none can take a
-  // batch now (window full, link behind or backlog waiting), so a slice
-  // selected now would only move into the backlogs: it is left in the
-  // accumulator instead. Tick thread.
-  bool HoldInAccumulator(bool finishing);
-  // Encodes selected_ once and sends or backlogs it per peer.
+  // asp, not finishing: every link is full (OutboundShipper::AllLinksFull),
+  // so a slice selected now would only move into the backlogs: it is left
+  // in the accumulator instead. Tick thread.
+  bool HoldInAccumulator(bool finishing) const { return shipper_.AllLinksFull(finishing); }
+  // Ships selected_ (OutboundShipper::Ship); the residuals go back into
+  // the filter.
   void ShipSelected(Clock k, bool finishing);
   // avg, diloco: encodes this site's next contribution (selected_, maybe
   // empty), adds it to the outer step and sends it to every peer as the
@@ -271,20 +266,6 @@ class Replicator final : public ReplicationTap, public WanReceiver, public Outbo
   void PublishOuterLocked();
   // Cuts batches from backlogs whose window is open.
   void ServeBacklogs(Clock k, bool finishing);
-  void MaybeNotice(PeerOutbox& out, uint64_t seq, const std::vector<ChunkKey>& keys, int64_t bytes,
-                   bool finishing);
-  int64_t BudgetBytes(SiteId peer, bool finishing);
-  // The link to out.peer() would deliver `bytes` more within
-  // max_queue_seconds, or has nothing in flight (so a long delay alone
-  // never stalls it); always true when finishing, or in bsp, avg and diloco.
-  bool LinkKeepsUp(const PeerOutbox& out, int64_t bytes, bool finishing);
-  int64_t Window(bool finishing) const;
-  PeerOutbox* OutboxFor(SiteId peer);
-  // Batches go to a peer only once its incarnation is known (heard from
-  // it): a batch must name the incarnation it is for, or a stale one could
-  // reach a later incarnation as the start of its stream. Until then its
-  // updates wait in its backlog.
-  bool Addressable(const PeerOutbox& out) const;
   const float* LookupValue(ChunkKey key);
 
   const ModelSpec* const spec_;
@@ -334,24 +315,15 @@ class Replicator final : public ReplicationTap, public WanReceiver, public Outbo
   // Tick thread only.
   bool resume_pending_ = false;  // a tick held selection after resume_after_: the next starts there
   ChunkKey resume_after_{};
-  std::vector<PeerOutbox> outboxes_;
+  OutboundShipper shipper_;  // the outboxes, the encoder, what leaves
   // Its own lock; enabled when the shard persists. Declared after the
   // filters it hooks (filter_, the outboxes' backlogs), so it goes first.
   OutboundJournal journal_;
   std::vector<SparseChunkUpdate> selected_;
   std::vector<SparseChunkUpdate> residuals_;
-  std::vector<uint8_t> payload_;
-  DecodedBatch decoded_;
-  BatchEncoder encoder_;
+  std::vector<SparseChunkUpdate> shipped_;  // avg, diloco: this site's contribution as peers decode it
   std::vector<float> value_scratch_;  // one chunk, for significance lookups
   ChunkValueLookup lookup_;
-  struct Outgoing {
-    SiteId peer;
-    std::variant<WanBatch, WanNotice> message;
-  };
-  std::vector<Outgoing> outgoing_;
-  // avg, diloco: contributions for peers not addressable yet, in order.
-  std::map<SiteId, std::deque<WanBatch>> deferred_;
 
   std::thread thread_;
 };

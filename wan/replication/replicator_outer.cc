@@ -18,23 +18,15 @@ void Replicator::ShipContribution(Clock k, bool finishing) {
     step_due_ = false;
     step = own_steps_ + 1;
   }
-  const int64_t window = Window(finishing);
   if (due) {
     const double start = NowSeconds();
-    BatchHeader header;
-    header.origin = config_.site;
-    header.seq = static_cast<uint64_t>(step);  // every peer gets the step as its seq
-    header.clock = k;
-    header.codec = finishing ? ValueCodec::kFp32 : options_.EffectiveCodec();
-    header.final = finishing;
-    Result<EncodeStats> st = encoder_.Encode(header, selected_, &payload_, &residuals_);
-    Status decoded = st.ok() ? BatchDecoder().Decode(payload_, &decoded_) : st.status();
+    Result<EncodeStats> st = shipper_.EncodeContribution(step, k, finishing, selected_, &residuals_, &shipped_);
     std::lock_guard<std::mutex> lock(mu_);
     stats_.encode_seconds += NowSeconds() - start;
-    if (!decoded.ok()) {
+    if (!st.ok()) {
       // Nothing leaves: everything goes back, to be tried next tick.
       spdlog::error("wan shard {}: encoding the contribution of clock {} failed: {}", config_.shard, k,
-                    decoded.ToString());
+                    st.status().ToString());
       for (const SparseChunkUpdate& u : selected_) filter_.AddSparse(u).IgnoreError();
       return;
     }
@@ -43,29 +35,13 @@ void Replicator::ShipContribution(Clock k, bool finishing) {
     for (const SparseChunkUpdate& r : residuals_) filter_.AddSparse(r).IgnoreError();
     // Every site adds what its peers will decode: the same bits everywhere.
     own_steps_ = step;
-    Status s = outer_->Add(step, config_.site, decoded_.chunks, finishing);
+    Status s = outer_->Add(step, config_.site, shipped_, finishing);
     if (!s.ok()) spdlog::error("wan shard {}: own contribution: {}", config_.shard, s.ToString());
     own_final_given_ = finishing;
-    for (PeerOutbox& out : outboxes_) {
-      deferred_[out.peer()].push_back(WanBatch{config_.site, static_cast<uint64_t>(step), k, payload_, 0, 0});
-    }
     ApplyReadyLocked();
   }
   // Contributions leave in step order once the peer is addressable.
-  for (PeerOutbox& out : outboxes_) {
-    std::deque<WanBatch>& queue = deferred_[out.peer()];
-    while (!queue.empty() && Addressable(out) && out.CanSendDirect(window)) {
-      WanBatch batch = std::move(queue.front());
-      queue.pop_front();
-      const uint64_t seq = out.AssignSeq();
-      if (seq != batch.seq) {
-        spdlog::error("wan shard {}: contribution {} to site {} got seq {}", config_.shard, batch.seq, out.peer(),
-                      seq);
-      }
-      out.OnSent(batch.seq, static_cast<int64_t>(batch.payload.size()), 0);
-      Emit(out.peer(), std::move(batch));
-    }
-  }
+  shipper_.SendContributions(finishing);
 }
 
 Status Replicator::OnContribution(SiteId origin, uint64_t seq, const DecodedBatch& batch) {

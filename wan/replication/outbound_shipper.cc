@@ -1,0 +1,236 @@
+#include "wan/replication/outbound_shipper.h"
+
+#include <algorithm>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+namespace geops::wan {
+namespace {
+
+// Largest batch cut when the whole backlog must go (drain, bsp, avg).
+constexpr int64_t kUnlimitedBudgetBytes = int64_t{256} << 20;
+
+}  // namespace
+
+OutboundShipper::OutboundShipper(ShipperConfig config, std::vector<PeerOutbox> outboxes)
+    : config_(config),
+      options_(*config_.options),
+      outboxes_(std::move(outboxes)),
+      encoder_(EncoderOptions{config_.options->compress, 1}) {}
+
+int64_t OutboundShipper::Window(bool finishing) const {
+  if (finishing || options_.mode == WanMode::kBsp || UsesOuterStep(options_.mode)) return 0;
+  return options_.max_inflight_batches;
+}
+
+int64_t OutboundShipper::BudgetBytes(SiteId peer, bool finishing) const {
+  // A cut is one slice at most (fp32 values and 32-bit indices), like a
+  // tick's own batches: what it takes, encodes and the peer decodes stays
+  // bounded however large the backlog.
+  const int64_t slice = options_.slice_elements * 8;
+  if (Window(finishing) == 0) return std::min(kUnlimitedBudgetBytes, slice);
+  const double bw = config_.transport->BandwidthBytesPerSecond(peer);
+  if (!(bw > 0)) return std::min(kUnlimitedBudgetBytes, slice);
+  return std::min(slice, std::max<int64_t>(options_.min_batch_bytes, static_cast<int64_t>(bw * options_.max_batch_seconds)));
+}
+
+bool OutboundShipper::LinkKeepsUp(const PeerOutbox& out, int64_t bytes, bool finishing) const {
+  if (Window(finishing) == 0 || out.inflight() == 0) return true;
+  return config_.transport->EstimateDeliverySeconds(out.peer(), bytes) <= options_.max_queue_seconds;
+}
+
+bool OutboundShipper::AllLinksFull(bool finishing) const {
+  if (finishing || options_.mode != WanMode::kAsp || outboxes_.empty()) return false;
+  const int64_t window = Window(finishing);
+  for (const PeerOutbox& out : outboxes_) {
+    // A peer not yet heard from gets its share from the backlog (and a
+    // snapshot) as before; one whose link has room takes the slice.
+    if (!Addressable(out)) return false;
+    if (out.CanSendDirect(window) && LinkKeepsUp(out, 0, finishing)) return false;
+  }
+  return true;
+}
+
+void OutboundShipper::MaybeNotice(PeerOutbox& out, uint64_t seq, const std::vector<ChunkKey>& keys, int64_t bytes,
+                                  bool finishing) {
+  if (options_.mode != WanMode::kAsp || finishing || keys.empty()) return;
+  const double eta = config_.transport->EstimateDeliverySeconds(out.peer(), bytes);
+  if (!(eta > options_.notice_min_seconds)) return;
+  WanNotice n;
+  n.origin = config_.site;
+  n.seq = seq;
+  n.keys = keys;
+  n.timeout_ms = options_.notice_timeout_ms;
+  n.incarnation = incarnation_;
+  n.dest_incarnation = config_.inbox->Incarnation(out.peer());
+  out.CountNotice();
+  outgoing_.push_back(Outgoing{out.peer(), std::move(n)});
+}
+
+Result<EncodeStats> OutboundShipper::Ship(Clock k, bool finishing, std::span<const SparseChunkUpdate> selected,
+                                          std::vector<SparseChunkUpdate>* residuals) {
+  if (selected.empty()) {
+    residuals->clear();
+    return EncodeStats{};
+  }
+  const ValueCodec codec = finishing ? ValueCodec::kFp32 : options_.EffectiveCodec();
+  GEOPS_ASSIGN_OR_RETURN(EncodeStats st, encoder_.EncodePrepared(codec, selected, &body_, residuals, &shipped_));
+  if (st.chunks_out == 0) return st;
+  keys_.clear();
+  for (const SparseChunkUpdate& u : selected) keys_.push_back(u.key);
+  const int64_t window = Window(finishing);
+  for (PeerOutbox& out : outboxes_) {
+    if (Addressable(out) && out.CanSendDirect(window) && LinkKeepsUp(out, st.batch_bytes, finishing)) {
+      BatchHeader header;
+      header.origin = config_.site;
+      header.seq = out.AssignSeq();
+      header.clock = k;
+      WanBatch batch;
+      batch.origin = config_.site;
+      batch.seq = header.seq;
+      batch.clock = k;
+      SealPrepared(header, body_, &batch.payload);
+      MaybeNotice(out, batch.seq, keys_, static_cast<int64_t>(batch.payload.size()), finishing);
+      out.OnSent(batch.seq, static_cast<int64_t>(batch.payload.size()), st.elements_out);
+      Emit(out.peer(), std::move(batch));
+      continue;
+    }
+    Status s = out.AddToBacklog(shipped_);
+    if (!s.ok()) spdlog::error("wan shard {}: backlog for site {}: {}", config_.shard, out.peer(), s.ToString());
+    for (const SparseChunkUpdate& u : shipped_) config_.journal->BacklogChanged(out.peer(), u.key);
+  }
+  return st;
+}
+
+void OutboundShipper::ServeBacklogs(Clock k, bool finishing, float threshold, const ChunkValueLookup* lookup) {
+  const int64_t window = Window(finishing);
+  for (PeerOutbox& out : outboxes_) {
+    while (Addressable(out) && out.backlogged() && out.WindowOpen(window) && LinkKeepsUp(out, 0, finishing)) {
+      BacklogCut cut;
+      cut.origin = config_.site;
+      cut.clock = k;
+      cut.codec = finishing ? ValueCodec::kFp32 : options_.EffectiveCodec();
+      cut.compress = options_.compress;
+      cut.threshold = threshold;
+      cut.budget_bytes = BudgetBytes(out.peer(), finishing);
+      cut.max_elements = 2 * options_.slice_elements;
+      cut.lookup = lookup;
+      Result<std::optional<WanBatch>> batch = out.CutFromBacklog(cut, &keys_);
+      if (!batch.ok()) {
+        spdlog::error("wan shard {}: backlog for site {}: {}", config_.shard, out.peer(), batch.status().ToString());
+        break;
+      }
+      if (!batch->has_value()) break;
+      for (const ChunkKey& key : keys_) config_.journal->BacklogChanged(out.peer(), key);
+      MaybeNotice(out, (*batch)->seq, keys_, static_cast<int64_t>((*batch)->payload.size()), finishing);
+      Emit(out.peer(), std::move(**batch));
+      // A lossy codec leaves residuals behind: only the drain loops on.
+      if (!finishing && threshold >= 0) break;
+    }
+  }
+}
+
+Result<EncodeStats> OutboundShipper::EncodeContribution(int64_t step, Clock k, bool finishing,
+                                                        std::span<const SparseChunkUpdate> selected,
+                                                        std::vector<SparseChunkUpdate>* residuals,
+                                                        std::vector<SparseChunkUpdate>* shipped) {
+  const ValueCodec codec = finishing ? ValueCodec::kFp32 : options_.EffectiveCodec();
+  GEOPS_ASSIGN_OR_RETURN(EncodeStats st, encoder_.EncodePrepared(codec, selected, &body_, residuals, shipped));
+  BatchHeader header;
+  header.origin = config_.site;
+  header.seq = static_cast<uint64_t>(step);  // every peer gets the step as its seq
+  header.clock = k;
+  header.final = finishing;
+  WanBatch batch{config_.site, static_cast<uint64_t>(step), k, {}, 0, 0};
+  SealPrepared(header, body_, &batch.payload);
+  for (PeerOutbox& out : outboxes_) deferred_[out.peer()].push_back(batch);
+  return st;
+}
+
+void OutboundShipper::SendContributions(bool finishing) {
+  const int64_t window = Window(finishing);
+  for (PeerOutbox& out : outboxes_) {
+    std::deque<WanBatch>& queue = deferred_[out.peer()];
+    while (!queue.empty() && Addressable(out) && out.CanSendDirect(window)) {
+      WanBatch batch = std::move(queue.front());
+      queue.pop_front();
+      const uint64_t seq = out.AssignSeq();
+      if (seq != batch.seq) {
+        spdlog::error("wan shard {}: contribution {} to site {} got seq {}", config_.shard, batch.seq, out.peer(),
+                      seq);
+      }
+      out.OnSent(batch.seq, static_cast<int64_t>(batch.payload.size()), 0);
+      Emit(out.peer(), std::move(batch));
+    }
+  }
+}
+
+void OutboundShipper::OnAcked(SiteId peer, uint64_t seq) {
+  if (PeerOutbox* out = OutboxFor(peer)) {
+    out->OnAcked(seq);
+    config_.journal->BatchAcked(peer, seq);
+  }
+}
+
+int64_t OutboundShipper::ResendRestored(std::vector<std::pair<SiteId, std::vector<WanBatch>>> batches) {
+  int64_t sent = 0;
+  for (auto& [peer, list] : batches) {
+    PeerOutbox* out = OutboxFor(peer);
+    if (out == nullptr) continue;  // Restore checked the peers
+    for (WanBatch& b : list) {
+      b.incarnation = incarnation_;
+      b.dest_incarnation = config_.inbox->Incarnation(peer);
+      out->OnSent(b.seq, static_cast<int64_t>(b.payload.size()), 0);
+      ++sent;
+      config_.transport->SendBatch(peer, std::move(b));
+    }
+  }
+  return sent;
+}
+
+void OutboundShipper::Emit(SiteId peer, WanBatch batch) {
+  batch.incarnation = incarnation_;
+  batch.dest_incarnation = config_.inbox->Incarnation(peer);
+  config_.journal->BatchSent(peer, batch);
+  config_.journal->LastSeqChanged(peer, batch.seq);
+  outgoing_.push_back(Outgoing{peer, std::move(batch)});
+}
+
+void OutboundShipper::Flush() {
+  for (Outgoing& o : outgoing_) {
+    if (auto* n = std::get_if<WanNotice>(&o.message)) config_.transport->SendNotice(o.peer, std::move(*n));
+  }
+  for (Outgoing& o : outgoing_) {
+    if (auto* b = std::get_if<WanBatch>(&o.message)) config_.transport->SendBatch(o.peer, std::move(*b));
+  }
+  outgoing_.clear();
+}
+
+bool OutboundShipper::Waiting() const {
+  for (const PeerOutbox& out : outboxes_) {
+    if (!NothingWaitsFor(out)) return true;
+  }
+  return false;
+}
+
+bool OutboundShipper::NothingWaitsFor(const PeerOutbox& out) const {
+  const auto deferred = deferred_.find(out.peer());
+  return !out.backlogged() && (deferred == deferred_.end() || deferred->second.empty());
+}
+
+bool OutboundShipper::InFlight() const {
+  for (const PeerOutbox& out : outboxes_) {
+    if (out.inflight() > 0) return true;
+  }
+  return false;
+}
+
+PeerOutbox* OutboundShipper::OutboxFor(SiteId peer) {
+  for (PeerOutbox& o : outboxes_) {
+    if (o.peer() == peer) return &o;
+  }
+  return nullptr;
+}
+
+}  // namespace geops::wan

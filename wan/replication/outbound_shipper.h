@@ -1,0 +1,151 @@
+// OutboundShipper: everything one shard sends to its peers, behind the
+// Replicator's tick loop. It owns the per-peer outboxes (seq numbering,
+// batches in flight, backlogs) and the encoder, and decides per peer
+// whether a selection goes on the wire or into that peer's backlog.
+//
+// A selection is encoded once: the body is prepared (and LZ4-compressed)
+// once and each peer's batch is sealed under its own header (its own seq,
+// SealPrepared); a peer whose link falls behind gets in its backlog exactly
+// what a receiver would decode (the encoder's `shipped` output), never a
+// decode of this site's own batch. Backlogs are cut into batches when the
+// window opens (most significant first); asp announces a batch its link
+// needs long for with a selective-barrier notice. avg and diloco send one
+// contribution per outer step, whose seq is the step, to every peer in
+// step order.
+//
+// Nothing leaves at once: messages collect in an outgoing list that the
+// tick loop hands to the transport (Flush) only after the round's changes
+// are durable, or drops (DropOutgoing) when they are not. Every change to a
+// backlog, seq or batch in flight is reported to the OutboundJournal.
+//
+// Batches go to a peer only once its incarnation is known (the inbox has
+// heard from it): a batch names the incarnation it is for. Until then its
+// updates wait in its backlog (contributions in order in a queue).
+//
+// Thread-safety: not thread-safe; owned and used by the Replicator's tick
+// thread (and by Create/Start before it runs). The transport is only ever
+// called from Flush and ResendRestored.
+#ifndef GEOPS_WAN_REPLICATION_OUTBOUND_SHIPPER_H_
+#define GEOPS_WAN_REPLICATION_OUTBOUND_SHIPPER_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <span>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/status.h"
+#include "wan/codec/codec.h"
+#include "wan/replication/outbound_journal.h"
+#include "wan/replication/peer_outbox.h"
+#include "wan/replication/remote_inbox.h"
+#include "wan/wan_options.h"
+#include "wan/wan_transport.h"
+
+namespace geops::wan {
+
+struct ShipperConfig {
+  SiteId site = 0;
+  ShardId shard = 0;                       // for logs
+  const WanOptions* options = nullptr;
+  WanTransport* transport = nullptr;       // estimates and, from Flush, sends
+  const RemoteInbox* inbox = nullptr;      // each peer's incarnation
+  OutboundJournal* journal = nullptr;      // told of every outbound change
+};
+
+class OutboundShipper {
+ public:
+  // One outbox per peer. REQUIRES: every pointer of `config` set; the
+  // pointees outlive the shipper (the journal is only used once Ship and
+  // the like are called, so it may be constructed after the shipper).
+  OutboundShipper(ShipperConfig config, std::vector<PeerOutbox> outboxes);
+
+  // This store's incarnation, named by every message sent (set once known).
+  void set_incarnation(uint64_t incarnation) { incarnation_ = incarnation; }
+
+  // asp, bsp, all-async: encodes `selected` once (the mode's codec; fp32
+  // when finishing) and, per peer, seals a batch for it when its link keeps
+  // up, or adds the batch's content to its backlog. *residuals receives the
+  // codec's error feedback (for the accumulator). On an error nothing was
+  // sent or backlogged: the caller still owns all of `selected`.
+  Result<EncodeStats> Ship(Clock k, bool finishing, std::span<const SparseChunkUpdate> selected,
+                           std::vector<SparseChunkUpdate>* residuals);
+  // Cuts batches from the backlogs whose window is open; `threshold` < 0
+  // takes everything (otherwise asp's significance cut-off).
+  void ServeBacklogs(Clock k, bool finishing, float threshold, const ChunkValueLookup* lookup);
+  // asp, not finishing: every peer is addressable and none can take a
+  // batch now (window full, link behind or backlog waiting), so a slice
+  // selected now would only move into the backlogs.
+  bool AllLinksFull(bool finishing) const;
+
+  // avg, diloco: encodes this site's contribution to outer step `step`
+  // (maybe empty) and queues it for every peer. *shipped receives what the
+  // peers will decode (this site adds the same to the step), *residuals the
+  // error feedback. On an error nothing was queued.
+  Result<EncodeStats> EncodeContribution(int64_t step, Clock k, bool finishing,
+                                         std::span<const SparseChunkUpdate> selected,
+                                         std::vector<SparseChunkUpdate>* residuals,
+                                         std::vector<SparseChunkUpdate>* shipped);
+  // Sends queued contributions, in step order, to every addressable peer.
+  void SendContributions(bool finishing);
+
+  void OnAcked(SiteId peer, uint64_t seq);
+  // Restored batches, never acknowledged before a restart, go again at once
+  // (not through the outgoing list: they were durable already). Returns how
+  // many were sent.
+  int64_t ResendRestored(std::vector<std::pair<SiteId, std::vector<WanBatch>>> batches);
+
+  // Hands the outgoing messages to the transport, notices first (they
+  // announce batches behind them).
+  void Flush();
+  // The round was not durable: none of its messages may leave.
+  void DropOutgoing() { outgoing_.clear(); }
+
+  // Something waits to be sent: a backlog or a queued contribution.
+  bool Waiting() const;
+  // Nothing waits for `out`'s peer: its backlog and contribution queue are
+  // empty.
+  bool NothingWaitsFor(const PeerOutbox& out) const;
+  bool InFlight() const;
+  bool Addressable(const PeerOutbox& out) const { return config_.inbox->Incarnation(out.peer()) != 0; }
+
+  std::vector<PeerOutbox>& outboxes() { return outboxes_; }
+  const std::vector<PeerOutbox>& outboxes() const { return outboxes_; }
+  PeerOutbox* OutboxFor(SiteId peer);
+
+ private:
+  // Batches in flight per peer; 0 = no limit (finishing, bsp, avg, diloco).
+  int64_t Window(bool finishing) const;
+  int64_t BudgetBytes(SiteId peer, bool finishing) const;
+  // The link to out.peer() would deliver `bytes` more within
+  // max_queue_seconds, or has nothing in flight (so a long delay alone
+  // never stalls it); always true when finishing, or in bsp, avg and diloco.
+  bool LinkKeepsUp(const PeerOutbox& out, int64_t bytes, bool finishing) const;
+  void MaybeNotice(PeerOutbox& out, uint64_t seq, const std::vector<ChunkKey>& keys, int64_t bytes,
+                   bool finishing);
+  // A batch leaves: named with both incarnations, journalled, queued.
+  void Emit(SiteId peer, WanBatch batch);
+
+  ShipperConfig config_;
+  const WanOptions& options_;
+  uint64_t incarnation_ = 0;
+  std::vector<PeerOutbox> outboxes_;
+  BatchEncoder encoder_;
+  PreparedBody body_;
+  std::vector<SparseChunkUpdate> shipped_;
+  std::vector<ChunkKey> keys_;
+  struct Outgoing {
+    SiteId peer;
+    std::variant<WanBatch, WanNotice> message;
+  };
+  std::vector<Outgoing> outgoing_;
+  // avg, diloco: contributions not sent yet (peer not addressable), in order.
+  std::map<SiteId, std::deque<WanBatch>> deferred_;
+};
+
+}  // namespace geops::wan
+
+#endif  // GEOPS_WAN_REPLICATION_OUTBOUND_SHIPPER_H_
