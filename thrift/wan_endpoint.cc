@@ -32,7 +32,7 @@ Result<std::unique_ptr<WanEndpoint>> WanEndpoint::Start(const ModelSpec* spec, d
   shard->AttachReplication(e->replicator_.get(), e->replicator_->gate());
   e->shard_ = shard;
   service->SetModelFingerprint(spec->Fingerprint());
-  service->receiver_slot()->Set(e->replicator_.get());
+  service->receiver_slot()->Set(e->replicator_->receiver());
   e->receiving_ = true;
   e->replicator_->Start();
   return e;

@@ -127,7 +127,7 @@ class WanRestartTest : public ::testing::Test {
     Result<std::unique_ptr<Replicator>> r = Replicator::Create(&spec_, rc, sites_[s].shard.get(), net_.Transport(s));
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     sites_[s].repl = std::move(r).value();
-    net_.Attach(s, sites_[s].repl.get());
+    net_.Attach(s, sites_[s].repl->receiver());
     sites_[s].shard->AttachReplication(sites_[s].repl.get(), sites_[s].repl->gate());
     if (register_worker) ASSERT_TRUE(sites_[s].shard->RegisterWorker(0, 0, "").ok());
     sites_[s].repl->Start();
@@ -427,8 +427,8 @@ TEST(WanIncarnationRecordTest, AResetIsNotOverwrittenByTheFirstHeardRecordItOver
   auto repl = std::move(wan::Replicator::Create(&spec, rc, shard.get(), &t)).value();
   shard->AttachReplication(repl.get(), repl->gate());
   // Both heard before the tick thread's next round: 7 first (to record), then 8 (to reset).
-  ASSERT_TRUE(repl->OnHeartbeat(1, 7).ok());
-  ASSERT_TRUE(repl->OnHeartbeat(1, 8).ok());
+  ASSERT_TRUE(repl->receiver()->OnHeartbeat(1, 7).ok());
+  ASSERT_TRUE(repl->receiver()->OnHeartbeat(1, 8).ok());
   repl->Start();
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (repl->stats().stream_resets.empty() && std::chrono::steady_clock::now() < until) {
@@ -451,7 +451,7 @@ TEST(WanIncarnationRecordTest, AResetIsNotOverwrittenByTheFirstHeardRecordItOver
   repl = std::move(wan::Replicator::Create(&spec, rc, shard.get(), &t)).value();
   shard->AttachReplication(repl.get(), repl->gate());
   repl->Start();
-  ASSERT_TRUE(repl->OnHeartbeat(1, 8).ok());
+  ASSERT_TRUE(repl->receiver()->OnHeartbeat(1, 8).ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   EXPECT_EQ(repl->stats().stream_resets.size(), 0u) << "a spurious reset of a peer that did not restart";
   repl->Stop();

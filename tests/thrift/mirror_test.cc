@@ -206,7 +206,7 @@ class MirrorReplicatorTest : public ::testing::Test {
     auto repl = wan::Replicator::Create(spec_.get(), rc, shard_.get(), &transport_);
     ASSERT_TRUE(repl.ok());
     repl_ = std::move(repl).value();
-    auto server = MirrorServer::Start(repl_.get(), MirrorIdentity{1, 0, spec_->Fingerprint()}, PsServerOptions{});
+    auto server = MirrorServer::Start(repl_->receiver(), MirrorIdentity{1, 0, spec_->Fingerprint()}, PsServerOptions{});
     ASSERT_TRUE(server.ok());
     server_ = std::move(server).value();
     auto c = MirrorClient::Create(server_->address(), {0, 0, spec_->Fingerprint()}, ClientOptions());

@@ -391,7 +391,7 @@ class ReportsTest : public ::testing::Test {
     auto repl = Replicator::Create(&spec_, rc, shard_.get(), net_.Transport(0));
     ASSERT_TRUE(repl.ok()) << repl.status().ToString();
     repl_ = std::move(repl).value();
-    net_.Attach(0, repl_.get());
+    net_.Attach(0, repl_->receiver());
     net_.Attach(1, &peer_);
     repl_->Start();
   }
@@ -415,16 +415,16 @@ TEST_F(ReportsTest, APeerProcessHeardForTheFirstTimeGetsTheLastReportAgain) {
   for (int i = 0; i < 500 && (seen.empty() || seen.back() != 3); ++i) seen = AwaitMore(peer_, seen.size());
   ASSERT_EQ(seen.back(), 3);
   // The peer's process starts (its first heartbeat names it): the report again.
-  repl_->OnPeerBoot(1, 77);
+  repl_->receiver()->OnPeerBoot(1, 77);
   seen = AwaitMore(peer_, seen.size());
   ASSERT_EQ(seen.back(), 3);
   const size_t before = seen.size();
   // The same process again: nothing new.
-  repl_->OnPeerBoot(1, 77);
+  repl_->receiver()->OnPeerBoot(1, 77);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_EQ(peer_.clocks().size(), before);
   // A restart (another boot id): the report again.
-  repl_->OnPeerBoot(1, 78);
+  repl_->receiver()->OnPeerBoot(1, 78);
   seen = AwaitMore(peer_, before);
   ASSERT_EQ(seen.size(), before + 1);
   EXPECT_EQ(seen.back(), 3);
@@ -445,7 +445,7 @@ TEST_F(ReportsTest, OnceDrainedEveryLaterReportSaysSoAlsoWhenSentAgain) {
   for (int i = 0; i < 500 && seen.back() != 5; ++i) seen = AwaitMore(peer_, seen.size());
   ASSERT_EQ(seen.back(), 5);
   EXPECT_TRUE(peer_.last_drained());
-  repl_->OnPeerBoot(1, 99);
+  repl_->receiver()->OnPeerBoot(1, 99);
   seen = AwaitMore(peer_, seen.size());
   EXPECT_EQ(seen.back(), 5);
   EXPECT_TRUE(peer_.last_drained());

@@ -73,7 +73,7 @@ class WanSites {
         auto r = Replicator::Create(&spec_, rc, shard_[s][i].get(), nets_[i]->Transport(s));
         EXPECT_TRUE(r.ok()) << r.status().ToString();
         repl_[s].push_back(std::move(r).value());
-        nets_[i]->Attach(s, repl_[s][i].get());
+        nets_[i]->Attach(s, repl_[s][i]->receiver());
         shard_[s][i]->AttachReplication(repl_[s][i].get(), repl_[s][i]->gate());
       }
     }

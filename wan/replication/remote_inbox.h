@@ -1,5 +1,7 @@
-// RemoteInbox: the receiving side of one shard's WAN replication. It takes
-// the messages of every peer (batches, clock reports, notices, heartbeats),
+// RemoteInbox: the receiving side of one shard's WAN replication, and the
+// WanReceiver the shard's mirror service hands messages to directly. It
+// takes the messages of every peer (batches, clock reports, notices,
+// heartbeats, boots),
 // applies batches to the shard exactly once and in seq order per origin,
 // and keeps the MirrorGate's view of the peers up to date.
 //
@@ -15,6 +17,8 @@
 //   clock    taken by the gate once the batches through its last_seq are
 //            applied; held back until then (reports can overtake batches).
 //   notice   passed to the gate (it ignores notices of applied batches).
+//   boot     a peer process heard for the first time: passed to the boot
+//            listener (the Replicator sends it its last clock report again).
 //
 // Incarnations (wan_transport.h): the inbox remembers each origin's
 // incarnation. A message from an earlier one, or a batch cut for an earlier
@@ -36,7 +40,6 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <string>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -62,17 +65,30 @@ struct InboxStats {
   int64_t origin_resets = 0;     // peers whose streams were reset (they lost their store)
 };
 
-class RemoteInbox {
+class RemoteInbox final : public WanReceiver {
  public:
   // `target` and `gate` must outlive the inbox. `self` is this site's id:
   // messages claiming to come from it are refused.
   RemoteInbox(ReplicaTarget* target, MirrorGate* gate, SiteId self, int64_t max_reorder,
               DecodeLimits limits = {});
 
-  Status OnBatch(const WanBatch& batch);
-  Status OnClock(const WanClockReport& report);
-  Status OnNotice(const WanNotice& notice);
-  Status OnHeartbeat(SiteId origin, uint64_t incarnation);
+  // WanReceiver.
+  Status OnBatch(const WanBatch& batch) override;
+  Status OnClock(const WanClockReport& report) override;
+  Status OnNotice(const WanNotice& notice) override;
+  Status OnHeartbeat(SiteId origin, uint64_t incarnation) override;
+  void OnPeerBoot(SiteId origin, uint64_t boot) override {
+    if (boot_listener_) boot_listener_(origin, boot);
+  }
+  // Why batch `seq` of `origin` was quarantined by this process; empty when
+  // it was not, or is older than the kRememberedQuarantines latest of that
+  // origin (the shard's store keeps every one).
+  std::string QuarantineOf(SiteId origin, uint64_t seq) const override;
+  static constexpr size_t kRememberedQuarantines = 64;
+
+  // Called for every OnPeerBoot. Set before messages arrive.
+  using BootListener = std::function<void(SiteId origin, uint64_t boot)>;
+  void SetBootListener(BootListener listener) { boot_listener_ = std::move(listener); }
 
   // This site's incarnation (batches cut for another are refused); 0: none.
   void SetOwnIncarnation(uint64_t incarnation);
@@ -107,11 +123,6 @@ class RemoteInbox {
   void SetBatchSink(BatchSink sink) { sink_ = std::move(sink); }
 
   InboxStats stats() const;
-  // Why batch `seq` of `origin` was quarantined by this process; empty when
-  // it was not, or is older than the kRememberedQuarantines latest of that
-  // origin (the shard's store keeps every one).
-  std::string QuarantineOf(SiteId origin, uint64_t seq) const;
-  static constexpr size_t kRememberedQuarantines = 64;
 
  private:
   struct Origin {
@@ -143,6 +154,7 @@ class RemoteInbox {
   const DecodeLimits limits_;
 
   BatchSink sink_;  // set before use, then read only
+  BootListener boot_listener_;  // set before use, then read only
 
   mutable std::mutex mu_;
   std::map<SiteId, Origin> origins_;  // GUARDED_BY(mu_)

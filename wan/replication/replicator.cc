@@ -61,6 +61,7 @@ Result<std::unique_ptr<Replicator>> Replicator::Create(const ModelSpec* spec, Re
   r->inbox_.SetOwnIncarnation(r->incarnation_);
   r->shipper_.set_incarnation(r->incarnation_);
   Replicator* self = r.get();
+  r->inbox_.SetBootListener([self](SiteId origin, uint64_t boot) { self->OnPeerBoot(origin, boot); });
   r->inbox_.SetIncarnationListener([self](SiteId origin, uint64_t incarnation, bool reset) {
     {
       std::lock_guard<std::mutex> lock(self->mu_);

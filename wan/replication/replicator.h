@@ -1,7 +1,8 @@
 // Replicator: one shard's WAN replication engine. It is the shard's
-// ReplicationTap (local updates and clock ticks come in), the WanReceiver of
-// its peers' messages (remote batches go to the shard through the
-// RemoteInbox), and it owns the MirrorGate that holds local reads.
+// ReplicationTap (local updates and clock ticks come in); it owns the
+// RemoteInbox, which receives its peers' messages directly (receiver()),
+// the MirrorGate that holds local reads, and the OutboundShipper through
+// which everything leaves.
 //
 // Outbound, at every shard clock tick k (on its own thread, so workers'
 // clock calls never wait for encoding):
@@ -154,7 +155,7 @@ struct ReplicatorStats {
   std::vector<StreamResetEvent> stream_resets;
 };
 
-class Replicator final : public ReplicationTap, public WanReceiver, public OutboundParticipant {
+class Replicator final : public ReplicationTap, public OutboundParticipant {
  public:
   // InvalidArgument for bad options, a peer equal to `site` or repeated, or
   // null target/transport; DataLoss when the shard recovered outbound
@@ -180,21 +181,9 @@ class Replicator final : public ReplicationTap, public WanReceiver, public Outbo
   DeferredRecords* CollectOutbound(std::vector<OutboundRecord>* puts, std::vector<std::string>* deletes) override;
   void ReleaseOutbound() override;
 
-  // WanReceiver (see RemoteInbox).
-  Status OnBatch(const WanBatch& batch) override { return inbox_.OnBatch(batch); }
-  std::string QuarantineOf(SiteId origin, uint64_t seq) const override { return inbox_.QuarantineOf(origin, seq); }
-  Status OnClock(const WanClockReport& report) override { return inbox_.OnClock(report); }
-  Status OnNotice(const WanNotice& notice) override { return inbox_.OnNotice(notice); }
-  Status OnHeartbeat(SiteId origin, uint64_t incarnation) override {
-    return inbox_.OnHeartbeat(origin, incarnation);
-  }
-  // A peer process heard for the first time (a start or a restart) gets the
-  // last clock report this shard sent it once more: a restarted peer knows
-  // no clock of this site (its gate starts every peer at 0), and this site
-  // may be waiting for it at the drift bound, or done and drained, and so
-  // send no new report by itself. Repeating a report is harmless (clocks
-  // only rise; a drained report names the final batch).
-  void OnPeerBoot(SiteId origin, uint64_t boot) override;
+  // Where the peers' messages go (the mirror service, or a test's network):
+  // the inbox itself.
+  WanReceiver* receiver() { return &inbox_; }
 
   // This shard store's incarnation (a new one for a new store).
   uint64_t incarnation() const { return incarnation_; }
@@ -227,6 +216,15 @@ class Replicator final : public ReplicationTap, public WanReceiver, public Outbo
  private:
   Replicator(const ModelSpec* spec, ReplicatorConfig config, ReplicaTarget* target, WanTransport* transport,
              SignificanceFilter filter, ThresholdSchedule schedule, std::vector<PeerOutbox> outboxes);
+
+  // The inbox's boot listener: a peer process heard for the first time (a
+  // start or a restart) gets the last clock report this shard sent it once
+  // more: a restarted peer knows no clock of this site (its gate starts
+  // every peer at 0), and this site may be waiting for it at the drift
+  // bound, or done and drained, and so send no new report by itself.
+  // Repeating a report is harmless (clocks only rise; a drained report
+  // names the final batch).
+  void OnPeerBoot(SiteId origin, uint64_t boot);
 
   // Restores outbound state the shard recovered; called once by Create.
   Status Restore(RecoveredOutbound recovered);
