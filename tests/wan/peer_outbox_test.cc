@@ -1,4 +1,5 @@
 #include "wan/replication/peer_outbox.h"
+#include "wan/replication/stream_reset.h"
 
 #include <gtest/gtest.h>
 
@@ -132,6 +133,36 @@ TEST(PeerOutboxTest, NothingToCutGivesNoBatch) {
   ASSERT_TRUE(b.ok());
   EXPECT_FALSE(b->has_value());
   EXPECT_EQ(out->last_seq(), 0u);
+}
+
+// A peer lost its store: the stream to it starts over at seq 1 with nothing
+// in flight, and its backlog becomes exactly this site's selected mass (own
+// mass minus what the accumulator still holds), whatever it held before.
+TEST(StreamResetTest, RestartStreamStartsOverFromTheSelectedMass) {
+  auto out = PeerOutbox::Create(4, {});
+  ASSERT_TRUE(out.ok());
+  out->OnSent(out->AssignSeq(), 100, 3);
+  out->OnSent(out->AssignSeq(), 100, 3);
+  ASSERT_TRUE(out->AddToBacklog(std::vector<SparseChunkUpdate>{Dense({0, 0}, {9, 9, 9})}).ok());
+  ASSERT_EQ(out->inflight(), 2);
+
+  const std::vector<ChunkMass> own = {{{0, 0}, {1.0f, 2.0f, 3.0f}}, {{0, 1}, {0.5f, 0.0f, -4.0f}}};
+  const std::vector<float> acc0 = {1.0f, 0.5f, 0.0f};  // chunk (0, 0) still partly unselected
+  OutboundJournal journal;  // not enabled: records nothing
+  const int64_t put = RestartStream(
+      &*out, own,
+      [&](ChunkKey key) { return key == ChunkKey{0, 0} ? std::span<const float>(acc0) : std::span<const float>(); },
+      77, &journal, 0);
+  EXPECT_EQ(put, 4);  // (0,0): 1.5 and 3; (0,1): 0.5 and -4
+  EXPECT_EQ(out->inflight(), 0);
+  EXPECT_EQ(out->last_seq(), 0u);
+  EXPECT_EQ(out->AssignSeq(), 1u);
+  std::span<const float> b0 = out->backlog().Accumulated({0, 0});
+  std::span<const float> b1 = out->backlog().Accumulated({0, 1});
+  ASSERT_EQ(b0.size(), 3u);
+  ASSERT_EQ(b1.size(), 3u);
+  EXPECT_EQ(std::vector<float>(b0.begin(), b0.end()), (std::vector<float>{0.0f, 1.5f, 3.0f}));
+  EXPECT_EQ(std::vector<float>(b1.begin(), b1.end()), (std::vector<float>{0.5f, 0.0f, -4.0f}));
 }
 
 }  // namespace

@@ -66,8 +66,7 @@ Result<std::unique_ptr<Replicator>> Replicator::Create(const ModelSpec* spec, Re
     {
       std::lock_guard<std::mutex> lock(self->mu_);
       if (reset) {
-        auto& pending = self->resets_[origin];
-        if (pending.first < incarnation) pending = {incarnation, UnixSeconds()};
+        self->resets_.Heard(origin, incarnation, UnixSeconds());
       } else {
         self->records_.emplace_back(origin, incarnation);
       }
@@ -427,11 +426,11 @@ void Replicator::Loop() {
   while (true) {
     cv_.wait_for(lock, std::chrono::milliseconds(100), [this] {
       return stop_ || target_clock_ > ticked_ || (finished_ && !drained_ && !drain_retry_wait_) || !acks_.empty() ||
-             !resets_.empty() || !records_.empty() || !report_again_.empty();
+             resets_.Pending() || !records_.empty() || !report_again_.empty();
     });
     if (stop_) return;
     drain_retry_wait_ = false;
-    if (!resets_.empty()) {
+    if (resets_.Pending()) {
       lock.unlock();
       RunResets();
       lock.lock();
@@ -543,54 +542,19 @@ void Replicator::OnPeerBoot(SiteId origin, uint64_t boot) {
 }
 
 void Replicator::RunResets() {
-  std::map<SiteId, std::pair<uint64_t, double>> resets;
-  {
+  StreamResets::Hooks hooks;
+  hooks.restart_stream = [this](SiteId peer, std::span<const ChunkMass> own, StreamResetEvent* event) {
+    PeerOutbox* out = shipper_.OutboxFor(peer);
+    if (out == nullptr) return;
+    std::lock_guard<std::mutex> lock(mu_);  // the accumulator
+    event->snapshot_elements = RestartStream(
+        out, own, [this](ChunkKey key) { return filter_.Accumulated(key); }, event->incarnation, &journal_,
+        config_.shard);
+  };
+  hooks.done = [this](const StreamResetEvent& event) {
     std::lock_guard<std::mutex> lock(mu_);
-    resets = resets_;
-  }
-  for (const auto& entry : resets) {
-    // Named copies, not structured bindings: the lambdas below capture them
-    // (Clang before 16 cannot capture a binding).
-    const auto peer = entry.first;
-    const auto& pending = entry.second;
-    StreamResetEvent event;
-    event.peer = peer;
-    event.incarnation = pending.first;
-    event.heard_unix = pending.second;
-    bool changed = false;
-    Status s = inbox_.ResetOrigin(peer, pending.first, [&]() -> Status {
-      Status r = target_->ResetOrigin(
-          peer,
-          [&](std::span<const ChunkMass> own) {
-            changed = true;
-            ResetPeerStream(peer, own, &event);
-          },
-          Deadline::InMs(kDurableWaitMs));
-      // Once the change ran, memory is reset: the inbox must follow even
-      // if the commit is late (a failed store stops the shard anyway).
-      if (changed && !r.ok()) {
-        spdlog::error("wan shard {}: the reset of site {} is not durable: {}", config_.shard, peer, r.ToString());
-        return Status::Ok();
-      }
-      return r;
-    });
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!s.ok()) {
-      // Tried again every round; said once per incarnation (a shard
-      // without a store, for one, can never do it).
-      const bool first = reset_failures_.insert({peer, pending.first}).second;
-      spdlog::log(first ? spdlog::level::err : spdlog::level::debug,
-                  "wan shard {}: site {} came back with an empty store but its streams cannot be reset: {}; its "
-                  "messages are refused until they can",
-                  config_.shard, peer, s.ToString());
-      continue;
-    }
-    event.reset_unix = UnixSeconds();
-    auto it = resets_.find(peer);
-    if (it != resets_.end() && it->second.first <= pending.first) resets_.erase(it);
     // Acknowledgements of the old stream's seqs mean nothing for the new one.
-    std::erase_if(acks_, [peer](const auto& a) { return a.first == peer; });
-    reset_events_.push_back(event);
+    std::erase_if(acks_, [&event](const auto& a) { return a.first == event.peer; });
     if (drained_) {
       // This site had shipped its final updates; the new peer needs them
       // (its snapshot, now in the backlog) and the drained marker again:
@@ -599,46 +563,8 @@ void Replicator::RunResets() {
       drain_acked_ = false;
       stats_.drained = false;
     }
-    spdlog::info("wan shard {}: site {} came back with an empty store (incarnation {}); took its old contributions "
-                 "back and restarted the stream to it with {} values of this site's mass",
-                 config_.shard, peer, event.incarnation, event.snapshot_elements);
-  }
-}
-
-void Replicator::ResetPeerStream(SiteId peer, std::span<const ChunkMass> own, StreamResetEvent* event) {
-  PeerOutbox* out = shipper_.OutboxFor(peer);
-  if (out == nullptr) return;
-  for (uint64_t seq : out->InflightSeqs()) journal_.BatchAcked(peer, seq);
-  std::vector<SparseChunkUpdate> old;
-  out->ResetStream(&old);
-  for (const SparseChunkUpdate& u : old) journal_.BacklogChanged(peer, u.key);
-  journal_.LastSeqChanged(peer, 0);
-  // What this site selected so far: its own mass minus what the
-  // accumulator still holds (that reaches every peer when selected).
-  std::vector<SparseChunkUpdate> selected;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const ChunkMass& m : own) {
-      std::span<const float> acc = filter_.Accumulated(m.key);
-      SparseChunkUpdate u;
-      u.key = m.key;
-      u.num_elements = static_cast<uint32_t>(m.values.size());
-      for (size_t i = 0; i < m.values.size(); ++i) {
-        const float v = m.values[i] - (i < acc.size() ? acc[i] : 0.0f);
-        if (v == 0.0f) continue;
-        u.indices.push_back(static_cast<uint32_t>(i));
-        u.values.push_back(v);
-      }
-      if (!u.indices.empty()) selected.push_back(std::move(u));
-    }
-  }
-  Status s = out->AddToBacklog(selected);
-  if (!s.ok()) spdlog::error("wan shard {}: snapshot for site {}: {}", config_.shard, peer, s.ToString());
-  for (const SparseChunkUpdate& u : selected) {
-    journal_.BacklogChanged(peer, u.key);
-    event->snapshot_elements += static_cast<int64_t>(u.values.size());
-  }
-  journal_.PeerIncarnationChanged(peer, event->incarnation);
+  };
+  resets_.Run(&inbox_, target_, config_.shard, hooks);
 }
 
 DeferredRecords* Replicator::CollectOutbound(std::vector<OutboundRecord>* puts, std::vector<std::string>* deletes) {
@@ -674,7 +600,7 @@ ReplicatorStats Replicator::stats() const {
   {
     std::lock_guard<std::mutex> lock(mu_);
     out.recovery = recovery_;
-    out.stream_resets = reset_events_;
+    out.stream_resets = resets_.events();
   }
   out.incarnation = incarnation_;
   const OutboundJournal::CaptureStats js = journal_.capture_stats();

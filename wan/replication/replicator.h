@@ -32,15 +32,12 @@
 // A site's model is final once every peer has drained (WaitFinal).
 //
 // Disk loss (with stores): each store has an incarnation (wan_transport.h).
-// When a peer comes back as a new incarnation, its old contributions here
-// cannot be matched against what the other sites got from it (each held a
-// different prefix of its stream, and the rest died with its disk). So
-// every site takes them back out (ReplicaTarget::ResetOrigin retracts the
-// peer's ledger) and resets its own stream to it: seq 1 again, nothing in
-// flight, and a backlog of this site's whole selected mass (own mass minus
-// the accumulator), which bootstraps the new replica. The new incarnation's
-// workers start over at clock 0, so every update counts exactly once; the
-// other sites do not wait for it until it is back within DS (MirrorGate).
+// When a peer comes back as a new incarnation, every site takes its old
+// contributions back out and restarts its own stream to it from a snapshot
+// of its selected mass (StreamResets, stream_reset.h). The new
+// incarnation's workers start over at clock 0, so every update counts
+// exactly once; the other sites do not wait for it until it is back within
+// DS (MirrorGate).
 //
 // Crash safety (with a store under the shard): the accumulator, the
 // backlogs, the unacknowledged batches and the seqs are journalled
@@ -67,7 +64,6 @@
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <set>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -87,6 +83,7 @@
 #include "wan/replication/peer_outbox.h"
 #include "wan/replication/remote_inbox.h"
 #include "wan/replication/significance_filter.h"
+#include "wan/replication/stream_reset.h"
 #include "wan/replication/threshold_schedule.h"
 #include "wan/wan_options.h"
 #include "wan/wan_transport.h"
@@ -119,15 +116,6 @@ struct RecoveryStats {
   int64_t catch_up_bytes = 0;        // batch bytes received from peers until then
   int64_t batches_resent = 0;        // unacknowledged batches sent again at start
   bool fresh_store = false;          // the store was new: this is a first start or a disk loss
-};
-
-// A peer that came back as a new incarnation, and when its stream was reset.
-struct StreamResetEvent {
-  SiteId peer = 0;
-  uint64_t incarnation = 0;
-  double heard_unix = 0;   // its new incarnation was first heard
-  double reset_unix = 0;   // the reset was durable (0: failed)
-  int64_t snapshot_elements = 0; // values put in its backlog (this site's selected mass)
 };
 
 struct ReplicatorStats {
@@ -233,9 +221,6 @@ class Replicator final : public ReplicationTap, public OutboundParticipant {
   void TickChanges(const std::vector<std::pair<SiteId, uint64_t>>& acks, Clock k, bool tick, bool finishing);
   // Resets the streams of peers heard as a new incarnation (tick thread).
   void RunResets();
-  // Inside the shard's ResetOrigin scope: this site's stream to `peer`
-  // starts over, its backlog the selected part of `own`.
-  void ResetPeerStream(SiteId peer, std::span<const ChunkMass> own, StreamResetEvent* event);
   // Records the time and bytes when the site is back within DS of its peers.
   void CheckCaughtUp();
   void Loop();
@@ -299,10 +284,8 @@ class Replicator final : public ReplicationTap, public OutboundParticipant {
   RecoveryStats recovery_;                // GUARDED_BY(mu_)
   uint64_t incarnation_ = 0;              // set by Create
   bool incarnation_new_ = false;          // set by Create: journalled at Start
-  std::map<SiteId, std::pair<uint64_t, double>> resets_;  // GUARDED_BY(mu_): peer -> (incarnation, heard)
   std::vector<std::pair<SiteId, uint64_t>> records_;      // GUARDED_BY(mu_): first-heard incarnations
-  std::vector<StreamResetEvent> reset_events_;            // GUARDED_BY(mu_)
-  std::set<std::pair<SiteId, uint64_t>> reset_failures_;  // GUARDED_BY(mu_): (peer, incarnation) logged
+  StreamResets resets_;                   // thread-safe itself; run by the tick thread
   std::vector<std::pair<SiteId, std::vector<WanBatch>>> resend_;  // restored batches, sent by Start()
   std::unique_ptr<OuterStep> outer_;      // GUARDED_BY(mu_): avg and diloco only
   int64_t own_steps_ = 0;                 // GUARDED_BY(mu_): contributions this site made
