@@ -29,7 +29,9 @@ SteadyClock::time_point ManualTime::Now() const {
 void ManualTime::WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
                            SteadyClock::time_point until) const {
   if (Now() >= until) return;
+  ++waiters_;
   cv.wait_for(lock, kManualPollInterval);
+  --waiters_;
 }
 
 void ManualTime::Advance(std::chrono::nanoseconds d) {

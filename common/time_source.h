@@ -15,6 +15,7 @@
 #ifndef GEOPS_COMMON_TIME_SOURCE_H_
 #define GEOPS_COMMON_TIME_SOURCE_H_
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -38,6 +39,12 @@ class TimeSource {
 // The steady clock. Never null; lives for the whole process.
 const TimeSource* SystemTime();
 
+// A time point as seconds since the steady clock's epoch (for rates and
+// periods, like NowSeconds()).
+inline double SecondsOf(SteadyClock::time_point t) {
+  return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
+
 // Time that moves only when told. A waiter re-checks every
 // kManualPollInterval of real time (and when notified), so it sees an
 // Advance within that interval without a registry of waiters.
@@ -52,10 +59,15 @@ class ManualTime final : public TimeSource {
   // Moves time forward by `d` (a negative `d` is ignored: time never goes
   // back).
   void Advance(std::chrono::nanoseconds d);
+  // Threads inside WaitUntil now: a test sees that a component has gone
+  // back to waiting (so it has read the time it waits from) before it moves
+  // time.
+  int waiters() const { return waiters_.load(); }
 
  private:
   mutable std::mutex mu_;
   SteadyClock::time_point now_;  // GUARDED_BY(mu_)
+  mutable std::atomic<int> waiters_{0};
 };
 
 }  // namespace geops

@@ -12,6 +12,8 @@ namespace {
 // How long a tick waits for its outbound state to be durable; a store that
 // slow is treated as failed (nothing of that tick is sent).
 constexpr int64_t kDurableWaitMs = 30000;
+// The tick loop's round when nothing happens (time_'s milliseconds).
+constexpr int64_t kIdleRoundMs = 100;
 // When this process started, for recovery metrics (static initialisation
 // runs as the process starts).
 const double kProcessStartUnix = UnixSeconds();
@@ -142,6 +144,7 @@ Replicator::Replicator(const ModelSpec* spec, ReplicatorConfig config, ReplicaTa
       options_(config_.options),
       target_(target),
       transport_(transport),
+      time_(config_.time != nullptr ? config_.time : SystemTime()),
       gate_(config_.peers, config_.options.EffectiveDs(), std::chrono::milliseconds(config_.options.peer_lease_ms),
             config_.time),
       inbox_(target, &gate_, config_.site, config_.options.max_reorder_batches),
@@ -252,7 +255,7 @@ void Replicator::OnShardClock(Clock shard_clock, bool all_finished) {
     int64_t clocks = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      allowance_.OnClock(shard_clock, NowSeconds());
+      allowance_.OnClock(shard_clock, SecondsOf(time_->Now()));
       clocks = allowance_.ClocksFor(worst);
     }
     gate_.SetDriftAllowance(clocks);
@@ -424,10 +427,14 @@ void Replicator::CheckCaughtUp() {
 void Replicator::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    cv_.wait_for(lock, std::chrono::milliseconds(100), [this] {
+    // Work, or every kIdleRoundMs of this replicator's time: a link may
+    // have opened for a backlog, or a drain that could not complete may now.
+    const auto due = [this] {
       return stop_ || target_clock_ > ticked_ || (finished_ && !drained_ && !drain_retry_wait_) || !acks_.empty() ||
              resets_.Pending() || !records_.empty() || !report_again_.empty();
-    });
+    };
+    const auto until = time_->Now() + std::chrono::milliseconds(kIdleRoundMs);
+    while (!due() && time_->Now() < until) time_->WaitUntil(cv_, lock, until);
     if (stop_) return;
     drain_retry_wait_ = false;
     if (resets_.Pending()) {

@@ -95,8 +95,10 @@ struct ReplicatorConfig {
   ShardId shard = 0;             // for logs
   std::vector<SiteId> peers;     // the other sites (their shard of the same index)
   WanOptions options;
-  // The gate's peer leases, notices and waits read this time; null: the
-  // steady clock (a ManualTime in tests). Must outlive the replicator.
+  // The tick loop's idle rounds (and drain retries), the clock period the
+  // drift allowance measures, and the gate's peer leases, notices and waits
+  // read this time; null: the steady clock (a ManualTime in tests). Must
+  // outlive the replicator.
   const TimeSource* time = nullptr;
 };
 
@@ -256,6 +258,7 @@ class Replicator final : public ReplicationTap, public OutboundParticipant {
   const WanOptions& options_;
   ReplicaTarget* const target_;
   WanTransport* const transport_;
+  const TimeSource* const time_;
   MirrorGate gate_;
   RemoteInbox inbox_;
 
