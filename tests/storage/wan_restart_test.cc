@@ -129,7 +129,9 @@ class WanRestartTest : public ::testing::Test {
     sites_[s].repl = std::move(r).value();
     net_.Attach(s, sites_[s].repl->receiver());
     sites_[s].shard->AttachReplication(sites_[s].repl.get(), sites_[s].repl->gate());
-    if (register_worker) ASSERT_TRUE(sites_[s].shard->RegisterWorker(0, 0, "").ok());
+    if (register_worker) {
+      ASSERT_TRUE(sites_[s].shard->RegisterWorker(0, 0, "").ok());
+    }
     sites_[s].repl->Start();
   }
 
