@@ -75,13 +75,24 @@ Result<EncodeStats> OutboundShipper::Ship(Clock k, bool finishing, std::span<con
     return EncodeStats{};
   }
   const ValueCodec codec = finishing ? ValueCodec::kFp32 : options_.EffectiveCodec();
-  GEOPS_ASSIGN_OR_RETURN(EncodeStats st, encoder_.EncodePrepared(codec, selected, &body_, residuals, &shipped_));
+  const int64_t window = Window(finishing);
+  // What a receiver decodes is needed only for a backlog: it is not made
+  // when every peer surely takes the batch now (whatever its size: the
+  // link is not modelled or has nothing in flight, LinkKeepsUp).
+  bool may_backlog = false;
+  for (const PeerOutbox& out : outboxes_) {
+    const bool surely_direct = Addressable(out) && out.CanSendDirect(window) && (window == 0 || out.inflight() == 0);
+    may_backlog = may_backlog || !surely_direct;
+  }
+  GEOPS_ASSIGN_OR_RETURN(EncodeStats st, encoder_.EncodePrepared(codec, selected, &body_, residuals,
+                                                                 may_backlog ? &shipped_ : nullptr));
   if (st.chunks_out == 0) return st;
   keys_.clear();
   for (const SparseChunkUpdate& u : selected) keys_.push_back(u.key);
-  const int64_t window = Window(finishing);
   for (PeerOutbox& out : outboxes_) {
-    if (Addressable(out) && out.CanSendDirect(window) && LinkKeepsUp(out, st.batch_bytes, finishing)) {
+    const bool direct =
+        !may_backlog || (Addressable(out) && out.CanSendDirect(window) && LinkKeepsUp(out, st.batch_bytes, finishing));
+    if (direct) {
       BatchHeader header;
       header.origin = config_.site;
       header.seq = out.AssignSeq();
