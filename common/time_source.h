@@ -1,7 +1,8 @@
 // TimeSource: where a component reads the time and waits for it to pass.
 //
-// Components whose behaviour depends on elapsed time (worker leases, the WAN
-// gate's peer leases and notices) take one instead of reading the steady
+// Components whose behaviour depends on elapsed time (worker leases and read
+// waits, the WAN gate's peer leases and notices, the replicator's idle
+// rounds) take one instead of reading the steady
 // clock themselves, so that a test can drive them with a ManualTime: it
 // moves time forward by exactly what the test says, and nothing needs to
 // sleep for a lease to run out.

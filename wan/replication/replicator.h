@@ -51,8 +51,11 @@
 // discipline: mu_ guards the filter, the clock and finish marks, pending
 // acknowledgements and the stop flag; the tick thread holds it only to
 // select from the filter (reading chunk values from the shard under chunk
-// locks) and to put residuals back, never while calling the transport. The
-// outboxes, encoder and scratch belong to the tick thread. The transport
+// locks), to put residuals back and, in a stream reset, to read the
+// accumulator while the peer's outbox starts over; never while calling the
+// transport (but for Start's resend of restored batches, before the tick
+// thread runs). The shipper (outboxes, encoder) and the scratch belong to
+// the tick thread. The transport
 // must not call back (delivery callback, WanReceiver) while holding a lock
 // that its Send* methods take. Order: shard persistence scope -> mu_ ->
 // shard chunk locks -> journal; mu_ is never held while opening a
