@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/deadline.h"
+#include "worker/stream_copy.h"
 
 namespace geops::worker {
 
@@ -39,6 +40,7 @@ PsClient::PsClient(const ModelSpec& spec, int num_shards, const WorkerClientOpti
     chunks += spec_.num_chunks(t);
   }
   dirty_.assign(chunks, 0);
+  stream_both_ = spec_.total_elements() * static_cast<int64_t>(sizeof(float)) >= kStreamModelBytes;
   shard_keys_.resize(num_shards_);
   read_buf_.resize(num_shards_);
   send_buf_.resize(num_shards_);
@@ -302,6 +304,13 @@ Status PsClient::ReadShard(ShardId s, geops::Clock clock, int64_t staleness, geo
     return Status::Ok();
   }
   *stamp = std::numeric_limits<geops::Clock>::max();
+  // This thread's streaming stores are fenced before the caller sees the buffers, on every return.
+  struct FenceOnReturn {
+    bool streamed;
+    ~FenceOnReturn() {
+      if (streamed) StreamFence();
+    }
+  } fence{!also_into.empty() && stream_both_};
   for (const auto& [begin, end] : read_groups_[s]) {
     const std::span<const ChunkKey> group(keys.data() + begin, end - begin);
     float* buf = read_buf_[s].data();
@@ -312,12 +321,23 @@ Status PsClient::ReadShard(ShardId s, geops::Clock clock, int64_t staleness, geo
       return Status::Ok();
     }));
     // Scatter the chunks into the dense tables (and, while each chunk is
-    // still in the CPU's cache, into the caller's copy).
+    // still in the CPU's cache, into the caller's copy). A caller with its
+    // own copy computes from that copy, and the cache is only read again at
+    // its push: for a model larger than the CPU's caches both copies are
+    // written with streaming stores (worker/stream_copy.h).
     for (ChunkKey k : group) {
       const int64_t n = spec_.ChunkElements(k);
       const int64_t offset = spec_.ChunkOffset(k);
-      std::memcpy(cache_[k.table].data() + offset, buf, n * sizeof(float));
-      if (!also_into.empty()) std::memcpy(also_into[k.table] + offset, buf, n * sizeof(float));
+      float* cached = cache_[k.table].data() + offset;
+      if (also_into.empty()) {
+        std::memcpy(cached, buf, n * sizeof(float));
+      } else if (stream_both_) {
+        StreamCopy(cached, buf, n);
+        StreamCopy(also_into[k.table] + offset, buf, n);
+      } else {
+        std::memcpy(cached, buf, n * sizeof(float));
+        std::memcpy(also_into[k.table] + offset, buf, n * sizeof(float));
+      }
       buf += n;
     }
   }

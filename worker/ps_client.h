@@ -138,6 +138,10 @@ class PsClient {
   // Largest read or update request (values), unless one chunk is larger;
   // shards plan their memory for it (cli/shard_memory.h).
   static constexpr int64_t kMaxRequestBytes = int64_t{8} << 20;
+  // From this model size on, a read that also fills a caller's copy writes
+  // both copies with streaming stores (see ReadShard): a model this large
+  // does not stay in the CPU's caches between a pull and the next push.
+  static constexpr int64_t kStreamModelBytes = int64_t{8} << 20;
 
  private:
   PsClient(const ModelSpec& spec, int num_shards, const WorkerClientOptions& options,
@@ -171,6 +175,9 @@ class PsClient {
   std::vector<const float*> cache_ptrs_;
   std::vector<std::vector<float>> oplog_;
   std::vector<float*> oplog_ptrs_;
+  // A read with a caller's copy writes both copies with streaming stores:
+  // true for a model larger than the CPU's caches (kStreamModelBytes).
+  bool stream_both_ = false;
   std::vector<uint8_t> dirty_;  // per global chunk index (table-major)
   std::vector<int64_t> first_chunk_;  // global index of each table's chunk 0
 

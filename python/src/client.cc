@@ -9,6 +9,11 @@
 
 #include "datacenter/float_kernels.h"
 #include "thrift/ps_client.h"
+#include "worker/stream_copy.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace geops::python {
 namespace {
@@ -18,10 +23,6 @@ std::string Describe(float v) {
   return v > 0 ? "inf" : "-inf";
 }
 
-// Floats per block: a fixed inner trip count lets GCC's cheap -O2 vectoriser
-// turn each block into a few SIMD instructions (as datacenter/float_kernels.cc).
-constexpr int64_t kBlock = 16;
-
 struct Subtracted {
   bool changed = false;  // some delta[i] != 0
   bool finite = true;    // every now[i] is finite
@@ -30,13 +31,48 @@ struct Subtracted {
 // delta[i] = now[i] - pulled[i] for i in [0, n), checking `now` for NaN/Inf
 // in the same pass: one read of each input and one write, where a separate
 // check and subtraction would read `now` twice (the model is often larger
-// than the caches, so push costs what it moves through memory).
+// than the caches, so push costs what it moves through memory). With
+// kStream, for a model larger than the caches, the delta (the op-log, read
+// next by the clock's send) is written with streaming stores where the CPU
+// has them, so its lines are not read first (see worker/stream_copy.h); the
+// caller fences them (worker::StreamFence).
 // REQUIRES: the three ranges do not overlap.
+template <bool kStream>
 Subtracted SubtractInto(const float* __restrict now, const float* __restrict pulled, float* __restrict delta,
                         int64_t n) {
   constexpr uint32_t kExponent = 0x7f800000u;  // all set: NaN or +-Inf
   uint32_t changed = 0, bad = 0;
   int64_t i = 0;
+  auto one = [&](int64_t k) {
+    const float d = now[k] - pulled[k];
+    delta[k] = d;
+    changed |= d != 0.0f ? 1u : 0u;
+    bad |= std::isfinite(now[k]) ? 0u : 1u;
+  };
+#if defined(__SSE2__)
+  while (i < n && (reinterpret_cast<uintptr_t>(delta + i) & 15) != 0) one(i++);
+  const __m128i exponent = _mm_set1_epi32(static_cast<int>(kExponent));
+  const __m128 zero = _mm_setzero_ps();
+  __m128 any_changed = zero;
+  __m128i any_bad = _mm_setzero_si128();
+  for (; i + 4 <= n; i += 4) {
+    const __m128 v = _mm_loadu_ps(now + i);
+    const __m128 d = _mm_sub_ps(v, _mm_loadu_ps(pulled + i));
+    if constexpr (kStream) {
+      _mm_stream_ps(delta + i, d);
+    } else {
+      _mm_store_ps(delta + i, d);
+    }
+    any_changed = _mm_or_ps(any_changed, _mm_cmpneq_ps(d, zero));
+    any_bad = _mm_or_si128(any_bad,
+                           _mm_cmpeq_epi32(_mm_and_si128(_mm_castps_si128(v), exponent), exponent));
+  }
+  changed |= _mm_movemask_ps(any_changed) != 0 ? 1u : 0u;
+  bad |= _mm_movemask_epi8(any_bad) != 0 ? 1u : 0u;
+#else
+  // Floats per block: a fixed inner trip count lets GCC's cheap -O2 vectoriser
+  // turn each block into a few SIMD instructions (as datacenter/float_kernels.cc).
+  constexpr int64_t kBlock = 16;
   for (; i + kBlock <= n; i += kBlock) {
     uint32_t block_changed = 0, block_bad = 0;
     for (int64_t j = 0; j < kBlock; ++j) {
@@ -50,12 +86,8 @@ Subtracted SubtractInto(const float* __restrict now, const float* __restrict pul
     changed |= block_changed;
     bad |= block_bad;
   }
-  for (; i < n; ++i) {
-    const float d = now[i] - pulled[i];
-    delta[i] = d;
-    changed |= d != 0.0f ? 1u : 0u;
-    bad |= std::isfinite(now[i]) ? 0u : 1u;
-  }
+#endif
+  for (; i < n; ++i) one(i);
   return Subtracted{changed != 0, bad == 0};
 }
 
@@ -175,14 +207,18 @@ Status Client::StagePush(std::span<const TableView> views) {
     }
   }
   std::vector<uint8_t> changed(num_tables, 0);
+  const bool stream = s.total_elements() * static_cast<int64_t>(sizeof(float)) >= worker::PsClient::kStreamModelBytes;
   for (TableId t = 0; t < num_tables; ++t) {
-    const Subtracted r = SubtractInto(views[t].data, client_->table(t), client_->delta(t), views[t].size);
+    float* delta = client_->delta(t);
+    const Subtracted r = stream ? SubtractInto<true>(views[t].data, client_->table(t), delta, views[t].size)
+                                : SubtractInto<false>(views[t].data, client_->table(t), delta, views[t].size);
     if (!r.finite) {  // only when nothing was staged (checked above otherwise): put the zeros back
       for (TableId u = 0; u <= t; ++u) std::fill(client_->delta(u), client_->delta(u) + views[u].size, 0.0f);
       return refuse(t);
     }
     changed[t] = r.changed;
   }
+  if (stream) worker::StreamFence();  // the op-log's streaming stores, before the clock reads it
   for (TableId t = 0; t < num_tables; ++t) {
     if (changed[t]) client_->MarkDirty(t);
   }

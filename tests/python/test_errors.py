@@ -88,6 +88,47 @@ def test_nan_is_refused_before_sending(start_site):
             ps.push()
 
 
+@pytest.mark.parametrize("layers", [(301, 37, 2), (2049, 1025, 2)])
+def test_a_bad_value_anywhere_in_a_large_parameter_is_found_and_good_deltas_arrive_exactly(start_site, layers):
+    # push checks and subtracts in vectorised blocks with a scalar head and
+    # tail, so bad values are put in the middle of a block, at the very end
+    # and at the start. The second model (8 MiB) is large enough for pull and
+    # push to use streaming stores (worker/stream_copy.h).
+    site = start_site(workers=1, clocks=10, layers=layers)
+    model = Mlp(layers)
+    w = model.fc1.weight
+    with connect(site, model=model) as ps:
+        ps.pull()
+        for element, bad, shown in ((5003, math.nan, "nan"), (w.numel() - 1, math.inf, "inf"), (0, -math.inf, "-inf")):
+            saved = w.view(-1)[element].item()
+            with torch.no_grad():
+                w.view(-1)[element] = bad
+            with pytest.raises(geops.InvalidArgumentError) as err:
+                ps.push()
+            row, col = divmod(element, w.shape[1])
+            assert f"'fc1.weight' holds {shown} at element {element} (row {row}, col {col})" in str(err.value)
+            with torch.no_grad():
+                w.view(-1)[element] = saved
+        # Arbitrary deltas reach the shard exactly: twice, the values are set
+        # at random, pushed and clocked, and a fresh pull gives the pulled
+        # values plus (new - pulled), each rounded to float32 as the shard adds.
+        generator = torch.Generator().manual_seed(7)
+        for _ in range(2):
+            pulled = [p.detach().clone() for p in model.parameters()]
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.copy_(torch.randn(p.shape, generator=generator))
+            expected = [old + (p.detach() - old) for p, old in zip(model.parameters(), pulled)]
+            ps.push()
+            ps.clock()
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.zero_()
+            ps.pull(staleness=0)
+            for p, want in zip(model.parameters(), expected):
+                assert torch.equal(p.detach(), want)
+
+
 def test_refused_repeated_push_keeps_the_staged_delta(start_site):
     site = start_site(workers=1, clocks=10)
     model = Mlp((4, 3, 2))
