@@ -38,6 +38,7 @@ struct ReadReply {
 struct UpdateReply {
   bool applied = false;  // false: this (worker, clock) batch was already applied
   Clock shard_clock = 0;
+  bool clocked = false;  // the same call advanced the worker's clock (UpdateThenClock)
 };
 
 struct WorkerState {

@@ -52,11 +52,19 @@ struct UpdateRequest {
   3: list<i64> chunk_keys,
   4: binary values,           // deltas, already scaled by -lr
   5: i32 part = 0,            // a clock's update may come in parts 0, 1, ... (bounded requests)
+  // Set on the clock's last part: once the part is applied (or found applied
+  // before), the worker's clock advances to clock + 1 as clock() would, so a
+  // clock costs one round trip per shard instead of two.
+  6: bool then_clock = false,
+  7: bool finished = false,   // with then_clock: as ClockRequest.finished
 }
 
 struct UpdateReply {
   1: bool applied,            // false: this batch was applied before (a retry)
-  2: i64 shard_clock,
+  2: i64 shard_clock,         // after the clock advance when `clocked`
+  // The clock advanced in this call (then_clock). A shard that predates
+  // then_clock leaves it false, and the worker sends clock() itself.
+  3: bool clocked = false,
 }
 
 struct ClockRequest {

@@ -240,11 +240,26 @@ Result<ReadReply> ThriftShardConnection::Read(WorkerId worker, Clock clock, int6
 Result<UpdateReply> ThriftShardConnection::Update(WorkerId worker, Clock clock,
                                                   std::span<const ChunkKey> keys,
                                                   std::span<const float> values, int32_t part) {
+  return SendUpdate(worker, clock, keys, values, part, /*then_clock=*/false, /*finished=*/false);
+}
+
+Result<UpdateReply> ThriftShardConnection::UpdateThenClock(WorkerId worker, Clock clock,
+                                                           std::span<const ChunkKey> keys,
+                                                           std::span<const float> values, int32_t part,
+                                                           bool finished) {
+  return SendUpdate(worker, clock, keys, values, part, /*then_clock=*/true, finished);
+}
+
+Result<UpdateReply> ThriftShardConnection::SendUpdate(WorkerId worker, Clock clock, std::span<const ChunkKey> keys,
+                                                      std::span<const float> values, int32_t part, bool then_clock,
+                                                      bool finished) {
   GEOPS_RETURN_IF_ERROR(CheckValuesFrame(keys, values, "an update"));
   gen::UpdateRequest& req = messages_->update_request;
   req.worker_id = worker;
   req.clock = clock;
   req.__set_part(part);
+  req.__set_then_clock(then_clock);
+  req.__set_finished(finished);
   PackKeysInto(keys, &req.chunk_keys);
   req.values.clear();  // the payload is written from `values` directly
   gen::UpdateReply reply;
@@ -256,6 +271,7 @@ Result<UpdateReply> ThriftShardConnection::Update(WorkerId worker, Clock clock,
   UpdateReply r;
   r.applied = reply.applied;
   r.shard_clock = reply.shard_clock;
+  r.clocked = then_clock && reply.clocked;
   return r;
 }
 

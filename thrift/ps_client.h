@@ -81,6 +81,9 @@ class ThriftShardConnection : public worker::ShardConnection {
                              std::span<const float> values, int32_t part) override;
   using ShardConnection::Update;
   Result<Clock> AdvanceClock(WorkerId worker, Clock new_clock, bool finished) override;
+  // One `update` RPC with then_clock set.
+  Result<UpdateReply> UpdateThenClock(WorkerId worker, Clock clock, std::span<const ChunkKey> keys,
+                                      std::span<const float> values, int32_t part, bool finished) override;
   Status Heartbeat(WorkerId worker) override;
   Result<ShardStatus> GetStatus() override;
   Result<ReplicaSummary> GetReplicaSummary() override;
@@ -95,6 +98,8 @@ class ThriftShardConnection : public worker::ShardConnection {
  private:
   ThriftShardConnection(HostPort address, const ThriftClientOptions& options,
                         std::shared_ptr<const ModelSpec> spec);
+  Result<UpdateReply> SendUpdate(WorkerId worker, Clock clock, std::span<const ChunkKey> keys,
+                                 std::span<const float> values, int32_t part, bool then_clock, bool finished);
 
   // Connects if needed, sets the reply timeout, runs `call` on the stub, and
   // converts whatever it throws. Closes the connection when it is broken.

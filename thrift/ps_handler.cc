@@ -219,6 +219,11 @@ Status PsHandler::DoUpdate(datacenter::Shard* shard, gen::UpdateReply& reply,
   GEOPS_ASSIGN_OR_RETURN(UpdateReply r, shard->Update(req.worker_id, req.clock, keys, values, req.part));
   reply.applied = r.applied;
   reply.shard_clock = r.shard_clock;
+  if (req.then_clock) {  // the clock's last part: advance as clock() would (see the IDL)
+    GEOPS_ASSIGN_OR_RETURN(Clock c, shard->AdvanceClock(req.worker_id, req.clock + 1, req.finished));
+    reply.shard_clock = c;
+    reply.clocked = true;
+  }
   return Status::Ok();
 }
 

@@ -411,21 +411,34 @@ Status PsClient::FlushShard(ShardId s, bool finished) {
   std::vector<ChunkKey> keys;
   std::vector<float>& buf = send_buf_[s];
   const std::vector<ChunkKey>& all = shard_keys_[s];
+  auto is_dirty = [&](ChunkKey k) { return dirty_[first_chunk_[k.table] + k.chunk] != 0; };
+  // The last group with dirty chunks carries the clock advance too (one
+  // round trip); a shard that cannot clock in the same call says so.
+  size_t last = read_groups_[s].size();  // none dirty: a bare AdvanceClock
+  for (size_t g = 0; g < read_groups_[s].size(); ++g) {
+    const auto [begin, end] = read_groups_[s][g];
+    if (std::any_of(all.begin() + begin, all.begin() + end, is_dirty)) last = g;
+  }
   for (size_t g = 0; g < read_groups_[s].size(); ++g) {
     keys.clear();
     buf.clear();
     for (size_t i = read_groups_[s][g].first; i < read_groups_[s][g].second; ++i) {
       const ChunkKey k = all[i];
-      if (!dirty_[first_chunk_[k.table] + k.chunk]) continue;
+      if (!is_dirty(k)) continue;
       keys.push_back(k);
       const float* src = oplog_[k.table].data() + spec_.ChunkOffset(k);
       buf.insert(buf.end(), src, src + spec_.ChunkElements(k));
     }
     if (keys.empty()) continue;
     const int32_t part = static_cast<int32_t>(g);
+    bool clocked = false;
     GEOPS_RETURN_IF_ERROR(CallShard(s, [&](ShardConnection& c) -> Status {
-      return c.Update(options_.worker_id, clock_, keys, buf, part).status();
+      if (g != last) return c.Update(options_.worker_id, clock_, keys, buf, part).status();
+      Result<UpdateReply> r = c.UpdateThenClock(options_.worker_id, clock_, keys, buf, part, finished);
+      if (r.ok()) clocked = r->clocked;
+      return r.status();
     }));
+    if (clocked) return Status::Ok();
   }
   return CallShard(s, [&](ShardConnection& c) -> Status {
     return c.AdvanceClock(options_.worker_id, clock_ + 1, finished).status();

@@ -61,6 +61,22 @@ class ShardConnection {
     return Update(worker, clock, keys, values, 0);
   }
   virtual Result<Clock> AdvanceClock(WorkerId worker, Clock new_clock, bool finished) = 0;
+  // The last part of a clock's update, then AdvanceClock(worker, clock + 1,
+  // finished), in one round trip where the connection can (the reply says
+  // `clocked`); a reply without `clocked` means the clock did not move and
+  // the caller must call AdvanceClock. Retrying the whole call is safe: the
+  // part is then found applied and the advance repeats harmlessly. This
+  // default makes the two calls.
+  virtual Result<UpdateReply> UpdateThenClock(WorkerId worker, Clock clock, std::span<const ChunkKey> keys,
+                                              std::span<const float> values, int32_t part, bool finished) {
+    Result<UpdateReply> r = Update(worker, clock, keys, values, part);
+    if (!r.ok()) return r;
+    Result<Clock> advanced = AdvanceClock(worker, clock + 1, finished);
+    if (!advanced.ok()) return advanced.status();
+    r->shard_clock = *advanced;
+    r->clocked = true;
+    return r;
+  }
   virtual Status Heartbeat(WorkerId worker) = 0;
   virtual Result<ShardStatus> GetStatus() = 0;
   // The shard's values summarised per table (datacenter/replica_summary.h);

@@ -5,7 +5,12 @@
 // --rounds rounds of the four modes below, each for --seconds after a short
 // warm-up, interleaved so that a machine shared with other work slows them
 // alike, and reports the median of the rounds:
-//   push       Update of the whole table + AdvanceClock, per client (own worker id)
+//   push       Update of the whole table with the clock advance in the same
+//              RPC (UpdateThenClock, as a worker's clock sends it), per
+//              client (own worker id)
+//   push 2 RPCs  the same as an Update RPC, then an AdvanceClock RPC (how a
+//              clock went before UpdateThenClock): push / push 2 RPCs is
+//              what the merged call gains, measured side by side
 //   pull       Read of the whole table, staleness -1 (async: never waits)
 //   push+pull  the two alternating
 //   echo       Echo.echo(binary) of the same size: the bytes go out and come back
@@ -81,6 +86,13 @@ struct WorkerRig {
   Clock clock = 0;
 
   Result<int64_t> Push() {
+    Result<UpdateReply> up = conn->UpdateThenClock(id, clock, keys, delta, 0, false);
+    if (!up.ok()) return up.status();
+    if (!up->clocked) return InternalError("the shard did not advance the clock with the update");
+    ++clock;
+    return static_cast<int64_t>(delta.size() * sizeof(float));
+  }
+  Result<int64_t> PushTwoRpcs() {
     Result<UpdateReply> up = conn->Update(id, clock, keys, delta);
     if (!up.ok()) return up.status();
     Result<Clock> c = conn->AdvanceClock(id, clock + 1, false);
@@ -122,6 +134,7 @@ class PsBench {
   ~PsBench() { (void)server_->Stop(Deadline::InMs(10000)); }
 
   Cell Push() { return Run([](WorkerRig* r) { return r->Push(); }); }
+  Cell PushTwoRpcs() { return Run([](WorkerRig* r) { return r->PushTwoRpcs(); }); }
   Cell Pull() { return Run([](WorkerRig* r) { return r->Pull(); }); }
   Cell PushPull() {
     return Run([](WorkerRig* r) -> Result<int64_t> {
@@ -330,33 +343,38 @@ int Main(int argc, char** argv) {
               socket_buffer.c_str(), static_cast<long long>(cfg.transport.buffer_reclaim_bytes));
   std::printf("payload GB/s (1e9 B/s, both directions summed); ms = wall time per call "
               "(push+pull: per pair)\n\n");
-  std::printf("| payload | clients | push GB/s | pull GB/s | push+pull GB/s | push+pull ms "
-              "| echo GB/s | echo ms | push+pull / echo | per-round ratio min-max |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("| payload | clients | push GB/s | push ms | push 2 RPCs GB/s | push 2 RPCs ms | push / push 2 RPCs "
+              "| pull GB/s | push+pull GB/s | push+pull ms | echo GB/s | echo ms | push+pull / echo "
+              "| per-round ratio min-max |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   std::vector<std::string> errors;
   for (int64_t mib : cfg.sizes_mib) {
     for (int clients : cfg.clients) {
       PsBench ps(cfg, mib << 20, clients);
       EchoBench echo(cfg, mib << 20, clients);
-      std::vector<Cell> push, pull, push_pull, echoes;
+      std::vector<Cell> push, push_two, pull, push_pull, echoes;
       std::vector<double> ratios;
       for (int round = 0; round < cfg.rounds; ++round) {
         push.push_back(ps.Push());
+        push_two.push_back(ps.PushTwoRpcs());
         pull.push_back(ps.Pull());
         push_pull.push_back(ps.PushPull());
         echoes.push_back(echo.Echo());
         if (echoes.back().gbps > 0) ratios.push_back(push_pull.back().gbps / echoes.back().gbps);
       }
       Cell m_push = Median(push);
+      Cell m_push_two = Median(push_two);
       Cell m_pull = Median(pull);
       Cell m_pp = Median(push_pull);
       Cell m_echo = Median(echoes);
-      for (const Cell* c : {&m_push, &m_pull, &m_pp, &m_echo}) {
+      for (const Cell* c : {&m_push, &m_push_two, &m_pull, &m_pp, &m_echo}) {
         if (!c->error.empty()) errors.push_back(c->error);
       }
       std::sort(ratios.begin(), ratios.end());
-      std::printf("| %lld MiB | %d | %s | %s | %s | %.2f | %s | %.2f | %.2f | %.2f-%.2f |\n",
-                  static_cast<long long>(mib), clients, Fmt(m_push).c_str(), Fmt(m_pull).c_str(),
+      std::printf("| %lld MiB | %d | %s | %.3f | %s | %.3f | %.2f | %s | %s | %.2f | %s | %.2f | %.2f | %.2f-%.2f |\n",
+                  static_cast<long long>(mib), clients, Fmt(m_push).c_str(), m_push.ms_per_step,
+                  Fmt(m_push_two).c_str(), m_push_two.ms_per_step,
+                  m_push_two.gbps > 0 ? m_push.gbps / m_push_two.gbps : 0.0, Fmt(m_pull).c_str(),
                   Fmt(m_pp).c_str(), m_pp.ms_per_step, Fmt(m_echo).c_str(), m_echo.ms_per_step,
                   m_echo.gbps > 0 ? m_pp.gbps / m_echo.gbps : 0.0,
                   ratios.empty() ? 0.0 : ratios.front(), ratios.empty() ? 0.0 : ratios.back());

@@ -58,6 +58,12 @@ class CancellableConnection : public worker::ShardConnection {
     return inner_->Update(worker, clock, keys, values, part);
   }
 
+  Result<UpdateReply> UpdateThenClock(WorkerId worker, geops::Clock clock, std::span<const ChunkKey> keys,
+                                      std::span<const float> values, int32_t part, bool finished) override {
+    if (flag_->raised()) return Interrupted();
+    return inner_->UpdateThenClock(worker, clock, keys, values, part, finished);
+  }
+
   Result<geops::Clock> AdvanceClock(WorkerId worker, geops::Clock new_clock, bool finished) override {
     if (flag_->raised()) return Interrupted();
     return inner_->AdvanceClock(worker, new_clock, finished);

@@ -124,6 +124,44 @@ TEST(PsServerTest, RoundTripsEveryCall) {
   EXPECT_GT(ts.bytes_received, static_cast<int64_t>(2 * values.size() * sizeof(float)));
 }
 
+// A clock's last update part with the clock advance: one RPC over the wire,
+// the clock moved, a retry of the whole call harmless, `finished` honoured.
+TEST(PsServerTest, TheLastUpdatePartAdvancesTheClockInTheSameRpc) {
+  auto spec = SmallModel();
+  auto shard = MakeShard(*spec, OneShard(1));
+  auto server = Serve(shard.get());
+  auto conn = Connect(*server, spec);
+  ASSERT_TRUE(conn->Register(0, spec->Fingerprint(), "").ok());
+  std::vector<ChunkKey> keys = spec->ChunksOfShard(0, 1);
+  std::vector<float> delta(ElementsOf(*spec, keys), 0.5f);
+  std::vector<float> before;
+  for (const auto& [key, chunk] : SnapshotOf(*shard)) before.insert(before.end(), chunk.begin(), chunk.end());
+  const int64_t calls = conn->stats().calls;
+
+  Result<UpdateReply> up = conn->UpdateThenClock(0, 0, keys, delta, 0, /*finished=*/false);
+  ASSERT_TRUE(up.ok()) << up.status().ToString();
+  EXPECT_TRUE(up->applied);
+  EXPECT_TRUE(up->clocked);
+  EXPECT_EQ(up->shard_clock, 1);
+  EXPECT_EQ(conn->stats().calls - calls, 1);
+  EXPECT_EQ(shard->GetStatus().workers.at(0).clock, 1);
+
+  Result<UpdateReply> retry = conn->UpdateThenClock(0, 0, keys, delta, 0, false);
+  ASSERT_TRUE(retry.ok()) << retry.status().ToString();
+  EXPECT_FALSE(retry->applied) << "the part was applied before";
+  EXPECT_TRUE(retry->clocked);
+  EXPECT_EQ(retry->shard_clock, 1) << "the repeated advance moves nothing";
+
+  ASSERT_TRUE(conn->UpdateThenClock(0, 1, keys, delta, 0, /*finished=*/true).ok());
+  ShardStatus st = shard->GetStatus();
+  EXPECT_EQ(st.update_batches_applied, 2);
+  EXPECT_EQ(st.workers.at(0).clock, 2);
+  EXPECT_TRUE(st.workers.at(0).finished);
+  std::vector<float> after(delta.size());
+  ASSERT_TRUE(conn->Read(0, 2, 0, keys, after.data(), 1000).ok());
+  for (size_t i = 0; i < after.size(); ++i) ASSERT_EQ(after[i], before[i] + 0.5f + 0.5f) << i;
+}
+
 // Without a spec the reply cannot land in `out` directly: it goes through
 // the reply string, with the same result.
 TEST(PsServerTest, ReadsWithoutASpecToo) {

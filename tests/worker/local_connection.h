@@ -19,6 +19,10 @@ struct FaultPlan {
   std::atomic<int> fail_before{0};  // next N calls fail with Unavailable, not delivered
   std::atomic<int> lose_reply{0};   // next N calls are delivered, reply lost (Unavailable)
   std::atomic<int64_t> calls{0};
+  std::atomic<int64_t> clock_calls{0};  // AdvanceClock calls among `calls`
+  // UpdateThenClock answers as a shard that predates it: the part applied,
+  // the clock not moved (`clocked` false).
+  std::atomic<bool> predates_then_clock{false};
 };
 
 class LocalConnection : public ShardConnection {
@@ -53,8 +57,25 @@ class LocalConnection : public ShardConnection {
     stats_.bytes_sent += values.size() * sizeof(float);
     return Call([&] { return Served()->Update(w, c, keys, values, part); });
   }
+  // One call, as the Thrift server's handler serves it.
+  Result<UpdateReply> UpdateThenClock(WorkerId w, Clock c, std::span<const ChunkKey> keys,
+                                      std::span<const float> values, int32_t part, bool finished) override {
+    if (!Served()) return host_->NotReady();
+    stats_.bytes_sent += values.size() * sizeof(float);
+    const bool then_clock = faults_ == nullptr || !faults_->predates_then_clock.load();
+    return Call([&]() -> Result<UpdateReply> {
+      Result<UpdateReply> r = Served()->Update(w, c, keys, values, part);
+      if (!r.ok() || !then_clock) return r;
+      Result<Clock> advanced = Served()->AdvanceClock(w, c + 1, finished);
+      if (!advanced.ok()) return advanced.status();
+      r->shard_clock = *advanced;
+      r->clocked = true;
+      return r;
+    });
+  }
   Result<Clock> AdvanceClock(WorkerId w, Clock c, bool finished) override {
     if (!Served()) return host_->NotReady();
+    if (faults_ != nullptr) faults_->clock_calls++;
     return Call([&] { return Served()->AdvanceClock(w, c, finished); });
   }
   Status Heartbeat(WorkerId w) override {

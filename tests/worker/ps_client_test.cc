@@ -192,6 +192,32 @@ TEST(PsClientTest, RetriesUnavailableAndLostRepliesApplyOnce) {
   EXPECT_GT(c->stats().retries, 0);
 }
 
+// A clock's last update part carries the clock advance: one call per shard.
+// A shard that predates that answers without `clocked`, and the client then
+// advances the clock with a call of its own; a clock with nothing to send is
+// a bare clock call.
+TEST(PsClientTest, AClockIsOneCallPerShardUnlessTheShardCannotClockWithTheUpdate) {
+  Site site(2, 1);
+  FaultPlan faults;
+  LocalConnectionFactory f(site.shards(), &faults);
+  auto c = site.Client(0, 0, &f);
+  auto clock_calls = [&](bool add) {
+    EXPECT_TRUE(c->Refresh().ok());
+    if (add) AddOneEverywhere(c.get());
+    const int64_t calls = faults.calls.load(), clocks = faults.clock_calls.load();
+    EXPECT_TRUE(c->Clock().ok());
+    return std::pair<int64_t, int64_t>{faults.calls.load() - calls, faults.clock_calls.load() - clocks};
+  };
+  EXPECT_EQ(clock_calls(true), (std::pair<int64_t, int64_t>{2, 0}));
+  faults.predates_then_clock = true;
+  EXPECT_EQ(clock_calls(true), (std::pair<int64_t, int64_t>{4, 2}));
+  faults.predates_then_clock = false;
+  EXPECT_EQ(clock_calls(false), (std::pair<int64_t, int64_t>{2, 2}));
+  for (datacenter::Shard* shard : site.shards()) EXPECT_EQ(shard->GetStatus().shard_clock, 3);
+  ASSERT_TRUE(c->ReadAt(3, 0).ok());
+  EXPECT_EQ(MaxAbsError(c.get(), 2.0), 0.0);
+}
+
 // A shard's share larger than one request: reads and updates go in bounded
 // requests (update parts), and lost replies still apply each part once.
 TEST(PsClientTest, LargeShardsTravelInBoundedPartsExactlyOnce) {
