@@ -101,6 +101,12 @@ Status BatchValidator::CheckFinite(std::span<const ChunkKey> keys, std::span<con
 
 Status BatchValidator::CheckValues(std::span<const ChunkKey> keys, std::span<const float> values,
                                    const char* what) const {
+  GEOPS_RETURN_IF_ERROR(CheckShape(keys, values, what));
+  return CheckFinite(keys, values, what);
+}
+
+Status BatchValidator::CheckShape(std::span<const ChunkKey> keys, std::span<const float> values,
+                                  const char* what) const {
   GEOPS_RETURN_IF_ERROR(CheckBytes(static_cast<int64_t>(values.size()) * int64_t{sizeof(float)}, what));
   // An empty batch would take the (worker, clock) slot of the real one,
   // which would then be dropped as a duplicate.
@@ -113,7 +119,7 @@ Status BatchValidator::CheckValues(std::span<const ChunkKey> keys, std::span<con
                                 " floats, expected " + std::to_string(expected) + " for " +
                                 std::to_string(keys.size()) + " chunks");
   }
-  return CheckFinite(keys, values, what);
+  return Status::Ok();
 }
 
 }  // namespace geops::datacenter

@@ -42,11 +42,19 @@ class BatchValidator {
   // finite. `what` starts each message ("update batch", "initial values").
   Status CheckValues(std::span<const ChunkKey> keys, std::span<const float> values,
                      const char* what = "update batch") const;
+  // CheckValues without the finite check, for a caller whose apply checks
+  // every sum (stored + value), which catches a non-finite value in the
+  // same pass (Shard::Update); it then calls CheckFinite for the message.
+  Status CheckShape(std::span<const ChunkKey> keys, std::span<const float> values,
+                    const char* what = "update batch") const;
+  // Every value finite; otherwise InvalidArgument naming the first bad one
+  // (table, chunk, element, row and column).
+  Status CheckFinite(std::span<const ChunkKey> keys, std::span<const float> values,
+                     const char* what = "update batch") const;
 
  private:
   Status CheckKeys(std::span<const ChunkKey> keys, const char* what, int64_t* total_elements) const;
   Status CheckNoRepeats(std::span<const ChunkKey> keys, const char* what) const;
-  Status CheckFinite(std::span<const ChunkKey> keys, std::span<const float> values, const char* what) const;
   Status CheckBytes(int64_t bytes, const char* what) const;
 
   const ModelSpec* spec_;

@@ -34,6 +34,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -182,7 +183,8 @@ class ShardImpl final : public Shard {
     // (Shard::Update(worker, clock, keys, values) is part 0.)
     Status s = CheckWorker(worker);
     if (s.ok()) s = CheckClock(clock, "update");
-    if (s.ok()) s = validator_->CheckValues(keys, values);
+    // The values' own NaN/Inf check is the sum check below (one pass).
+    if (s.ok()) s = validator_->CheckShape(keys, values);
     if (s.ok()) {
       if (MemoryGuard* guard = memory_guard_.load(std::memory_order_acquire)) s = guard->AdmitUpdate();
     }
@@ -218,6 +220,7 @@ class ShardImpl final : public Shard {
     if (bad) {
       tracker_.RevokeAdmission(worker, clock, *admission);
       mutation.reset();
+      if (!std::isfinite(bad->delta)) return Reject(validator_->CheckFinite(keys, values));
       const ChunkKey key = keys[bad->chunk];
       return Reject(InvalidArgumentError(
           "update of worker " + std::to_string(worker) + " at clock " + std::to_string(clock) +

@@ -113,6 +113,12 @@ TEST_F(ShardValidationTest, RefusesNonFiniteValuesNamingWhere) {
     ExpectRefused([&] { return Update(TwoKeys(), values); }, StatusCode::kInvalidArgument,
                   std::string("value is ") + c.kind + " in table 'w' chunk 2 element 21 (row 9, col 5)");
   }
+  // The refused batches did not take the worker's clock-0 slot (the values
+  // are checked in the apply's sum pass, after admission): a clean batch for
+  // that clock is applied, not dropped as a duplicate.
+  Result<UpdateReply> r = shard_->Update(0, 0, TwoKeys(), std::vector<float>(96, 1.0f));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->applied);
 }
 
 TEST_F(ShardValidationTest, RefusesAnUpdateWhoseResultWouldOverflowAndAppliesNothingOfIt) {
