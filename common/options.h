@@ -88,6 +88,10 @@ struct WorkerClientOptions {
   int64_t max_backoff_ms = 500;     // cap of the back-off: a restarted shard is used within it
   int64_t heartbeat_ms = 1000;      // heartbeat period while idle
   std::string auth_token;           // presented at registration
+  // Where the retry window and back-off read the time and wait; null: the
+  // steady clock (a ManualTime in tests). Heartbeats keep the steady clock.
+  // Must outlive the client.
+  const TimeSource* time = nullptr;
 
   Status Validate() const;
 };

@@ -2,7 +2,8 @@
 //
 // Components whose behaviour depends on elapsed time (worker leases and read
 // waits, the WAN gate's peer leases and notices, the replicator's idle
-// rounds) take one instead of reading the steady
+// rounds, the worker client's retry window and back-off) take one instead of
+// reading the steady
 // clock themselves, so that a test can drive them with a ManualTime: it
 // moves time forward by exactly what the test says, and nothing needs to
 // sleep for a lease to run out.

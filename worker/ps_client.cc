@@ -2,14 +2,17 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <future>
+#include <mutex>
 #include <string>
 
 #include <spdlog/spdlog.h>
 
 #include "common/deadline.h"
+#include "common/time_source.h"
 #include "worker/stream_copy.h"
 
 namespace geops::worker {
@@ -78,8 +81,8 @@ PsClient::~PsClient() {
 
 template <typename Fn>
 Status PsClient::CallShard(ShardId s, Fn&& call) {
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
+  const TimeSource* time = options_.time != nullptr ? options_.time : SystemTime();
+  const auto start = time->Now();
   const auto window_end = start + std::chrono::milliseconds(options_.retry_window_ms);
   auto next_note = start + std::chrono::milliseconds(kWaitNoteMs);
   int64_t backoff = options_.retry_backoff_ms;
@@ -87,7 +90,7 @@ Status PsClient::CallShard(ShardId s, Fn&& call) {
   int attempt = 0;
   for (;; ++attempt) {
     if (attempt > 0) {
-      const auto now = Clock::now();
+      const auto now = time->Now();
       const bool out_of_tries = options_.max_attempts > 0 && attempt >= options_.max_attempts;
       if (out_of_tries || now >= window_end) break;
       if (now >= next_note) {
@@ -102,7 +105,12 @@ Status PsClient::CallShard(ShardId s, Fn&& call) {
       retries_.fetch_add(1, std::memory_order_relaxed);
       if (last.code() != StatusCode::kDeadlineExceeded) {  // a held read already waited at the shard
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(window_end - now).count();
-        std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(backoff, std::max<int64_t>(left, 1))));
+        const auto until = now + std::chrono::milliseconds(std::min<int64_t>(backoff, std::max<int64_t>(left, 1)));
+        // Nothing notifies this wait: it ends when the time comes.
+        std::mutex mu;
+        std::condition_variable cv;
+        std::unique_lock<std::mutex> lock(mu);
+        while (time->Now() < until) time->WaitUntil(cv, lock, until);
         backoff = std::min<int64_t>(backoff * 2, options_.max_backoff_ms);
       }
     }
@@ -134,7 +142,7 @@ Status PsClient::CallShard(ShardId s, Fn&& call) {
     }
     return last;
   }
-  const double waited_s = std::chrono::duration<double>(Clock::now() - start).count();
+  const double waited_s = std::chrono::duration<double>(time->Now() - start).count();
   char waited[32];
   std::snprintf(waited, sizeof(waited), "%.1f", waited_s);
   return last.WithContext("shard " + std::to_string(s) + " after " + std::to_string(attempt) + " attempts over " +

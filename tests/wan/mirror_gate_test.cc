@@ -44,7 +44,7 @@ class Waiter {
           done_ = true;
         }) {}
   ~Waiter() {
-    if (thread_.joinable()) Join();
+    if (thread_.joinable()) (void)Join();
   }
   bool done() const { return done_.load(); }
   Status Join() {

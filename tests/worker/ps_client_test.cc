@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
+#include <future>
 
 #include <thread>
 
+#include "common/time_source.h"
 #include "tests/worker/local_connection.h"
 
 namespace geops::worker {
@@ -31,7 +34,9 @@ class Site {
   const ModelSpec& spec() const { return spec_; }
   std::vector<datacenter::Shard*> shards() const { return raw_; }
 
-  std::unique_ptr<PsClient> Client(WorkerId w, int64_t staleness, ShardConnectionFactory* f) {
+  // `tweak` changes the options before the client is made.
+  std::unique_ptr<PsClient> Client(WorkerId w, int64_t staleness, ShardConnectionFactory* f,
+                                   const std::function<void(WorkerClientOptions&)>& tweak = nullptr) {
     WorkerClientOptions o;
     o.worker_id = w;
     o.staleness = staleness;
@@ -40,6 +45,7 @@ class Site {
     o.max_backoff_ms = 10;
     o.retry_window_ms = 2000;
     o.heartbeat_ms = 50;
+    if (tweak) tweak(o);
     auto c = PsClient::Create(spec_, static_cast<int>(raw_.size()), o, f);
     EXPECT_TRUE(c.ok()) << c.status().ToString();
     EXPECT_TRUE((*c)->Start().ok());
@@ -252,33 +258,85 @@ TEST(PsClientTest, LargeShardsTravelInBoundedPartsExactlyOnce) {
   EXPECT_GE(st.update_batches_duplicate, 1);
 }
 
+// Runs `call` on a thread and moves `time` forward by `step` each time the
+// client waits, until the call returns. The client tries the shard once
+// after each wait, so a step is taken once `attempts` (the connection's call
+// count) has moved since the last one. Returns the call's status; the manual
+// time that passed, what the call waited, goes to *waited_seconds.
+Status DriveManualTime(ManualTime* time, std::chrono::milliseconds step, const std::atomic<int64_t>& attempts,
+                       const std::function<Status()>& call, double* waited_seconds) {
+  const auto start = time->Now();
+  const int64_t first = attempts.load();
+  std::future<Status> done = std::async(std::launch::async, call);
+  auto finished = [&] { return done.wait_for(std::chrono::milliseconds(0)) == std::future_status::ready; };
+  int64_t seen = first;  // steps are taken only after the first attempt
+  // Bounded: at most 200 steps per test below, each within milliseconds.
+  for (int i = 0; i < 200000 && !finished(); ++i) {
+    if (time->waiters() > 0 && attempts.load() > seen) {
+      seen = attempts.load();
+      time->Advance(step);
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+  Status st = done.get();
+  *waited_seconds = std::chrono::duration<double>(time->Now() - start).count();
+  return st;
+}
+
+// Options for the manual-time tests: a fixed back-off of `backoff_ms`, so
+// that every wait ends on a multiple of it.
+std::function<void(WorkerClientOptions&)> OnManualTime(const TimeSource* time, int64_t backoff_ms,
+                                                       int64_t window_ms) {
+  return [=](WorkerClientOptions& o) {
+    o.time = time;
+    o.retry_backoff_ms = o.max_backoff_ms = backoff_ms;
+    o.retry_window_ms = window_ms;
+  };
+}
+
 TEST(PsClientTest, WaitsOutAShardUnavailableWithinTheRetryWindow) {
   Site site(1, 1);
   FaultPlan faults;
   LocalConnectionFactory f(site.shards(), &faults);
-  auto c = site.Client(0, 0, &f);
+  ManualTime time;
+  auto c = site.Client(0, 0, &f, OnManualTime(&time, 10, 2000));
   int notes = 0;
   c->set_wait_callback([&notes](ShardId, int64_t, const Status&) { ++notes; });
-  faults.fail_before = 60;  // about 0.6 s of refusals at the 10 ms back-off cap
-  EXPECT_TRUE(c->Refresh().ok());
-  EXPECT_GE(c->stats().retries, 60);
+  faults.fail_before = 60;  // 60 refusals, 10 ms apart
+  double waited = 0;
+  EXPECT_TRUE(DriveManualTime(&time, std::chrono::milliseconds(10), faults.calls, [&] { return c->Refresh(); }, &waited).ok());
+  EXPECT_EQ(c->stats().retries, 60);
+  EXPECT_NEAR(waited, 0.600, 1e-9);
   EXPECT_EQ(notes, 0);  // under kWaitNoteMs: nothing to report
 }
 
+// The window is manual time: the call gives up once 2 s of it have passed
+// (not a back-off step later), and says it waits every kWaitNoteMs.
 TEST(PsClientTest, GivesUpAfterTheRetryWindowWithTheLastError) {
   Site site(1, 1);
   FaultPlan faults;
   LocalConnectionFactory f(site.shards(), &faults);
-  auto c = site.Client(0, 0, &f);
+  ManualTime time;
+  auto c = site.Client(0, 0, &f, OnManualTime(&time, 10, 2000));
   faults.fail_before = 100000;
-  const auto start = std::chrono::steady_clock::now();
-  Status st = c->Refresh();
-  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double waited = 0;
+  Status st = DriveManualTime(&time, std::chrono::milliseconds(10), faults.calls, [&] { return c->Refresh(); }, &waited);
   EXPECT_EQ(st.code(), StatusCode::kUnavailable);
   EXPECT_NE(st.message().find("attempts over"), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("retry window 2 s"), std::string::npos) << st.message();
-  EXPECT_GE(waited, 1.9);
-  EXPECT_LT(waited, 10.0);
+  EXPECT_NEAR(waited, 2.0, 1e-9);
+
+  // A 12 s window: notes at 5 s and 10 s of waiting, then the end.
+  faults.fail_before = 0;  // (it registers first)
+  auto patient = site.Client(0, 0, &f, OnManualTime(&time, 100, 12000));
+  std::vector<int64_t> notes;
+  patient->set_wait_callback([&notes](ShardId, int64_t waited_ms, const Status&) { notes.push_back(waited_ms); });
+  faults.fail_before = 100000;
+  st = DriveManualTime(&time, std::chrono::milliseconds(100), faults.calls, [&] { return patient->Refresh(); }, &waited);
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable);
+  EXPECT_NEAR(waited, 12.0, 1e-9);
+  EXPECT_EQ(notes, (std::vector<int64_t>{5000, 10000}));
   faults.fail_before = 0;
 }
 
