@@ -105,6 +105,11 @@ class PsClient {
   // device copy of the cache (worker/cuda) re-uploads only when it moves.
   uint64_t cache_version() const { return cache_version_; }
 
+  // Whether a read with `also_into` writes both copies with streaming stores
+  // (a model of kStreamModelBytes or more); a caller that fills buffers of
+  // its own for this model may follow the same rule (and fence its stores).
+  bool streams_copies() const { return stream_both_; }
+
   // The cached table, dense row-major. Valid until the next Refresh/ReadAt.
   const float* table(TableId id) const { return cache_[id].data(); }
   std::span<const float* const> tables() const { return cache_ptrs_; }

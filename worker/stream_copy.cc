@@ -16,18 +16,16 @@ void StreamCopy(float* __restrict dst, const float* __restrict src, int64_t n) {
     dst[i] = src[i];
     ++i;
   }
-  if ((reinterpret_cast<uintptr_t>(dst + i) & 15) == 0) {
-    // 64 bytes (one cache line when dst is line-aligned) per step.
-    for (; i + 16 <= n; i += 16) {
-      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
-      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 4));
-      const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 8));
-      const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 12));
-      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), a);
-      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 4), b);
-      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 8), c);
-      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 12), d);
-    }
+  // 64 bytes (one cache line when dst is line-aligned) per step.
+  for (; i + 16 <= n; i += 16) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 4));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 8));
+    const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 12));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 4), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 8), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 12), d);
   }
   if (i < n) std::memcpy(dst + i, src + i, static_cast<size_t>(n - i) * sizeof(float));
 #else

@@ -207,7 +207,7 @@ Status Client::StagePush(std::span<const TableView> views) {
     }
   }
   std::vector<uint8_t> changed(num_tables, 0);
-  const bool stream = s.total_elements() * static_cast<int64_t>(sizeof(float)) >= worker::PsClient::kStreamModelBytes;
+  const bool stream = client_->streams_copies();
   for (TableId t = 0; t < num_tables; ++t) {
     float* delta = client_->delta(t);
     const Subtracted r = stream ? SubtractInto<true>(views[t].data, client_->table(t), delta, views[t].size)
