@@ -102,6 +102,11 @@ int RunInspect(const InspectArgs& args) {
       if (p.incarnation != 0) std::printf(", incarnation %" PRIu64, p.incarnation);
       std::printf("\n");
     }
+    if (out.outer_records > 0) {
+      std::printf("    outer step    %" PRId64 " records (avg, diloco: the synchronised model, its momentum and "
+                  "contributions to steps not applied yet)\n",
+                  out.outer_records);
+    }
     if (out.unknown > 0) std::printf("    %" PRId64 " records of no known kind\n", out.unknown);
   }
   std::printf("  quarantined     %zu WAN batches (not added: a sum would not be finite)\n", info->quarantined.size());

@@ -486,11 +486,6 @@ Result<Topology> ParseTopology(const std::string& text, const std::string& origi
   GEOPS_RETURN_IF_ERROR(ParseServer(root, origin, &t));
   GEOPS_RETURN_IF_ERROR(ParseWan(root, origin, &t));
   GEOPS_RETURN_IF_ERROR(ParseFaults(root, origin, &t));
-  if ((t.wan.mode == "avg" || t.wan.mode == "diloco") && t.persistent() && t.multi_site()) {
-    return InvalidArgumentError(origin + ": [wan] mode = \"" + t.wan.mode +
-                                "\" does not keep its outer state (the synchronised model and its momentum) in "
-                                "the shard stores yet: remove [storage], or use asp, bsp or all-async");
-  }
   if (t.name.empty()) t.name = origin;
   return t;
 }

@@ -125,11 +125,6 @@ Result<wan::WanOptions> BuildWanOptions(const Topology& t) {
   o.outer_momentum = w.outer_momentum;
   o.outer_nesterov = w.outer_nesterov;
   o.outer_average_last = w.outer_average_last;
-  if (wan::UsesOuterStep(o.mode) && t.persistent()) {
-    return InvalidArgumentError(t.name + ": [wan] mode = \"" + w.mode +
-                                "\" does not keep its outer state in the shard stores yet; remove [storage] "
-                                "or choose another mode");
-  }
   o.max_inflight_batches = w.max_inflight_batches;
   o.max_queue_seconds = w.max_queue_ms * 1e-3;
   o.notice_min_seconds = w.notice_min_ms * 1e-3;

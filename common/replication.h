@@ -191,7 +191,9 @@ class ReplicaTarget {
   // the chunk's lock, as one change to persistent state (the outer step of
   // avg and diloco sets the synchronised model this way). InvalidArgument
   // for a chunk this shard does not hold, another size, or a NaN/Inf value
-  // (nothing changes); Unavailable once the store failed.
+  // (nothing changes); Unavailable once the store failed. Called from inside
+  // a RunDurable change on the same thread, it is part of that change: the
+  // values commit together with the change's outbound records.
   virtual Status SetChunkValue(ChunkKey key, std::span<const float> values) = 0;
 };
 

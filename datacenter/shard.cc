@@ -82,6 +82,15 @@ bool TokensEqual(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
+class ShardImpl;
+
+// The RunDurable scope this thread is inside, if any.
+struct OpenScope {
+  const ShardImpl* shard = nullptr;
+  ShardPersister::Mutation* mutation = nullptr;
+};
+thread_local OpenScope open_scope;
+
 class ShardImpl final : public Shard {
  public:
   using Shard::Update;
@@ -470,7 +479,13 @@ class ShardImpl final : public Shard {
     uint64_t ticket;
     {
       ShardPersister::Mutation mutation = persister_->Begin();
+      // SetChunkValue from inside `change` (the outer step) joins this scope:
+      // a second Begin on this thread would wait for a commit that waits for
+      // this scope to end.
+      const OpenScope outer = open_scope;
+      open_scope = OpenScope{this, &mutation};
       change();
+      open_scope = outer;
       mutation.MarkOutbound();
       ticket = mutation.Finish();
     }
@@ -516,12 +531,13 @@ class ShardImpl final : public Shard {
                                   "): element " + std::to_string(bad) + " would become NaN or Inf; unchanged");
     }
     std::optional<ShardPersister::Mutation> mutation;
+    ShardPersister::Mutation* scope = open_scope.shard == this ? open_scope.mutation : nullptr;
     if (persister_ != nullptr) {
       GEOPS_RETURN_IF_ERROR(persister_->failure());
-      mutation.emplace(persister_->Begin());
+      if (scope == nullptr) scope = &mutation.emplace(persister_->Begin());
     }
     store_->Overwrite(local, values.data());
-    if (mutation) mutation->MarkChunk(local);
+    if (scope != nullptr) scope->MarkChunk(local);
     return Status::Ok();
   }
 

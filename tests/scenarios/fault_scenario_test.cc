@@ -195,20 +195,23 @@ restart_after_s = 0.2
 }
 
 
-// Three sites replicating the counter over shaped loopback links (asp,
-// int4, drift bound 4), `shards` shards and 2 workers each, every shard
-// persisting with fsync; FAULT hits eu-west-1.
-std::string ThreeSiteTopology(int shards, const std::string& fault) {
-  std::string sites;
-  for (const char* name : {"us-east-1", "eu-west-1", "ap-northeast-1"}) sites += Site(name, shards);
-  return CounterHead("three-site-faults") + R"(
+// The [wan] settings of the three-site runs: asp, int4, drift bound 4.
+constexpr char kAspWan[] = R"(
 [wan]
 mode = "asp"
 staleness_ds = 4
 threshold = 0.05
 threshold_floor = 0.05
 codec = "int4"
-peer_lease_ms = 500
+)";
+
+// Three sites replicating the counter over shaped loopback links (`wan`),
+// `shards` shards and 2 workers each, every shard persisting with fsync;
+// FAULT hits eu-west-1.
+std::string ThreeSiteTopology(int shards, const std::string& fault, const std::string& wan = kAspWan) {
+  std::string sites;
+  for (const char* name : {"us-east-1", "eu-west-1", "ap-northeast-1"}) sites += Site(name, shards);
+  return CounterHead("three-site-faults") + wan + R"(peer_lease_ms = 500
 links = "static"
 [[links]]
 src = "us-east-1"
@@ -263,6 +266,37 @@ restart_after_s = 1.5
   // The site was down long enough to be declared down (1.5 s > the 0.5 s
   // lease), and the others trained on meanwhile.
   EXPECT_EQ(s["faults"][0]["state"], "recovered") << s["faults"][0].dump(2);
+}
+
+// diloco keeps its outer step in the stores: a site killed mid-run comes
+// back with it and the outer steps go on. An outer lr of 3 (the number of
+// sites) without momentum adds the sites' contributions up, so the counter
+// checks that every update counts exactly once.
+TEST_F(FaultScenarioTest, ThreeSitesInDilocoSurviveASiteKilledAndRestartedAndEndExact) {
+  const std::string topo = WriteTopology(ThreeSiteTopology(1, R"(
+kind = "kill-site"
+site = "eu-west-1"
+at_clock = 30
+restart_after_s = 1.5
+)",
+                                                           R"(
+[wan]
+mode = "diloco"
+averaging_period = 5
+outer_lr = 3.0
+outer_momentum = 0.0
+outer_average_last = false
+codec = "fp16"
+)"));
+  RunResult r = Launch(topo, 120);
+  json s = Summary();
+  ExpectThreeSitesExact(r, s, /*site_killed=*/true);
+  EXPECT_EQ(s["faults"][0]["state"], "recovered") << s["faults"][0].dump(2);
+  const json m = ShardMetrics("eu-west-1-shard-0");
+  ASSERT_TRUE(m.is_object());
+  // The restarted shard loaded its state (outer step included) from its store.
+  ASSERT_TRUE(m["recovery"].is_object()) << m.dump(2);
+  EXPECT_EQ(m["recovery"]["fresh_store"], false) << m["recovery"].dump(2);
 }
 
 TEST_F(FaultScenarioTest, ThreeSitesSurviveAShardOfOneSiteKilledAndEndExact) {

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "wan/codec/batch_envelope.h"
+#include "wan/replication/record_keys.h"
 
 namespace geops::wan {
 namespace {
@@ -15,23 +16,6 @@ constexpr char kBatch = 'o';
 constexpr char kSeq = 's';
 constexpr char kIncarnation = 'i';
 constexpr char kPeerIncarnation = 'k';
-
-void PutBe32(std::string* s, uint32_t v) {
-  for (int i = 3; i >= 0; --i) s->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-void PutBe64(std::string* s, uint64_t v) {
-  for (int i = 7; i >= 0; --i) s->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-uint32_t GetBe32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
-}
-uint64_t GetBe64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
-}
 
 std::string AccumulatorKey(ChunkKey key) {
   std::string k(1, kAccumulator);
@@ -71,21 +55,6 @@ uint64_t GetU64(const std::string& value) {
   uint64_t v;
   std::memcpy(&v, value.data(), sizeof(v));
   return v;
-}
-
-std::string Printable(const std::string& key) {
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : key) {
-    if (c >= 0x20 && c < 0x7f) {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out += "\\x";
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 15]);
-    }
-  }
-  return out;
 }
 
 Status DecodeRow(const ModelSpec& spec, ChunkKey key, const std::string& value, const std::string& where,
@@ -240,6 +209,8 @@ OutboundSummary OutboundSummary::Of(std::span<const OutboundRecord> records) {
       out.incarnation = GetU64(r.value);
     } else if (kind == kPeerIncarnation && k.size() == 5 && r.value.size() == sizeof(uint64_t)) {
       out.peers[static_cast<SiteId>(GetBe32(&k[1]))].incarnation = GetU64(r.value);
+    } else if (IsOuterRecord(k)) {
+      ++out.outer_records;
     } else {
       ++out.unknown;
     }
@@ -251,7 +222,7 @@ Result<RecoveredOutbound> OutboundJournal::Decode(std::span<const OutboundRecord
                                                   SiteId self) {
   RecoveredOutbound out;
   for (const OutboundRecord& r : records) {
-    const std::string where = "outbox record '" + Printable(r.key) + "'";
+    const std::string where = "outbox record '" + PrintableKey(r.key) + "'";
     const std::string& k = r.key;
     if (k.empty()) return DataLossError("outbox record with an empty key");
     switch (k[0]) {
@@ -310,6 +281,10 @@ Result<RecoveredOutbound> OutboundJournal::Decode(std::span<const OutboundRecord
         out.peer_incarnations[static_cast<SiteId>(GetBe32(&k[1]))] = GetU64(r.value);
         break;
       default:
+        if (IsOuterRecord(k)) {
+          GEOPS_RETURN_IF_ERROR(DecodeOuterRecord(r, spec, &out.outer));
+          break;
+        }
         return DataLossError(where + ": unknown record kind");
     }
   }

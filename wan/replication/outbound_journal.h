@@ -29,6 +29,10 @@
 //   'i'                                    -> u64 this store's incarnation
 //   'k' peer:u32be                         -> u64 the peer's incarnation last heard
 // A row that becomes all zeros is deleted; so is a batch once acknowledged.
+// avg and diloco add their outer state's records (outer_records.h) and
+// journal a contribution's batch to each peer as soon as it is encoded,
+// also while it waits for that peer's link (its seq is the step, assigned
+// when it leaves).
 //
 // Accumulator and backlog rows are not copied at the capture: Collect()
 // marks them (CapturedRows, copy-on-write) and hands them to the commit as
@@ -59,6 +63,7 @@
 #include "common/shard_store.h"
 #include "common/status.h"
 #include "wan/replication/captured_rows.h"
+#include "wan/replication/outer_records.h"
 #include "wan/replication/significance_filter.h"
 #include "wan/codec/sparse_update.h"
 #include "wan/wan_transport.h"
@@ -73,8 +78,11 @@ struct RecoveredOutbound {
   std::map<SiteId, uint64_t> last_seq;                          // per peer
   uint64_t incarnation = 0;                                     // 0: none recorded
   std::map<SiteId, uint64_t> peer_incarnations;                 // per peer
+  RecoveredOuter outer;                                         // avg, diloco (outer_records.h)
   // No outbound state (incarnations are not state to restore).
-  bool empty() const { return accumulator.empty() && backlogs.empty() && batches.empty() && last_seq.empty(); }
+  bool empty() const {
+    return accumulator.empty() && backlogs.empty() && batches.empty() && last_seq.empty() && !outer.present;
+  }
 };
 
 // What the outbound records of a store hold, per peer; for `geops inspect`
@@ -90,6 +98,7 @@ struct OutboundSummary {
   };
   uint64_t incarnation = 0;       // of the store; 0: none recorded
   int64_t accumulator_rows = 0;   // chunks with local mass not yet selected
+  int64_t outer_records = 0;      // avg, diloco: the outer step's state (outer_records.h)
   int64_t unknown = 0;            // records of no known kind
   std::map<SiteId, Peer> peers;
 

@@ -155,7 +155,10 @@ Result<EncodeStats> OutboundShipper::EncodeContribution(int64_t step, Clock k, b
   header.final = finishing;
   WanBatch batch{config_.site, static_cast<uint64_t>(step), k, {}, 0, 0};
   SealPrepared(header, body_, &batch.payload);
-  for (PeerOutbox& out : outboxes_) deferred_[out.peer()].push_back(batch);
+  for (PeerOutbox& out : outboxes_) {
+    config_.journal->BatchSent(out.peer(), batch);
+    deferred_[out.peer()].push_back(batch);
+  }
   return st;
 }
 

@@ -84,13 +84,18 @@ class OutboundShipper {
   // avg, diloco: encodes this site's contribution to outer step `step`
   // (maybe empty) and queues it for every peer. *shipped receives what the
   // peers will decode (this site adds the same to the step), *residuals the
-  // error feedback. On an error nothing was queued.
+  // error feedback. On an error nothing was queued. Each peer's copy is
+  // journalled at once (its seq, the step, is assigned when it leaves), so
+  // a contribution waiting for a peer's link survives a crash.
   Result<EncodeStats> EncodeContribution(int64_t step, Clock k, bool finishing,
                                          std::span<const SparseChunkUpdate> selected,
                                          std::vector<SparseChunkUpdate>* residuals,
                                          std::vector<SparseChunkUpdate>* shipped);
   // Sends queued contributions, in step order, to every addressable peer.
   void SendContributions(bool finishing);
+  // A restored contribution (journalled, beyond the last seq assigned to
+  // `peer`) queues again behind the ones restored before it.
+  void RestoreContribution(SiteId peer, WanBatch batch) { deferred_[peer].push_back(std::move(batch)); }
 
   void OnAcked(SiteId peer, uint64_t seq);
   // Restored batches, never acknowledged before a restart, go again at once

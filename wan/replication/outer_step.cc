@@ -1,6 +1,7 @@
 #include "wan/replication/outer_step.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 namespace geops::wan {
@@ -31,6 +32,21 @@ bool OuterStep::TakesPart(SiteId site, int64_t step) const {
   return f == final_step_.end() || step <= f->second;
 }
 
+// Add's checks of one contribution's chunks against the thetas.
+Status OuterStep::CheckChunks(const std::string& what, std::span<const SparseChunkUpdate> chunks) const {
+  for (const SparseChunkUpdate& u : chunks) {
+    auto c = chunks_.find(u.key);
+    if (c == chunks_.end()) return InvalidArgumentError(what + ": " + Name(u.key) + " is not held here");
+    if (u.num_elements != c->second.theta.size() || u.indices.size() != u.values.size()) {
+      return InvalidArgumentError(what + ": " + Name(u.key) + " has the wrong size");
+    }
+    for (uint32_t i : u.indices) {
+      if (i >= u.num_elements) return InvalidArgumentError(what + ": " + Name(u.key) + " index out of range");
+    }
+  }
+  return Status::Ok();
+}
+
 Status OuterStep::Add(int64_t step, SiteId site, std::span<const SparseChunkUpdate> chunks, bool final) {
   const std::string what = "outer step " + std::to_string(step) + " from site " + std::to_string(site);
   if (!std::binary_search(sites_.begin(), sites_.end(), site)) {
@@ -45,16 +61,7 @@ Status OuterStep::Add(int64_t step, SiteId site, std::span<const SparseChunkUpda
   if (!TakesPart(site, step)) {
     return InvalidArgumentError(what + ": that site ended at step " + std::to_string(final_step_.at(site)));
   }
-  for (const SparseChunkUpdate& u : chunks) {
-    auto c = chunks_.find(u.key);
-    if (c == chunks_.end()) return InvalidArgumentError(what + ": " + Name(u.key) + " is not held here");
-    if (u.num_elements != c->second.theta.size() || u.indices.size() != u.values.size()) {
-      return InvalidArgumentError(what + ": " + Name(u.key) + " has the wrong size");
-    }
-    for (uint32_t i : u.indices) {
-      if (i >= u.num_elements) return InvalidArgumentError(what + ": " + Name(u.key) + " index out of range");
-    }
-  }
+  GEOPS_RETURN_IF_ERROR(CheckChunks(what, chunks));
   pending_[step][site].assign(chunks.begin(), chunks.end());
   given_[site] = step;
   if (final) final_step_[site] = step;
@@ -135,6 +142,81 @@ std::span<const float> OuterStep::Theta(ChunkKey key) const {
 std::span<const float> OuterStep::Momentum(ChunkKey key) const {
   auto c = chunks_.find(key);
   return c == chunks_.end() ? std::span<const float>() : std::span<const float>(c->second.m);
+}
+
+Status OuterStep::Import(State state) {
+  auto known = [this](SiteId s) { return std::binary_search(sites_.begin(), sites_.end(), s); };
+  auto lost = [](const std::string& what) { return DataLossError("outer state: " + what); };
+  if (state.next_step < 1) return lost("next step " + std::to_string(state.next_step));
+  if (static_cast<int64_t>(state.digests.size()) > state.next_step - 1) {
+    return lost(std::to_string(state.digests.size()) + " digests for " + std::to_string(state.next_step - 1) +
+                " steps applied");
+  }
+  for (const auto& [site, step] : state.given) {
+    if (!known(site)) return lost("site " + std::to_string(site) + " is not part of the run");
+    if (step < 0) return lost("site " + std::to_string(site) + " gave step " + std::to_string(step));
+  }
+  for (const auto& [site, step] : state.final_step) {
+    auto g = state.given.find(site);
+    if (g == state.given.end() || g->second != step) {
+      return lost("site " + std::to_string(site) + " ended at step " + std::to_string(step) +
+                  " but its last step given is not that");
+    }
+  }
+  if (state.theta.size() != chunks_.size() || state.momentum.size() != chunks_.size()) {
+    return lost(std::to_string(state.theta.size()) + " theta and " + std::to_string(state.momentum.size()) +
+                " momentum rows for " + std::to_string(chunks_.size()) + " chunks");
+  }
+  for (const auto& [key, c] : chunks_) {
+    auto t = state.theta.find(key);
+    auto m = state.momentum.find(key);
+    if (t == state.theta.end() || m == state.momentum.end()) return lost(Name(key) + " has no theta or momentum");
+    if (t->second.size() != c.theta.size() || m->second.size() != c.theta.size()) {
+      return lost(Name(key) + " has " + std::to_string(t->second.size()) + " theta and " +
+                  std::to_string(m->second.size()) + " momentum values, expected " + std::to_string(c.theta.size()));
+    }
+    for (size_t i = 0; i < c.theta.size(); ++i) {
+      if (!std::isfinite(t->second[i]) || !std::isfinite(m->second[i])) {
+        return lost(Name(key) + " element " + std::to_string(i) + " is not finite");
+      }
+    }
+  }
+  for (const auto& [step, sites] : state.pending) {
+    if (step < state.next_step) return lost("a contribution to step " + std::to_string(step) + ", applied already");
+    for (const auto& [site, chunks] : sites) {
+      const std::string what = "outer step " + std::to_string(step) + " from site " + std::to_string(site);
+      auto g = state.given.find(site);
+      if (!known(site) || g == state.given.end() || g->second < step) {
+        return lost(what + ": beyond the last step that site gave");
+      }
+      Status s = CheckChunks(what, chunks);
+      if (!s.ok()) return lost(s.message());
+    }
+  }
+  for (auto& [key, c] : chunks_) {
+    c.theta = std::move(state.theta[key]);
+    c.m = std::move(state.momentum[key]);
+  }
+  next_ = state.next_step;
+  given_ = std::move(state.given);
+  final_step_ = std::move(state.final_step);
+  digests_ = std::move(state.digests);
+  pending_ = std::move(state.pending);
+  return Status::Ok();
+}
+
+const std::vector<SparseChunkUpdate>* OuterStep::Contribution(int64_t step, SiteId site) const {
+  auto p = pending_.find(step);
+  if (p == pending_.end()) return nullptr;
+  auto c = p->second.find(site);
+  return c == p->second.end() ? nullptr : &c->second;
+}
+
+std::vector<ChunkKey> OuterStep::Chunks() const {
+  std::vector<ChunkKey> out;
+  out.reserve(chunks_.size());
+  for (const auto& [key, c] : chunks_) out.push_back(key);
+  return out;
 }
 
 }  // namespace geops::wan

@@ -31,6 +31,7 @@
 #include <functional>
 #include <map>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "common/ids.h"
@@ -89,11 +90,38 @@ class OuterStep {
   // were bit-identical after that step.
   const std::vector<uint64_t>& digests() const { return digests_; }
 
+  // The whole state, for the shard's store (outer_records.h): what Export
+  // reads, Import sets again after a restart.
+  struct State {
+    int64_t next_step = 1;
+    std::map<SiteId, int64_t> given;       // last step each site gave
+    std::map<SiteId, int64_t> final_step;  // a site's final step, once given
+    std::vector<uint64_t> digests;
+    std::map<ChunkKey, std::vector<float>> theta;
+    std::map<ChunkKey, std::vector<float>> momentum;
+    // step -> site -> its contribution, for the steps not applied yet
+    std::map<int64_t, std::map<SiteId, std::vector<SparseChunkUpdate>>> pending;
+  };
+  // Replaces the whole state by `state`. DataLoss naming the problem (and
+  // nothing changes) for a site not in the run, a chunk this step did not
+  // InitChunk or of another size, theta or momentum missing for a chunk, a
+  // non-finite value, a step given that is not below next_step where no
+  // contribution waits for it, or a contribution that Add would refuse.
+  Status Import(State state);
+  // The contribution of `site` to `step` while that step is not applied
+  // (nullptr otherwise).
+  const std::vector<SparseChunkUpdate>* Contribution(int64_t step, SiteId site) const;
+  const std::map<SiteId, int64_t>& given() const { return given_; }
+  const std::map<SiteId, int64_t>& final_steps() const { return final_step_; }
+  // The chunks with a theta, in order.
+  std::vector<ChunkKey> Chunks() const;
+
  private:
   struct Chunk {
     std::vector<float> theta;
     std::vector<float> m;
   };
+  Status CheckChunks(const std::string& what, std::span<const SparseChunkUpdate> chunks) const;
   // Sites that take part in `step`.
   bool TakesPart(SiteId site, int64_t step) const;
 

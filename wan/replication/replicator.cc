@@ -9,9 +9,6 @@
 namespace geops::wan {
 namespace {
 
-// How long a tick waits for its outbound state to be durable; a store that
-// slow is treated as failed (nothing of that tick is sent).
-constexpr int64_t kDurableWaitMs = 30000;
 // The tick loop's round when nothing happens (time_'s milliseconds).
 constexpr int64_t kIdleRoundMs = 100;
 // When this process started, for recovery metrics (static initialisation
@@ -53,6 +50,8 @@ Result<std::unique_ptr<Replicator>> Replicator::Create(const ModelSpec* spec, Re
                                                std::move(schedule), std::move(outboxes)));
   const std::vector<OutboundRecord> records = target->TakeRecoveredOutbound();
   GEOPS_ASSIGN_OR_RETURN(RecoveredOutbound recovered, OutboundJournal::Decode(records, *spec, r->config_.site));
+  RecoveredOuter outer = std::move(recovered.outer);
+  recovered.outer = RecoveredOuter{};
   r->recovery_.fresh_store = records.empty();
   r->incarnation_ = recovered.incarnation;
   if (r->incarnation_ == 0) {
@@ -67,7 +66,14 @@ Result<std::unique_ptr<Replicator>> Replicator::Create(const ModelSpec* spec, Re
   r->inbox_.SetIncarnationListener([self](SiteId origin, uint64_t incarnation, bool reset) {
     {
       std::lock_guard<std::mutex> lock(self->mu_);
-      if (reset) {
+      if (reset && self->outer_ != nullptr) {
+        // The outer step has no way to take a site back that lost its store
+        // (docs/wan_replication.md): its theta, m and contributions are gone.
+        spdlog::error("wan shard {}: site {} came back with a new store (incarnation {}); wan mode {} cannot "
+                      "rebuild a site's outer step state, so the outer steps wait for that site's old "
+                      "contributions: bring its store back, or start the run again",
+                      self->config_.shard, origin, incarnation, WanModeName(self->options_.mode));
+      } else if (reset) {
         self->resets_.Heard(origin, incarnation, UnixSeconds());
       } else {
         self->records_.emplace_back(origin, incarnation);
@@ -78,13 +84,12 @@ Result<std::unique_ptr<Replicator>> Replicator::Create(const ModelSpec* spec, Re
   GEOPS_RETURN_IF_ERROR(r->Restore(std::move(recovered)).WithContext("restoring the WAN outbound state"));
   r->recovery_.state_loaded_unix = UnixSeconds();
   r->recovery_.process_start_unix = kProcessStartUnix;
-  r->journal_.set_enabled(target->SetOutboundParticipant(r.get()));
   if (UsesOuterStep(r->options_.mode)) {
-    if (r->journal_.enabled()) {
-      target->SetOutboundParticipant(nullptr);
-      return FailedPreconditionError("wan mode " + std::string(WanModeName(r->options_.mode)) +
-                                     " does not keep its outer state (the synchronised model and the outer "
-                                     "momentum) in the shard's store yet: run it without [storage]");
+    if (!outer.present && !records.empty()) {
+      return FailedPreconditionError(
+          "wan mode " + std::string(WanModeName(r->options_.mode)) +
+          ": the shard's store holds WAN state of another mode and no outer step state; start this mode on a "
+          "new store");
     }
     std::vector<SiteId> sites = r->config_.peers;
     sites.push_back(r->config_.site);
@@ -98,11 +103,32 @@ Result<std::unique_ptr<Replicator>> Replicator::Create(const ModelSpec* spec, Re
         if (target->ReadChunkValue(key, values.data()).ok()) r->outer_->InitChunk(key, values);
       }
     }
+    if (outer.present) {
+      // A restart: the steps go on where the store left them.
+      r->outer_journal_.Restored(outer.state);
+      GEOPS_RETURN_IF_ERROR(r->outer_->Import(std::move(outer.state)).WithContext("restoring the outer step"));
+      r->last_sync_ = outer.last_sync;
+      r->own_steps_ = r->outer_->LastGiven(r->config_.site);
+      r->own_final_given_ = r->outer_->final_steps().count(r->config_.site) > 0;
+      r->recovery_.recovered = true;
+      spdlog::info("wan shard {}: restored the outer step: {} steps applied, {} contributions of this site, "
+                   "last at clock {}",
+                   r->config_.shard, r->outer_->next_step() - 1, r->own_steps_, r->last_sync_);
+    } else {
+      r->outer_journal_.MarkAll();  // a new store's first commit holds theta0
+    }
+    {
+      std::lock_guard<std::mutex> lock(r->mu_);
+      r->PublishOuterLocked();
+    }
     r->gate_.SetOuterPeriod(r->options_.averaging_period);
     r->inbox_.SetBatchSink([self](SiteId origin, uint64_t seq, const DecodedBatch& batch) {
       return self->OnContribution(origin, seq, batch);
     });
   }
+  // From here on the shard's commits collect this replicator's records.
+  r->journal_.set_enabled(target->SetOutboundParticipant(r.get()));
+  r->outer_journal_.set_enabled(r->journal_.enabled());
   return r;
 }
 
@@ -123,13 +149,19 @@ Status Replicator::Restore(RecoveredOutbound recovered) {
   for (auto& [peer, batches] : recovered.batches) {
     PeerOutbox* out = shipper_.OutboxFor(peer);
     if (out == nullptr) return DataLossError("batches for site " + std::to_string(peer) + ", which is not a peer");
-    for (const WanBatch& b : batches) {
-      if (b.seq > out->last_seq()) {
+    std::vector<WanBatch> sent;
+    for (WanBatch& b : batches) {
+      if (b.seq <= out->last_seq()) {
+        sent.push_back(std::move(b));
+      } else if (UsesOuterStep(options_.mode)) {
+        // A contribution that was waiting for this peer's link: it waits again.
+        shipper_.RestoreContribution(peer, std::move(b));
+      } else {
         return DataLossError("batch " + std::to_string(b.seq) + " for site " + std::to_string(peer) +
                              " is beyond the last seq assigned (" + std::to_string(out->last_seq()) + ")");
       }
     }
-    resend_.emplace_back(peer, std::move(batches));
+    resend_.emplace_back(peer, std::move(sent));
   }
   spdlog::info("wan shard {}: restored outbound state: {} accumulator chunks, {} backlogs, {} peers with batches to resend",
                config_.shard, recovered.accumulator.size(), recovered.backlogs.size(), resend_.size());
@@ -318,6 +350,7 @@ bool Replicator::SelectLocked(Clock k, bool finishing, SelectSlice* slice) {
         if (k / options_.averaging_period > last_sync_ / options_.averaging_period) {
           st = filter_.DrainAll(&selected_);
           last_sync_ = k;
+          outer_journal_.MetaChanged();
           step_due_ = true;
         } else {
           selected_.clear();
@@ -576,12 +609,14 @@ void Replicator::RunResets() {
 
 DeferredRecords* Replicator::CollectOutbound(std::vector<OutboundRecord>* puts, std::vector<std::string>* deletes) {
   std::lock_guard<std::mutex> lock(mu_);
-  return journal_.Collect(&filter_,
+  DeferredRecords* deferred = journal_.Collect(&filter_,
                           [this](SiteId peer) -> SignificanceFilter* {
                             PeerOutbox* o = shipper_.OutboxFor(peer);
                             return o != nullptr ? o->mutable_backlog() : nullptr;
                           },
                           puts, deletes);
+  if (outer_ != nullptr) outer_journal_.Collect(*outer_, last_sync_, puts, deletes);
+  return deferred;
 }
 
 void Replicator::ReleaseOutbound() { journal_.Release(); }

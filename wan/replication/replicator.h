@@ -31,7 +31,8 @@
 // drained marker: the peers then know they hold this site's final updates.
 // A site's model is final once every peer has drained (WaitFinal).
 //
-// Disk loss (with stores): each store has an incarnation (wan_transport.h).
+// Disk loss (with stores; asp, bsp, all-async): each store has an
+// incarnation (wan_transport.h).
 // When a peer comes back as a new incarnation, every site takes its old
 // contributions back out and restarts its own stream to it from a snapshot
 // of its selected mass (StreamResets, stream_reset.h). The new
@@ -41,7 +42,8 @@
 //
 // Crash safety (with a store under the shard): the accumulator, the
 // backlogs, the unacknowledged batches and the seqs are journalled
-// (OutboundJournal) into the shard's commits; each tick's changes run inside
+// (OutboundJournal) into the shard's commits, and so is the outer step of
+// avg and diloco (OuterJournal); each tick's changes run inside
 // ReplicaTarget::RunDurable and its batches go on the wire only after that
 // commit is durable. A replicator created over a shard that recovered such
 // records restores them and, at Start, resends the unacknowledged batches
@@ -81,6 +83,7 @@
 #include "wan/replication/drift_allowance.h"
 #include "wan/replication/mirror_gate.h"
 #include "wan/replication/outbound_shipper.h"
+#include "wan/replication/outer_records.h"
 #include "wan/replication/outer_step.h"
 #include "wan/replication/outbound_journal.h"
 #include "wan/replication/peer_outbox.h"
@@ -248,13 +251,20 @@ class Replicator final : public ReplicationTap, public OutboundParticipant {
   // avg, diloco: a peer's contribution, from the inbox (in seq order).
   Status OnContribution(SiteId origin, uint64_t seq, const DecodedBatch& batch);
   // Applies every outer step that is complete: the shard's chunks become
-  // theta plus this site's unshipped progress. REQUIRES: mu_ held.
+  // theta plus this site's unshipped progress. REQUIRES: mu_ held, inside a
+  // persistence scope (the tick's, or OnContribution's RunDurable), so that
+  // the chunk values and the step's records commit together.
   void ApplyReadyLocked();
   // Tells the gate where the outer steps stand. REQUIRES: mu_ held.
   void PublishOuterLocked();
   // Cuts batches from backlogs whose window is open.
   void ServeBacklogs(Clock k, bool finishing);
   const float* LookupValue(ChunkKey key);
+
+  // How long a tick (or a peer's contribution) waits for its changes to be
+  // durable; a store that slow is treated as failed (nothing of that tick
+  // is sent; the contribution is not acknowledged).
+  static constexpr int64_t kDurableWaitMs = 30000;
 
   const ModelSpec* const spec_;
   const ReplicatorConfig config_;
@@ -297,6 +307,7 @@ class Replicator final : public ReplicationTap, public OutboundParticipant {
   int64_t own_steps_ = 0;                 // GUARDED_BY(mu_): contributions this site made
   bool own_final_given_ = false;          // GUARDED_BY(mu_)
   bool step_due_ = false;                 // GUARDED_BY(mu_): SelectLocked chose a contribution
+  OuterJournal outer_journal_;            // GUARDED_BY(mu_): outer_'s records for the shard's store
   std::vector<float> outer_scratch_;      // GUARDED_BY(mu_): one chunk
 
   // Tick thread only.

@@ -36,7 +36,11 @@ void Replicator::ShipContribution(Clock k, bool finishing) {
     // Every site adds what its peers will decode: the same bits everywhere.
     own_steps_ = step;
     Status s = outer_->Add(step, config_.site, shipped_, finishing);
-    if (!s.ok()) spdlog::error("wan shard {}: own contribution: {}", config_.shard, s.ToString());
+    if (s.ok()) {
+      outer_journal_.ContributionAdded(step, config_.site);
+    } else {
+      spdlog::error("wan shard {}: own contribution: {}", config_.shard, s.ToString());
+    }
     own_final_given_ = finishing;
     ApplyReadyLocked();
   }
@@ -45,13 +49,25 @@ void Replicator::ShipContribution(Clock k, bool finishing) {
 }
 
 Status Replicator::OnContribution(SiteId origin, uint64_t seq, const DecodedBatch& batch) {
-  std::lock_guard<std::mutex> lock(mu_);
-  // Given already (the inbox took it, then could not mark its seq): the
-  // redelivery is the same batch.
-  if (static_cast<int64_t>(seq) <= outer_->LastGiven(origin)) return Status::Ok();
-  GEOPS_RETURN_IF_ERROR(outer_->Add(static_cast<int64_t>(seq), origin, batch.chunks, batch.header.final));
-  ApplyReadyLocked();
-  return Status::Ok();
+  // One change to persistent state: the contribution, and the step it may
+  // complete with the chunk values that step sets, commit together, and
+  // before the inbox consumes the batch's seq (which it does only after
+  // this returns OK): a crash in between redelivers the batch, found given.
+  Status added = Status::Ok();
+  Status durable = target_->RunDurable(
+      [&] {
+        std::lock_guard<std::mutex> lock(mu_);
+        // Given already (the inbox took it, then could not mark its seq):
+        // the redelivery is the same batch.
+        if (static_cast<int64_t>(seq) <= outer_->LastGiven(origin)) return;
+        added = outer_->Add(static_cast<int64_t>(seq), origin, batch.chunks, batch.header.final);
+        if (!added.ok()) return;
+        outer_journal_.ContributionAdded(static_cast<int64_t>(seq), origin);
+        ApplyReadyLocked();
+      },
+      Deadline::InMs(kDurableWaitMs));
+  GEOPS_RETURN_IF_ERROR(added);
+  return durable;
 }
 
 void Replicator::ApplyReadyLocked() {
@@ -70,6 +86,7 @@ void Replicator::ApplyReadyLocked() {
       spdlog::error("wan shard {}: {}", config_.shard, s.ToString());
       break;
     }
+    outer_journal_.StepApplied(outer_->next_step() - 1);
     ++stats_.outer_steps_applied;
   }
   PublishOuterLocked();
