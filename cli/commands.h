@@ -27,7 +27,7 @@ struct SiteArgs {
   std::string data_dir;
   bool data_dir_given = false;
   bool exit_with_parent = false;  // see ExitWithParent
-  // WAN (topologies with two or more sites; see cli/site_wan.h).
+  // WAN (topologies with two or more sites; see site/site_wan.h).
   int mirror_port = -1;          // -1: base_port + 1000 + shard, or any free port
   std::string mirror_peers;      // "site=host:port,..." of the same shard of the other sites
   std::string peers_file;        // written by geops launch once every shard listens

@@ -2,7 +2,7 @@
 // process is told where the peers file will be, and once every shard has
 // reported its mirror address (the "mirror" field of its "listening"
 // event) the launcher writes that file, from which every shard learns the
-// mirror addresses of the same shard in the other sites (cli/site_wan.h).
+// mirror addresses of the same shard in the other sites (site/site_wan.h).
 //
 // Free functions; thread-compatible.
 #ifndef GEOPS_CLI_LAUNCH_WAN_H_

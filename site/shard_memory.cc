@@ -1,4 +1,4 @@
-#include "cli/shard_memory.h"
+#include "site/shard_memory.h"
 
 #include <malloc.h>
 #include <spdlog/spdlog.h>
@@ -10,7 +10,7 @@
 #include "storage/rocksdb_shard_store.h"
 #include "worker/ps_client.h"
 
-namespace geops::cli {
+namespace geops::site {
 
 datacenter::MemoryPlan ShardMemoryPlan(const Topology& topology, int site, const ModelSpec& spec,
                                        const ShardOptions& shard_options, const StorageOptions* storage) {
@@ -62,4 +62,4 @@ void MemorySampler::Run() {
   }
 }
 
-}  // namespace geops::cli
+}  // namespace geops::site

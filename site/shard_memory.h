@@ -1,8 +1,8 @@
 // A shard process's memory budget as `geops site` applies it: the plan of
 // what the shard will hold (checked before anything is allocated), and a
 // thread that samples resident memory for the shard's MemoryGuard.
-#ifndef GEOPS_CLI_SHARD_MEMORY_H_
-#define GEOPS_CLI_SHARD_MEMORY_H_
+#ifndef GEOPS_SITE_SHARD_MEMORY_H_
+#define GEOPS_SITE_SHARD_MEMORY_H_
 
 #include <condition_variable>
 #include <cstdint>
@@ -16,7 +16,9 @@
 #include "common/options.h"
 #include "datacenter/memory_budget.h"
 
-namespace geops::cli {
+namespace geops::site {
+
+using cli::Topology;
 
 // What shard `shard_options.shard_id` of `site` holds for `spec`: its chunk
 // values; with two or more sites, the WAN accumulator and one backlog per
@@ -47,6 +49,6 @@ class MemorySampler {
   std::thread thread_;
 };
 
-}  // namespace geops::cli
+}  // namespace geops::site
 
-#endif  // GEOPS_CLI_SHARD_MEMORY_H_
+#endif  // GEOPS_SITE_SHARD_MEMORY_H_

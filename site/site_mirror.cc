@@ -1,4 +1,4 @@
-#include "cli/site_mirror.h"
+#include "site/site_mirror.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,7 +9,10 @@
 #include "cli/tls_options.h"
 #include "thrift/host_port.h"
 
-namespace geops::cli {
+namespace geops::site {
+
+using cli::ServerOptionsOf;
+using cli::SiteTls;
 
 using nlohmann::json;
 
@@ -139,4 +142,4 @@ void SiteMirror::OnConflict(SiteId peer, uint64_t their_fingerprint) {
   if (args_.on_conflict) args_.on_conflict(why);
 }
 
-}  // namespace geops::cli
+}  // namespace geops::site

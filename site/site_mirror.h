@@ -16,8 +16,8 @@
 // conflict callback with the table that differs.
 //
 // Thread-safety: all methods may be called from any thread.
-#ifndef GEOPS_CLI_SITE_MIRROR_H_
-#define GEOPS_CLI_SITE_MIRROR_H_
+#ifndef GEOPS_SITE_SITE_MIRROR_H_
+#define GEOPS_SITE_SITE_MIRROR_H_
 
 #include <atomic>
 #include <functional>
@@ -33,7 +33,9 @@
 #include "common/status.h"
 #include "thrift/mirror_service.h"
 
-namespace geops::cli {
+namespace geops::site {
+
+using cli::Topology;
 
 struct SiteMirrorArgs {
   int mirror_port = -1;       // -1: base_port + 1000 + shard when base_port > 0, else any free port
@@ -85,6 +87,6 @@ class SiteMirror {
   std::thread watcher_;
 };
 
-}  // namespace geops::cli
+}  // namespace geops::site
 
-#endif  // GEOPS_CLI_SITE_MIRROR_H_
+#endif  // GEOPS_SITE_SITE_MIRROR_H_

@@ -1,4 +1,4 @@
-#include "cli/site_wan.h"
+#include "site/site_wan.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,7 +9,15 @@
 #include "cli/tls_options.h"
 #include "cli/wan_links.h"
 
-namespace geops::cli {
+namespace geops::site {
+
+using cli::BuildLinks;
+using cli::EffectiveLink;
+using cli::BuildWanOptions;
+using cli::SiteTls;
+using cli::EmitEvent;
+using cli::Labels;
+using cli::ShardShareOf;
 
 using nlohmann::json;
 
@@ -262,4 +270,4 @@ void SiteWan::AppendMetrics(MetricsBuilder* b) const {
            r.recovery.recovered ? 1.0 : 0.0);
 }
 
-}  // namespace geops::cli
+}  // namespace geops::site

@@ -12,8 +12,8 @@
 //
 // Thread-safety: Start, Settle and StatsJson are called by the process's
 // main thread (Start maybe from the handler thread that completed the model).
-#ifndef GEOPS_CLI_SITE_WAN_H_
-#define GEOPS_CLI_SITE_WAN_H_
+#ifndef GEOPS_SITE_SITE_WAN_H_
+#define GEOPS_SITE_SITE_WAN_H_
 
 #include <atomic>
 #include <memory>
@@ -23,14 +23,17 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/metrics_endpoint.h"
-#include "cli/site_mirror.h"
+#include "site/site_mirror.h"
 #include "cli/topology.h"
 #include "common/model_spec.h"
 #include "common/status.h"
 #include "datacenter/shard.h"
 #include "thrift/wan_endpoint.h"
 
-namespace geops::cli {
+namespace geops::site {
+
+using cli::Topology;
+using cli::MetricsBuilder;
 
 
 class SiteWan {
@@ -73,6 +76,6 @@ class SiteWan {
   std::thread reporter_;
 };
 
-}  // namespace geops::cli
+}  // namespace geops::site
 
-#endif  // GEOPS_CLI_SITE_WAN_H_
+#endif  // GEOPS_SITE_SITE_WAN_H_

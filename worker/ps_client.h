@@ -141,7 +141,7 @@ class PsClient {
   static constexpr int64_t kWaitNoteMs = 5000;
 
   // Largest read or update request (values), unless one chunk is larger;
-  // shards plan their memory for it (cli/shard_memory.h).
+  // shards plan their memory for it (site/shard_memory.h).
   static constexpr int64_t kMaxRequestBytes = int64_t{8} << 20;
   // From this model size on, a read that also fills a caller's copy writes
   // both copies with streaming stores (see ReadShard): a model this large
