@@ -20,7 +20,7 @@
 #include "cli/event_line.h"
 #include "cli/model_from_topology.h"
 #include "cli/tls_options.h"
-#include "thrift/ps_client.h"
+#include "thrift/shard_connection_factory.h"
 
 namespace geops::cli {
 namespace {

@@ -14,7 +14,7 @@
 #include "cli/model_from_topology.h"
 #include "cli/shard_metrics.h"
 #include "cli/tls_options.h"
-#include "thrift/ps_client.h"
+#include "thrift/shard_connection_factory.h"
 #include "worker/ps_client.h"
 #include "worker/trainer.h"
 

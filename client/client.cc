@@ -1,7 +1,7 @@
 // geops::client::Client (include/geops/client.h): a thin facade over the
 // worker client that `geops worker` and the Python package use,
 // worker::PsClient (cache, op-log, SSP reads, retries, heartbeats), with its
-// Thrift connections (thrift/ps_client.h). This file only converts: public
+// Thrift connections (thrift/shard_connection_factory.h). This file only converts: public
 // tables into a client-defined ModelSpec (every table InitKind::kProvided,
 // fixed by the checksum of its initial values), Options into
 // WorkerClientOptions, Status into exceptions.
@@ -17,7 +17,7 @@
 #include "common/model_spec.h"
 #include "common/options.h"
 #include "datacenter/float_kernels.h"
-#include "thrift/ps_client.h"
+#include "thrift/shard_connection_factory.h"
 #include "worker/ps_client.h"
 
 namespace geops::client {

@@ -24,12 +24,9 @@
 #include <thrift/transport/TServerSocket.h>
 #include <thrift/transport/TSocket.h>
 
-namespace geops::rpc {
+#include "thrift/byte_counters.h"
 
-struct ByteCounters {
-  std::atomic<int64_t> sent{0};
-  std::atomic<int64_t> received{0};
-};
+namespace geops::rpc {
 
 // What geops asks of a connection's socket, plain (CountingSocket) or TLS
 // (TlsSocket, thrift/tls.h), wherever the framed transport and the handlers

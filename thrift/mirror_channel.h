@@ -1,10 +1,10 @@
-// MirrorChannel: a wan::PeerChannel over a Thrift MirrorClient, and
-// MirrorAddressBook, where a site process learns its peers' mirror
-// addresses (possibly after it started serving). Until the peer's address
-// is known every call answers Unavailable, which the sender retries.
+// MirrorChannel: a wan::PeerChannel over a Thrift MirrorClient, to the peer
+// whose address a MirrorAddressBook holds (thrift/mirror_address_book.h).
+// Until the peer's address is known every call answers Unavailable, which
+// the sender retries.
 //
-// Thread-safety: MirrorAddressBook may be used from any thread. A channel is
-// used by one thread at a time (PeerChannel's rule); wire_bytes() from any.
+// Thread-safety: a channel is used by one thread at a time (PeerChannel's
+// rule); wire_bytes() from any.
 #ifndef GEOPS_THRIFT_MIRROR_CHANNEL_H_
 #define GEOPS_THRIFT_MIRROR_CHANNEL_H_
 
@@ -15,27 +15,13 @@
 #include <optional>
 
 #include "thrift/host_port.h"
+#include "thrift/mirror_address_book.h"
 #include "thrift/mirror_client.h"
 #include "thrift/mirror_identity.h"
 #include "thrift/thrift_options.h"
 #include "wan/link/peer_channel.h"
 
 namespace geops::rpc {
-
-class MirrorAddressBook {
- public:
-  void Set(SiteId site, HostPort address);
-  std::optional<HostPort> Find(SiteId site) const;
-  size_t size() const;
-  // This shard's store incarnation, which heartbeats carry (0 until set).
-  void SetIncarnation(uint64_t incarnation) { incarnation_.store(incarnation, std::memory_order_relaxed); }
-  uint64_t incarnation() const { return incarnation_.load(std::memory_order_relaxed); }
-
- private:
-  std::atomic<uint64_t> incarnation_{0};
-  mutable std::mutex mu_;
-  std::map<SiteId, HostPort> addresses_;  // GUARDED_BY(mu_)
-};
 
 class MirrorChannel : public wan::PeerChannel {
  public:

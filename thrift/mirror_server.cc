@@ -6,6 +6,8 @@
 #include <spdlog/spdlog.h>
 
 #include "thrift/bounded_protocol.h"
+#include "thrift/connection_server.h"
+#include "thrift/counting_socket.h"
 #include "thrift/error_convert.h"
 #include "thrift/framed_transport.h"
 #include "thrift/tls.h"

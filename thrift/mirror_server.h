@@ -21,15 +21,16 @@
 
 #include "common/deadline.h"
 #include "common/status.h"
-#include "thrift/connection_server.h"
-#include "thrift/counting_socket.h"
+#include "thrift/byte_counters.h"
 #include "thrift/host_port.h"
-#include "thrift/mirror_handler.h"
 #include "thrift/mirror_identity.h"
 #include "thrift/thrift_options.h"
 #include "wan/wan_transport.h"
 
 namespace geops::rpc {
+
+class ConnectionServer;  // thrift/connection_server.h
+struct MirrorModelInfo;  // thrift/mirror_handler.h
 
 class MirrorServer {
  public:

@@ -1,6 +1,8 @@
 #include "thrift/mirror_service.h"
 
 #include "thrift/mirror_client.h"
+#include "thrift/mirror_handler.h"
+#include "thrift/mirror_server.h"
 
 namespace geops::rpc {
 
@@ -18,6 +20,14 @@ Result<std::unique_ptr<MirrorService>> MirrorService::Start(MirrorServiceOptions
   GEOPS_ASSIGN_OR_RETURN(s->server_, MirrorServer::Start(&s->slot_, s->options_.self, s->options_.server, s->model_));
   return s;
 }
+
+HostPort MirrorService::address() const { return server_->address(); }
+
+void MirrorService::SetModelFingerprint(uint64_t fingerprint) {
+  model_->fingerprint.store(fingerprint, std::memory_order_release);
+}
+
+Status MirrorService::Stop(Deadline deadline) { return server_->Stop(deadline); }
 
 MirrorService::~MirrorService() {
   if (server_) server_->Stop(Deadline::InMs(10000)).IgnoreError();

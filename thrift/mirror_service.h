@@ -25,14 +25,16 @@
 #include "common/deadline.h"
 #include "common/model_spec.h"
 #include "common/status.h"
-#include "thrift/mirror_channel.h"
-#include "thrift/mirror_handler.h"
+#include "thrift/host_port.h"
+#include "thrift/mirror_address_book.h"
 #include "thrift/mirror_identity.h"
-#include "thrift/mirror_server.h"
 #include "thrift/thrift_options.h"
 #include "wan/replication/receiver_slot.h"
 
 namespace geops::rpc {
+
+class MirrorServer;     // thrift/mirror_server.h
+struct MirrorModelInfo; // thrift/mirror_handler.h
 
 struct MirrorServiceOptions {
   MirrorIdentity self;          // site and shard; model_fingerprint when the model is known at start
@@ -49,11 +51,11 @@ class MirrorService {
   ~MirrorService();
 
   MirrorAddressBook* peers() { return &book_; }
-  HostPort address() const { return server_->address(); }
+  HostPort address() const;
   wan::ReceiverSlot* receiver_slot() { return &slot_; }
   const MirrorIdentity& self() const { return options_.self; }
   const ThriftClientOptions& client_options() const { return options_.client; }
-  void SetModelFingerprint(uint64_t fingerprint) { model_->fingerprint.store(fingerprint, std::memory_order_release); }
+  void SetModelFingerprint(uint64_t fingerprint);
 
   // Asks `peer`'s mirror service for its model (one call, bounded by the
   // client options' deadlines). nullopt: the peer has none fixed yet.
@@ -61,7 +63,7 @@ class MirrorService {
   Result<std::optional<ModelSpec>> FetchPeerSchema(SiteId peer) const;
 
   // Stops accepting and waits for the calls in flight.
-  Status Stop(Deadline deadline) { return server_->Stop(deadline); }
+  Status Stop(Deadline deadline);
 
  private:
   explicit MirrorService(MirrorServiceOptions options);

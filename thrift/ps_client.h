@@ -1,5 +1,6 @@
 // ThriftShardConnection: worker::ShardConnection over TCP to one PsServer,
-// and ThriftShardConnectionFactory, which opens them by shard id.
+// which ThriftShardConnectionFactory opens by shard id
+// (thrift/shard_connection_factory.h, the header for code outside thrift/).
 //
 // Transport: a CountingSocket (exact byte counts), the per-frame-budget
 // FramedTransport and the BoundedBinaryProtocol, sized by ThriftClientOptions.
@@ -35,6 +36,7 @@
 #include "thrift/client_socket.h"
 #include "thrift/counting_socket.h"
 #include "thrift/host_port.h"
+#include "thrift/shard_connection_factory.h"
 #include "thrift/thrift_options.h"
 #include "worker/shard_connection.h"
 
@@ -129,35 +131,6 @@ class ThriftShardConnection : public worker::ShardConnection {
   // Request and reply objects kept across calls, so that large payloads
   // reuse their buffers instead of allocating (and faulting in) new ones.
   std::unique_ptr<ReusedMessages> messages_;
-};
-
-class ThriftShardConnectionFactory : public worker::ShardConnectionFactory {
- public:
-  // `shards[i]` is the address of shard i ("host:port"). InvalidArgument
-  // naming the shard when the list is empty, an address does not parse or
-  // has port 0, or options do not validate. `spec`: see
-  // ThriftShardConnection::Create.
-  static Result<std::unique_ptr<ThriftShardConnectionFactory>> Create(
-      const std::vector<std::string>& shards, const ThriftClientOptions& options,
-      std::shared_ptr<const ModelSpec> spec = nullptr);
-  static Result<std::unique_ptr<ThriftShardConnectionFactory>> Create(
-      std::vector<HostPort> shards, const ThriftClientOptions& options,
-      std::shared_ptr<const ModelSpec> spec = nullptr);
-
-  // A new, not yet connected connection to `shard`; InvalidArgument when the
-  // id is outside [0, num_shards()). No I/O.
-  Result<std::unique_ptr<worker::ShardConnection>> Connect(ShardId shard) override;
-
-  int num_shards() const { return static_cast<int>(shards_.size()); }
-
- private:
-  ThriftShardConnectionFactory(std::vector<HostPort> shards, const ThriftClientOptions& options,
-                               std::shared_ptr<const ModelSpec> spec)
-      : shards_(std::move(shards)), options_(options), spec_(std::move(spec)) {}
-
-  const std::vector<HostPort> shards_;
-  const ThriftClientOptions options_;
-  const std::shared_ptr<const ModelSpec> spec_;
 };
 
 }  // namespace geops::rpc

@@ -29,12 +29,13 @@
 #include "common/status.h"
 #include "datacenter/shard.h"
 #include "datacenter/shard_host.h"
-#include "thrift/connection_server.h"
-#include "thrift/counting_socket.h"
+#include "thrift/byte_counters.h"
 #include "thrift/host_port.h"
 #include "thrift/thrift_options.h"
 
 namespace geops::rpc {
+
+class ConnectionServer;  // thrift/connection_server.h
 
 class PsServer {
  public:

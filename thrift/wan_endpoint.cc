@@ -1,5 +1,8 @@
 #include "thrift/wan_endpoint.h"
 
+#include "thrift/mirror_channel.h"
+#include "thrift/mirror_server.h"
+
 namespace geops::rpc {
 
 Result<std::unique_ptr<WanEndpoint>> WanEndpoint::Start(const ModelSpec* spec, datacenter::Shard* shard,

@@ -45,7 +45,7 @@
 #include "common/model_spec.h"
 #include "common/options.h"
 #include "experiments/bench/measure.h"
-#include "thrift/ps_client.h"
+#include "thrift/shard_connection_factory.h"
 #include "worker/ps_client.h"
 
 namespace geops::bench {

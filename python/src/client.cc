@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "datacenter/float_kernels.h"
-#include "thrift/ps_client.h"
+#include "thrift/shard_connection_factory.h"
 #include "worker/stream_copy.h"
 
 #if defined(__SSE2__)
