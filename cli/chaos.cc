@@ -13,11 +13,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/chaos_report.h"
-#include "cli/child_event.h"
+#include "cli/launch/child_event.h"
 #include "cli/event_line.h"
-#include "cli/process_manager.h"
-#include "cli/summary.h"
-#include "cli/worker_env.h"
+#include "cli/launch/process_manager.h"
+#include "cli/launch/summary.h"
+#include "cli/launch/worker_env.h"
 
 extern char** environ;
 

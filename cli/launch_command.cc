@@ -9,8 +9,8 @@
 #include <cstring>
 #include <filesystem>
 
-#include "cli/launcher.h"
-#include "cli/worker_env.h"
+#include "cli/launch/launcher.h"
+#include "cli/launch/worker_env.h"
 #include "cli/topology.h"
 
 namespace geops::cli {

@@ -83,7 +83,7 @@ struct WanSpec {
 };
 
 // One `[[faults]]` entry: a failure `geops launch` injects on purpose
-// (cli/fault_plan.h). Only the launcher acts on it; `geops worker` reads it
+// (cli/launch/fault_plan.h). Only the launcher acts on it; `geops worker` reads it
 // only to report the clocks it fires at the moment it reaches them.
 struct FaultSpec {
   std::string kind;               // "kill-site", "kill-shard" or "wipe-disk"
@@ -134,7 +134,7 @@ struct Topology {
   std::string auth_token;         // optional shared secret for workers
   // The workers' own program (e.g. {"python3", "train.py"}), which `geops
   // launch` starts once per worker instead of `geops worker`, in the
-  // topology file's folder, with the GEOPS_* variables (cli/worker_env.h).
+  // topology file's folder, with the GEOPS_* variables (cli/launch/worker_env.h).
   // Empty: geops' built-in worker.
   std::vector<std::string> command;
 

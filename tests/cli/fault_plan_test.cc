@@ -1,7 +1,7 @@
 // The fault plan's decisions without processes: when a fault is due, what a
 // wipe may delete, and the faults / recoveries of summary.json from the
 // shards' metrics files.
-#include "cli/fault_plan.h"
+#include "cli/launch/fault_plan.h"
 
 #include <unistd.h>
 
@@ -13,7 +13,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "cli/summary_faults.h"
+#include "cli/launch/summary_faults.h"
 #include "storage/store_format.h"
 
 #include "tests/cli/cli_test_util.h"

@@ -8,10 +8,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "cli/child_event.h"
-#include "cli/launch_stats.h"
-#include "cli/progress_display.h"
-#include "cli/summary.h"
+#include "cli/launch/child_event.h"
+#include "cli/launch/launch_stats.h"
+#include "cli/launch/progress_display.h"
+#include "cli/launch/summary.h"
 
 namespace geops::cli {
 namespace {

@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/metrics_endpoint.h"
-#include "cli/prometheus_targets.h"
+#include "cli/launch/prometheus_targets.h"
 #include "cli/shard_metrics.h"
 #include "common/histogram.h"
 #include "tests/common/loopback_http.h"

@@ -1,4 +1,4 @@
-#include "cli/process_manager.h"
+#include "cli/launch/process_manager.h"
 
 #include <signal.h>
 #include <uv.h>

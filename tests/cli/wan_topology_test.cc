@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "cli/launch_stats.h"
-#include "cli/summary_wan.h"
+#include "cli/launch/launch_stats.h"
+#include "cli/launch/summary_wan.h"
 #include "cli/topology.h"
 #include "cli/wan_links.h"
 

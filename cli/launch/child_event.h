@@ -6,8 +6,8 @@
 // prefix but no valid JSON object is reported as malformed, never fatal.
 //
 // Free functions on values; thread-safe.
-#ifndef GEOPS_CLI_CHILD_EVENT_H_
-#define GEOPS_CLI_CHILD_EVENT_H_
+#ifndef GEOPS_CLI_LAUNCH_CHILD_EVENT_H_
+#define GEOPS_CLI_LAUNCH_CHILD_EVENT_H_
 
 #include <cstdint>
 #include <optional>
@@ -45,4 +45,4 @@ std::string DumpJsonLine(const nlohmann::json& value);
 
 }  // namespace geops::cli
 
-#endif  // GEOPS_CLI_CHILD_EVENT_H_
+#endif  // GEOPS_CLI_LAUNCH_CHILD_EVENT_H_

@@ -5,8 +5,8 @@
 // mirror addresses of the same shard in the other sites (site/site_wan.h).
 //
 // Free functions; thread-compatible.
-#ifndef GEOPS_CLI_LAUNCH_WAN_H_
-#define GEOPS_CLI_LAUNCH_WAN_H_
+#ifndef GEOPS_CLI_LAUNCH_LAUNCH_WAN_H_
+#define GEOPS_CLI_LAUNCH_LAUNCH_WAN_H_
 
 #include <map>
 #include <string>
@@ -32,4 +32,4 @@ Status WritePeersFile(const Topology& topology, const std::string& out_dir,
 
 }  // namespace geops::cli
 
-#endif  // GEOPS_CLI_LAUNCH_WAN_H_
+#endif  // GEOPS_CLI_LAUNCH_LAUNCH_WAN_H_

@@ -1,10 +1,10 @@
-#include "cli/launch_wan.h"
+#include "cli/launch/launch_wan.h"
 
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
 
-#include "cli/summary.h"
+#include "cli/launch/summary.h"
 
 namespace geops::cli {
 

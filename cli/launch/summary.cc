@@ -1,4 +1,4 @@
-#include "cli/summary.h"
+#include "cli/launch/summary.h"
 
 #include <unistd.h>
 
@@ -10,9 +10,9 @@
 #include <fstream>
 #include <map>
 
-#include "cli/child_event.h"
-#include "cli/summary_faults.h"
-#include "cli/summary_wan.h"
+#include "cli/launch/child_event.h"
+#include "cli/launch/summary_faults.h"
+#include "cli/launch/summary_wan.h"
 
 namespace geops::cli {
 namespace {

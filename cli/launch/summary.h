@@ -13,18 +13,18 @@
 // per_worker (the "final" events), shard_stats, exit ("ok", "failed",
 // "interrupted", "timeout"), failure (message or null), interrupted,
 // launcher_seconds. With [[faults]], the launcher adds faults and recoveries
-// (cli/summary_faults.h); per_worker entries carry start_clocks.
+// (cli/launch/summary_faults.h); per_worker entries carry start_clocks.
 //
 // Free functions; thread-safe on distinct arguments.
-#ifndef GEOPS_CLI_SUMMARY_H_
-#define GEOPS_CLI_SUMMARY_H_
+#ifndef GEOPS_CLI_LAUNCH_SUMMARY_H_
+#define GEOPS_CLI_LAUNCH_SUMMARY_H_
 
 #include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
-#include "cli/launch_stats.h"
+#include "cli/launch/launch_stats.h"
 #include "cli/topology.h"
 #include "common/status.h"
 
@@ -52,4 +52,4 @@ std::string FormatSummaryTable(const Topology& topology, const nlohmann::json& s
 
 }  // namespace geops::cli
 
-#endif  // GEOPS_CLI_SUMMARY_H_
+#endif  // GEOPS_CLI_LAUNCH_SUMMARY_H_

@@ -16,14 +16,14 @@
 // accuracies and counter_max_abs_error the largest error.
 //
 // Free functions; thread-safe on distinct arguments.
-#ifndef GEOPS_CLI_SUMMARY_WAN_H_
-#define GEOPS_CLI_SUMMARY_WAN_H_
+#ifndef GEOPS_CLI_LAUNCH_SUMMARY_WAN_H_
+#define GEOPS_CLI_LAUNCH_SUMMARY_WAN_H_
 
 #include <string>
 
 #include <nlohmann/json.hpp>
 
-#include "cli/launch_stats.h"
+#include "cli/launch/launch_stats.h"
 #include "cli/topology.h"
 
 namespace geops::cli {
@@ -36,4 +36,4 @@ std::string FormatWanSummary(const nlohmann::json& summary);
 
 }  // namespace geops::cli
 
-#endif  // GEOPS_CLI_SUMMARY_WAN_H_
+#endif  // GEOPS_CLI_LAUNCH_SUMMARY_WAN_H_

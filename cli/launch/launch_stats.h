@@ -8,8 +8,8 @@
 // Times are launcher seconds (since the launch started).
 //
 // A plain object; not thread-safe (used on the launcher's loop thread).
-#ifndef GEOPS_CLI_LAUNCH_STATS_H_
-#define GEOPS_CLI_LAUNCH_STATS_H_
+#ifndef GEOPS_CLI_LAUNCH_LAUNCH_STATS_H_
+#define GEOPS_CLI_LAUNCH_LAUNCH_STATS_H_
 
 #include <cstdint>
 #include <optional>
@@ -92,4 +92,4 @@ class LaunchStats {
 
 }  // namespace geops::cli
 
-#endif  // GEOPS_CLI_LAUNCH_STATS_H_
+#endif  // GEOPS_CLI_LAUNCH_LAUNCH_STATS_H_

@@ -14,7 +14,7 @@
 // stop_timeout_seconds; only processes the launcher started are signalled.
 // summary.json is written at the end in every case.
 //
-// The topology's [[faults]] (cli/fault_plan.h) are injected along the way:
+// The topology's [[faults]] (cli/launch/fault_plan.h) are injected along the way:
 // when every live worker of a fault's site has reported its at_clock, the
 // launcher SIGKILLs (by PID) the shard or the whole site it names, and
 // after restart_after_s (a libuv timer; once the killed processes are
@@ -34,8 +34,8 @@
 // Not thread-safe: Run() owns a private libuv loop and blocks the calling
 // thread until the launch is over. It installs SIGINT/SIGTERM handlers for
 // its duration.
-#ifndef GEOPS_CLI_LAUNCHER_H_
-#define GEOPS_CLI_LAUNCHER_H_
+#ifndef GEOPS_CLI_LAUNCH_LAUNCHER_H_
+#define GEOPS_CLI_LAUNCH_LAUNCHER_H_
 
 #include <string>
 
@@ -65,4 +65,4 @@ int RunLauncher(const LauncherOptions& options);
 
 }  // namespace geops::cli
 
-#endif  // GEOPS_CLI_LAUNCHER_H_
+#endif  // GEOPS_CLI_LAUNCH_LAUNCHER_H_

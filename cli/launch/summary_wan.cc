@@ -1,11 +1,11 @@
-#include "cli/summary_wan.h"
+#include "cli/launch/summary_wan.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <map>
 #include <optional>
 
-#include "cli/child_event.h"
+#include "cli/launch/child_event.h"
 
 namespace geops::cli {
 namespace {

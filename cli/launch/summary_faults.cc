@@ -1,4 +1,4 @@
-#include "cli/summary_faults.h"
+#include "cli/launch/summary_faults.h"
 
 #include <algorithm>
 #include <chrono>
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/child_event.h"
+#include "cli/launch/child_event.h"
 
 namespace geops::cli {
 namespace {

@@ -15,8 +15,8 @@
 //   PYTHONPATH                    the geops package's folder first, when found
 //
 // Everything else is the launcher's own environment.
-#ifndef GEOPS_CLI_WORKER_ENV_H_
-#define GEOPS_CLI_WORKER_ENV_H_
+#ifndef GEOPS_CLI_LAUNCH_WORKER_ENV_H_
+#define GEOPS_CLI_LAUNCH_WORKER_ENV_H_
 
 #include <string>
 #include <vector>
@@ -56,4 +56,4 @@ std::string FindPythonPackage(const std::string& geops_binary);
 
 }  // namespace geops::cli
 
-#endif  // GEOPS_CLI_WORKER_ENV_H_
+#endif  // GEOPS_CLI_LAUNCH_WORKER_ENV_H_

@@ -7,14 +7,14 @@
 //
 // Not thread-safe: used on the launcher's loop thread. Writes to the FILE*s
 // it is given; it does not own them.
-#ifndef GEOPS_CLI_PROGRESS_DISPLAY_H_
-#define GEOPS_CLI_PROGRESS_DISPLAY_H_
+#ifndef GEOPS_CLI_LAUNCH_PROGRESS_DISPLAY_H_
+#define GEOPS_CLI_LAUNCH_PROGRESS_DISPLAY_H_
 
 #include <cstdio>
 #include <string>
 #include <vector>
 
-#include "cli/launch_stats.h"
+#include "cli/launch/launch_stats.h"
 
 namespace geops::cli {
 
@@ -58,4 +58,4 @@ class ProgressDisplay {
 
 }  // namespace geops::cli
 
-#endif  // GEOPS_CLI_PROGRESS_DISPLAY_H_
+#endif  // GEOPS_CLI_LAUNCH_PROGRESS_DISPLAY_H_

@@ -20,8 +20,8 @@
 //
 // Lifetime: call Close() when done, then run the loop until it returns (the
 // handles close asynchronously); only then may the manager be destroyed.
-#ifndef GEOPS_CLI_PROCESS_MANAGER_H_
-#define GEOPS_CLI_PROCESS_MANAGER_H_
+#ifndef GEOPS_CLI_LAUNCH_PROCESS_MANAGER_H_
+#define GEOPS_CLI_LAUNCH_PROCESS_MANAGER_H_
 
 #include <uv.h>
 
@@ -149,4 +149,4 @@ class ProcessManager {
 
 }  // namespace geops::cli
 
-#endif  // GEOPS_CLI_PROCESS_MANAGER_H_
+#endif  // GEOPS_CLI_LAUNCH_PROCESS_MANAGER_H_

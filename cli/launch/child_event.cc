@@ -1,4 +1,4 @@
-#include "cli/child_event.h"
+#include "cli/launch/child_event.h"
 
 #include <cmath>
 

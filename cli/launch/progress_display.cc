@@ -1,4 +1,4 @@
-#include "cli/progress_display.h"
+#include "cli/launch/progress_display.h"
 
 #include <sys/ioctl.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "cli/worker_env.h"
+#include "cli/launch/worker_env.h"
 
 #include <filesystem>
 #include <map>

@@ -14,11 +14,11 @@
 //
 // This header holds the state and the decisions (which fault is due, which
 // directories a wipe may delete, the "faults" list of summary.json); the
-// launcher (cli/launcher.cc) holds the processes and timers and acts.
+// launcher (cli/launch/launcher.cc) holds the processes and timers and acts.
 //
 // A plain object; not thread-safe (used on the launcher's loop thread).
-#ifndef GEOPS_CLI_FAULT_PLAN_H_
-#define GEOPS_CLI_FAULT_PLAN_H_
+#ifndef GEOPS_CLI_LAUNCH_FAULT_PLAN_H_
+#define GEOPS_CLI_LAUNCH_FAULT_PLAN_H_
 
 #include <cstdint>
 #include <map>
@@ -49,7 +49,7 @@ struct FaultVictim {
   bool shard = false;
   int index = 0;                   // shard or worker number within the site
   int pid = 0;                     // the killed process
-  int process_id = -1;             // the launcher's id of it (cli/process_manager.h)
+  int process_id = -1;             // the launcher's id of it (cli/launch/process_manager.h)
   bool finished_before_kill = false;  // a worker that exited cleanly before the SIGKILL landed: not restarted
   int restarted_pid = 0;           // its replacement; 0 = none (yet)
   int restarted_id = -1;           // the launcher's id of the replacement
@@ -101,7 +101,7 @@ class FaultPlan {
   void EndRun();
 
   // summary.json "faults": one object per [[faults]] entry (see
-  // cli/summary_faults.h).
+  // cli/launch/summary_faults.h).
   nlohmann::json ToJson() const;
 
  private:
@@ -123,4 +123,4 @@ double UnixNow();
 
 }  // namespace geops::cli
 
-#endif  // GEOPS_CLI_FAULT_PLAN_H_
+#endif  // GEOPS_CLI_LAUNCH_FAULT_PLAN_H_

@@ -8,8 +8,8 @@
 // `file_sd_configs` entry at it (docs/operations.md).
 //
 // Thread-compatible.
-#ifndef GEOPS_CLI_PROMETHEUS_TARGETS_H_
-#define GEOPS_CLI_PROMETHEUS_TARGETS_H_
+#ifndef GEOPS_CLI_LAUNCH_PROMETHEUS_TARGETS_H_
+#define GEOPS_CLI_LAUNCH_PROMETHEUS_TARGETS_H_
 
 #include <map>
 #include <string>
@@ -41,4 +41,4 @@ class PrometheusTargets {
 
 }  // namespace geops::cli
 
-#endif  // GEOPS_CLI_PROMETHEUS_TARGETS_H_
+#endif  // GEOPS_CLI_LAUNCH_PROMETHEUS_TARGETS_H_

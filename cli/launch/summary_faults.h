@@ -25,14 +25,14 @@
 // Files older than the launch are ignored (left by an earlier run).
 //
 // Free functions; thread-safe on distinct arguments.
-#ifndef GEOPS_CLI_SUMMARY_FAULTS_H_
-#define GEOPS_CLI_SUMMARY_FAULTS_H_
+#ifndef GEOPS_CLI_LAUNCH_SUMMARY_FAULTS_H_
+#define GEOPS_CLI_LAUNCH_SUMMARY_FAULTS_H_
 
 #include <string>
 
 #include <nlohmann/json.hpp>
 
-#include "cli/fault_plan.h"
+#include "cli/launch/fault_plan.h"
 #include "cli/topology.h"
 
 namespace geops::cli {
@@ -48,4 +48,4 @@ std::string FormatFaultSummary(const nlohmann::json& summary);
 
 }  // namespace geops::cli
 
-#endif  // GEOPS_CLI_SUMMARY_FAULTS_H_
+#endif  // GEOPS_CLI_LAUNCH_SUMMARY_FAULTS_H_

@@ -1,4 +1,4 @@
-#include "cli/fault_plan.h"
+#include "cli/launch/fault_plan.h"
 
 #include <chrono>
 #include <filesystem>

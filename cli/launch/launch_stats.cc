@@ -1,8 +1,8 @@
-#include "cli/launch_stats.h"
+#include "cli/launch/launch_stats.h"
 
 #include <algorithm>
 
-#include "cli/child_event.h"
+#include "cli/launch/child_event.h"
 
 namespace geops::cli {
 

@@ -1,4 +1,4 @@
-#include "cli/prometheus_targets.h"
+#include "cli/launch/prometheus_targets.h"
 
 #include <cstdio>
 #include <fstream>

@@ -1,0 +1,142 @@
+// The launcher's state machine (RunLauncher, cli/launch/launcher.h), shared
+// by its two files: launcher.cc (starting shards and workers, their events
+// and exits, the end of the run, timers and signals) and fault_executor.cc
+// (firing the topology's [[faults]] and restarting what they killed).
+// Private to cli/launch/.
+//
+// Thread-safety: everything runs on the launcher's one libuv loop thread.
+#ifndef GEOPS_CLI_LAUNCH_LAUNCHER_STATE_H_
+#define GEOPS_CLI_LAUNCH_LAUNCHER_STATE_H_
+
+#include <uv.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/launch/fault_plan.h"
+#include "cli/launch/launch_stats.h"
+#include "cli/launch/launcher.h"
+#include "cli/launch/process_manager.h"
+#include "cli/launch/progress_display.h"
+#include "cli/launch/prometheus_targets.h"
+#include "cli/launch/summary.h"
+
+namespace geops::cli::launch_detail {
+
+
+inline constexpr int kMaxMalformedWarnings = 5;  // per child
+
+enum class Phase { kStartingShards, kTraining, kStopping };
+
+struct ChildRole {
+  bool shard = false;
+  int site = 0;
+  int index = 0;                       // shard or worker number within the site
+  std::vector<std::string> argv;       // how it was started: a restart runs the same command
+  std::vector<std::string> env;        // workers running [training] command: their environment
+  std::string cwd;                     // and working directory
+  std::optional<std::string> address;  // shards: from their "listening" event
+  int malformed = 0;
+  std::optional<std::string> mirror;   // shards of a multi-site topology: their WAN mirror address
+  int killed_by = -1;                  // the fault that SIGKILLed it, if any
+  int restart_of = -1;                 // the fault it was re-spawned after, if any
+};
+
+// What the launcher knows of one worker of one site, over every run of it.
+struct WorkerSlot {
+  int id = -1;                         // its current (latest) process
+  bool done = false;                   // a run of it exited cleanly
+  std::optional<int64_t> reported;     // highest clock its progress events reported
+};
+
+class Launcher;
+
+struct FaultTimer {
+  uv_timer_t timer;
+  Launcher* launcher = nullptr;
+  int fault = 0;
+};
+
+inline uint64_t ToMs(double s) { return s <= 0 ? 1 : static_cast<uint64_t>(s * 1000.0); }
+
+class Launcher {
+ public:
+  explicit Launcher(const LauncherOptions& o)
+      : o_(o),
+        stats_(o.topology),
+        faults_(o.topology),
+        display_("geops launch " + o.topology.name,
+                 ProgressDisplayOptions{o.live_display, o.plain_interval_seconds, stdout, stderr}) {}
+
+  int Run();
+
+ private:
+  double Now() const { return static_cast<double>(uv_hrtime() - start_ns_) / 1e9; }
+  std::string LogPath(const std::string& name) const { return o_.out_dir + "/logs/" + name + ".log"; }
+  std::string SiteName(int site) const { return o_.topology.sites[site].name; }
+
+  void StartShards();
+  void StartWorkers();
+  // The child's process id, or -1 after a failure (the launch is then stopping).
+  int SpawnChild(const std::string& name, ChildRole role, bool restart = false);
+  void OnLine(int id, OutputStream stream, std::string_view line);
+  void OnListening(int id, const nlohmann::json& event);
+  void PinPorts(ChildRole* role);
+  void OnExit(int id, const ProcessExit& exit);
+  void ReportChildFailure(int id, const std::string& what);
+  void MaybeFinish();
+  void BeginStop(const std::string& exit, const std::string& failure);
+  void CloseAll();
+  std::string PhaseText() const;
+  void LogEvent(nlohmann::json event);
+
+  // The fault plan (cli/launch/fault_plan.h).
+  bool WorkerRunning(int site, int worker) const;
+  void CheckFaults(int site);
+  void FireFault(int fault);
+  void OnVictimExit(int id, bool planned);
+  void OnFaultTimer(int fault);
+  void MaybeRestart(int fault);
+  void OnRestartedShardListening(int id);
+  void RespawnWorkers(int fault);
+
+  static void OnProgressTimer(uv_timer_t* t);
+  static void OnListenTimer(uv_timer_t* t);
+  static void OnLaunchTimer(uv_timer_t* t);
+  static void OnFaultTimerCb(uv_timer_t* t);
+  static void OnSignal(uv_signal_t* s, int signum);
+
+  const LauncherOptions& o_;
+  LaunchStats stats_;
+  FaultPlan faults_;
+  ProgressDisplay display_;
+  uv_loop_t loop_;
+  std::unique_ptr<ProcessManager> pm_;
+  uv_timer_t progress_timer_, listen_timer_, launch_timer_;
+  std::vector<FaultTimer> fault_timers_;  // one per fault; sized once, never moved
+  uv_signal_t sigint_, sigterm_;
+  uint64_t start_ns_ = 0;
+  double start_unix_ = 0;
+  FILE* events_ = nullptr;
+  Phase phase_ = Phase::kStartingShards;
+  std::vector<ChildRole> roles_;  // by process id
+  std::vector<std::vector<int>> shard_ids_;          // [site][shard] -> current process id
+  std::vector<std::vector<WorkerSlot>> workers_;     // [site][worker]
+  int shards_listening_ = 0;
+  int shards_total_ = 0;
+  bool target_announced_ = false;
+  LaunchOutcome outcome_;
+  int exit_code_ = 0;
+  PrometheusTargets metrics_targets_{o_.out_dir + "/prometheus_targets.json"};
+};
+
+}  // namespace geops::cli::launch_detail
+
+#endif  // GEOPS_CLI_LAUNCH_LAUNCHER_STATE_H_
