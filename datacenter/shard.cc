@@ -514,6 +514,10 @@ class ShardImpl final : public Shard {
     return Status::Ok();
   }
 
+  Status CheckReadKeys(std::span<const ChunkKey> keys, int64_t* elements) const override {
+    return validator_->CheckRead(keys, elements);
+  }
+
   Status SetChunkValue(ChunkKey key, std::span<const float> values) override {
     if (!spec_.HasChunk(key) || store_->LocalIndex(key) < 0) {
       return InvalidArgumentError("shard " + std::to_string(options_.shard_id) + " does not hold chunk (" +

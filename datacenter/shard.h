@@ -119,6 +119,11 @@ class Shard : public ReplicaTarget {
   virtual Result<ReadReply> Read(WorkerId worker, Clock clock, int64_t staleness,
                                  std::span<const ChunkKey> keys, float* out,
                                  Deadline deadline) = 0;
+  // The key checks of Read (BatchValidator::CheckRead) alone, for a caller
+  // that sizes the reply's buffer first (the Thrift handler): every key
+  // exists, is owned here and named once, and the reply fits in
+  // max_batch_bytes; *elements is then its float count. Read checks again.
+  virtual Status CheckReadKeys(std::span<const ChunkKey> keys, int64_t* elements) const = 0;
 
   // Adds `values` (the chunks `keys`, back to back) into the shard. `clock`
   // must equal the clock the shard holds for the worker, or be below it (a

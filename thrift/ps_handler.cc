@@ -23,39 +23,6 @@ namespace {
 static_assert(std::endian::native == std::endian::little,
               "the wire carries little-endian float32; a big-endian host would need swapping");
 
-// Worded as the shard words it, so a worker sees one message either way.
-Status CheckBatchBytes(int64_t bytes, int64_t max_bytes, const char* what) {
-  if (bytes <= max_bytes) return Status::Ok();
-  return ResourceExhaustedError(std::string(what) + " of " + std::to_string(bytes) +
-                                " bytes exceeds max_batch_bytes " + std::to_string(max_bytes) +
-                                "; split it into smaller batches");
-}
-
-// Floats held by `keys`, refusing (like the shard) an unknown table or chunk
-// and a total past `max_bytes`, so the reply buffer is never sized from
-// unchecked input.
-Result<int64_t> PayloadElements(const ModelSpec& spec, const std::vector<ChunkKey>& keys,
-                                int64_t max_bytes, const char* what) {
-  int64_t elements = 0;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    const ChunkKey k = keys[i];
-    if (!spec.HasTable(k.table)) {
-      return InvalidArgumentError(std::string(what) + ": unknown table id " + std::to_string(k.table) +
-                                  " in key " + std::to_string(i) + " (the model has " +
-                                  std::to_string(spec.num_tables()) + " tables)");
-    }
-    if (!spec.HasChunk(k)) {
-      return InvalidArgumentError(std::string(what) + ": chunk " + std::to_string(k.chunk) +
-                                  " of table '" + spec.table(k.table).name +
-                                  "' is out of range (the table has " +
-                                  std::to_string(spec.num_chunks(k.table)) + " chunks)");
-    }
-    elements += spec.ChunkElements(k);
-    GEOPS_RETURN_IF_ERROR(CheckBatchBytes(elements * int64_t{sizeof(float)}, max_bytes, what));
-  }
-  return elements;
-}
-
 bool IsFloatAligned(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % alignof(float) == 0;
 }
@@ -163,8 +130,9 @@ Status PsHandler::DoRead(datacenter::Shard* shard, gen::ReadReply& reply, const 
     return InvalidArgumentError("read deadline_ms must be >= 0, got " + std::to_string(req.deadline_ms));
   }
   std::vector<ChunkKey> keys = UnpackKeys(req.chunk_keys);
-  GEOPS_ASSIGN_OR_RETURN(int64_t elements, PayloadElements(shard->spec(), keys,
-                                                            shard->options().max_batch_bytes, "read"));
+  // The shard's own checks, before the reply buffer is sized from the keys.
+  int64_t elements = 0;
+  GEOPS_RETURN_IF_ERROR(shard->CheckReadKeys(keys, &elements));
   const int64_t bytes = elements * int64_t{sizeof(float)};
   // The shard writes straight into the reply's buffer. std::string storage
   // comes from operator new (16-byte aligned) once past the small-string
@@ -201,20 +169,12 @@ void PsHandler::update(gen::UpdateReply& reply, const gen::UpdateRequest& req) {
 
 Status PsHandler::DoUpdate(datacenter::Shard* shard, gen::UpdateReply& reply,
                            const gen::UpdateRequest& req) {
-  const std::string& raw = req.values;
-  GEOPS_RETURN_IF_ERROR(CheckBatchBytes(static_cast<int64_t>(raw.size()),
-                                        shard->options().max_batch_bytes, "update batch"));
+  // The handler converts (bytes to floats, keys to ChunkKeys); the shard
+  // checks everything else (BatchValidator), in the same words over any
+  // transport.
   std::vector<float> copy;
-  GEOPS_ASSIGN_OR_RETURN(std::span<const float> values, FloatsOf(raw, &copy, "update batch"));
+  GEOPS_ASSIGN_OR_RETURN(std::span<const float> values, FloatsOf(req.values, &copy, "update batch"));
   std::vector<ChunkKey> keys = UnpackKeys(req.chunk_keys);
-  GEOPS_ASSIGN_OR_RETURN(int64_t elements,
-                         PayloadElements(shard->spec(), keys, shard->options().max_batch_bytes,
-                                         "update batch"));
-  if (static_cast<int64_t>(values.size()) != elements) {
-    return InvalidArgumentError("update batch: payload has " + std::to_string(values.size()) +
-                                " floats, expected " + std::to_string(elements) + " for " +
-                                std::to_string(keys.size()) + " chunks");
-  }
   handed_to_ = shard;
   GEOPS_ASSIGN_OR_RETURN(UpdateReply r, shard->Update(req.worker_id, req.clock, keys, values, req.part));
   reply.applied = r.applied;

@@ -12,6 +12,7 @@
 #include <malloc.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <thread>
 
@@ -124,6 +125,44 @@ TEST_F(BadInputTest, PayloadOfTheWrongShapeIsRefused) {
   // Payload without keys.
   s = CallRaw([&] { raw->update(up, Update({}, std::string(16, '\0'))); });
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  ExpectUnchangedAndServing();
+}
+
+// The handler converts and the shard checks: a bad update refused over the
+// wire carries exactly the words the shard itself gives for it (one copy of
+// each check), and a bad read's keys are checked by the shard's validator
+// before the reply buffer is sized.
+TEST_F(BadInputTest, RefusalsOverTheWireAreTheShardsOwnWords) {
+  RawClient raw(server_->port());
+  const std::vector<float> chunk(64, 1.0f);
+  const std::string bytes(reinterpret_cast<const char*>(chunk.data()), chunk.size() * sizeof(float));
+  const std::vector<std::pair<std::vector<ChunkKey>, std::string>> bad = {
+      {{ChunkKey{9, 0}}, bytes},                  // unknown table
+      {{ChunkKey{0, 99}}, bytes},                 // chunk out of range
+      {{ChunkKey{0, 0}}, bytes.substr(4)},        // a float short
+      {{ChunkKey{0, 0}, ChunkKey{0, 0}}, bytes + bytes},  // named twice
+      {{}, std::string()},                        // no chunks
+  };
+  for (const auto& [keys, payload] : bad) {
+    gen::UpdateReply up;
+    const Status wire = CallRaw([&] { raw->update(up, Update(keys, payload)); });
+    std::vector<float> values(payload.size() / sizeof(float));
+    if (!values.empty()) std::memcpy(values.data(), payload.data(), values.size() * sizeof(float));
+    const Result<UpdateReply> direct = shard_->Update(0, 0, keys, values);
+    ASSERT_FALSE(direct.ok());
+    EXPECT_EQ(wire.code(), direct.status().code()) << wire.ToString();
+    EXPECT_EQ(wire.message(), direct.status().message());
+  }
+  gen::ReadRequest rr;
+  rr.worker_id = 0;
+  rr.chunk_keys = Packed({ChunkKey{0, 0}, ChunkKey{0, 0}});
+  gen::ReadReply reply;
+  const Status wire = CallRaw([&] { raw->read(reply, rr); });
+  std::vector<float> out(128);
+  const std::vector<ChunkKey> twice = {ChunkKey{0, 0}, ChunkKey{0, 0}};
+  const Result<ReadReply> direct = shard_->Read(0, 0, 0, twice, out.data(), Deadline::InMs(100));
+  ASSERT_FALSE(direct.ok());
+  EXPECT_EQ(wire.message(), direct.status().message());
   ExpectUnchangedAndServing();
 }
 
