@@ -609,12 +609,13 @@ void Replicator::RunResets() {
 
 DeferredRecords* Replicator::CollectOutbound(std::vector<OutboundRecord>* puts, std::vector<std::string>* deletes) {
   std::lock_guard<std::mutex> lock(mu_);
-  DeferredRecords* deferred = journal_.Collect(&filter_,
-                          [this](SiteId peer) -> SignificanceFilter* {
-                            PeerOutbox* o = shipper_.OutboxFor(peer);
-                            return o != nullptr ? o->mutable_backlog() : nullptr;
-                          },
-                          puts, deletes);
+  DeferredRecords* deferred = journal_.Collect(
+      &filter_,
+      [this](SiteId peer) -> SignificanceFilter* {
+        PeerOutbox* o = shipper_.OutboxFor(peer);
+        return o != nullptr ? o->mutable_backlog() : nullptr;
+      },
+      puts, deletes);
   if (outer_ != nullptr) outer_journal_.Collect(*outer_, last_sync_, puts, deletes);
   return deferred;
 }
