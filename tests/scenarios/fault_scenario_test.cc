@@ -297,6 +297,11 @@ codec = "fp16"
   // The restarted shard loaded its state (outer step included) from its store.
   ASSERT_TRUE(m["recovery"].is_object()) << m.dump(2);
   EXPECT_EQ(m["recovery"]["fresh_store"], false) << m["recovery"].dump(2);
+  // `geops inspect` shows the outer step's records in that store.
+  RunResult inspect = scenarios::RunCommand(std::string(GEOPS_BINARY) + " inspect " +
+                                            (dir_ / "out" / "data" / "eu-west-1-shard-0").string());
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.output;
+  EXPECT_NE(inspect.output.find("outer step"), std::string::npos) << inspect.output;
 }
 
 TEST_F(FaultScenarioTest, ThreeSitesSurviveAShardOfOneSiteKilledAndEndExact) {

@@ -3,6 +3,7 @@
 // so an update applied while a commit waits to be written must not reach it.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -102,6 +103,44 @@ TEST(CommitCaptureTest, ACommitHoldsItsCaptureNotUpdatesAppliedWhileItIsWritten)
     EXPECT_EQ(log.back().at(key), std::vector<float>(eleven.begin() + offset, eleven.begin() + offset + n));
     offset += n;
   }
+}
+
+// The outer step of avg and diloco sets chunk values from inside
+// RunDurable. Another caller's commit may start its capture meanwhile (it
+// waits for every open scope to end); SetChunkValue must then join the open
+// scope: a second scope would wait for that capture, which waits for the
+// first scope, for ever (CTest's timeout would end this test). The values
+// set commit with the scope.
+TEST(CommitCaptureTest, AChunkValueSetInsideRunDurableJoinsItsScopeAndCommitsWithIt) {
+  const ModelSpec spec = TestModel(InitKind::kZeros);
+  const ShardOptions o = TestOptions(1);
+  const std::vector<ChunkKey> keys = Keys(spec, o);
+  ASSERT_GE(keys.size(), 2u);
+  GatedValueLog store(StoreFingerprint::Of(spec, o), Durability::kSync);
+  auto shard = MakeShard(spec, o, &store);
+  ASSERT_TRUE(shard->RegisterWorker(0, 0, "").ok());
+  const ChunkKey key = keys[0];
+  const std::vector<ChunkKey> others(keys.begin() + 1, keys.end());
+  const std::vector<float> set(static_cast<size_t>(spec.ChunkElements(key)), 7.0f);
+  const size_t first = store.log().size();
+  std::thread updater;
+  Status inside = Status::Ok();
+  const Status durable = shard->RunDurable(
+      [&] {
+        // Its commit's capture waits for this scope.
+        updater = std::thread([&] { EXPECT_TRUE(shard->Update(0, 0, others, Ramp(spec, others, 1.0f)).ok()); });
+        ASSERT_TRUE(WaitFor([&] { return shard->GetStatus().update_batches_applied == 1; }));
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the capture has begun
+        inside = shard->SetChunkValue(key, set);
+      },
+      Deadline::InMs(10000));
+  updater.join();
+  ASSERT_TRUE(inside.ok()) << inside.ToString();
+  ASSERT_TRUE(durable.ok()) << durable.ToString();
+  bool written = false;
+  const auto log = store.log();
+  for (size_t i = first; i < log.size(); ++i) written = written || (log[i].contains(key) && log[i].at(key) == set);
+  EXPECT_TRUE(written) << "no commit after the scope holds the value it set";
 }
 
 }  // namespace
