@@ -59,23 +59,16 @@ uint64_t GetU64(const std::string& value) {
 
 Status DecodeRow(const ModelSpec& spec, ChunkKey key, const std::string& value, const std::string& where,
                  SparseChunkUpdate* out) {
-  if (!spec.HasChunk(key)) return DataLossError(where + ": the model has no such chunk");
-  const int64_t n = spec.ChunkElements(key);
-  if (static_cast<int64_t>(value.size()) != n * int64_t{sizeof(float)}) {
-    return DataLossError(where + ": " + std::to_string(value.size()) + " bytes, expected " +
-                         std::to_string(n * sizeof(float)) + " for a chunk of " + std::to_string(n) + " floats");
-  }
+  std::vector<float> row;
+  GEOPS_RETURN_IF_ERROR(DecodeChunkRow(spec, key, value, where, &row));
   out->key = key;
-  out->num_elements = static_cast<uint32_t>(n);
+  out->num_elements = static_cast<uint32_t>(row.size());
   out->indices.clear();
   out->values.clear();
-  for (int64_t i = 0; i < n; ++i) {
-    float v;
-    std::memcpy(&v, value.data() + i * sizeof(float), sizeof(float));
-    if (!std::isfinite(v)) return DataLossError(where + ": element " + std::to_string(i) + " is not finite");
-    if (v == 0.0f) continue;
+  for (size_t i = 0; i < row.size(); ++i) {
+    if (row[i] == 0.0f) continue;
     out->indices.push_back(static_cast<uint32_t>(i));
-    out->values.push_back(v);
+    out->values.push_back(row[i]);
   }
   return Status::Ok();
 }

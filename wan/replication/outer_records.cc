@@ -73,8 +73,10 @@ std::span<const uint8_t> AsBytes(const std::string& s) {
   return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
 }
 
-Status DecodeRowValues(const ModelSpec& spec, ChunkKey key, const std::string& value, const std::string& where,
-                       std::vector<float>* out) {
+}  // namespace
+
+Status DecodeChunkRow(const ModelSpec& spec, ChunkKey key, const std::string& value, const std::string& where,
+                      std::vector<float>* out) {
   if (!spec.HasChunk(key)) return DataLossError(where + ": the model has no such chunk");
   const int64_t n = spec.ChunkElements(key);
   if (static_cast<int64_t>(value.size()) != n * int64_t{sizeof(float)}) {
@@ -90,6 +92,8 @@ Status DecodeRowValues(const ModelSpec& spec, ChunkKey key, const std::string& v
   }
   return Status::Ok();
 }
+
+namespace {
 
 Status DecodeContribution(const ModelSpec& spec, const std::string& value, const std::string& where,
                           std::vector<SparseChunkUpdate>* out) {
@@ -173,7 +177,7 @@ Status DecodeOuterRecord(const OutboundRecord& record, const ModelSpec& spec, Re
       if (k.size() != 9) return DataLossError(where + ": key of " + std::to_string(k.size()) + " bytes, expected 9");
       const ChunkKey key{GetBe32(&k[1]), GetBe32(&k[5])};
       auto& rows = k[0] == kTheta ? out->state.theta : out->state.momentum;
-      return DecodeRowValues(spec, key, record.value, where, &rows[key]);
+      return DecodeChunkRow(spec, key, record.value, where, &rows[key]);
     }
     case kContribution: {
       if (k.size() != 13) return DataLossError(where + ": key of " + std::to_string(k.size()) + " bytes, expected 13");

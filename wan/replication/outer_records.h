@@ -56,6 +56,12 @@ struct RecoveredOuter {
   OuterStep::State state;
 };
 
+// A row record's value: the chunk's floats (f32[num_elements]). DataLoss
+// naming `where` for a chunk the model does not have, another size, or a
+// value that is not finite. Also the outbound journal's rows.
+Status DecodeChunkRow(const ModelSpec& spec, ChunkKey key, const std::string& value, const std::string& where,
+                      std::vector<float>* out);
+
 // True for the record kinds above.
 bool IsOuterRecord(const std::string& key);
 
