@@ -28,9 +28,10 @@ int32_t Limit(const TransportOptions& options) { return static_cast<int32_t>(opt
 }  // namespace
 
 BoundedBinaryProtocol::BoundedBinaryProtocol(std::shared_ptr<FramedTransport> transport,
-                                             const TransportOptions& options)
+                                             const TransportOptions& options, bool borrow_binaries)
     : Base(transport, Limit(options), Limit(options), /*strict_read=*/true, /*strict_write=*/true),
-      framed_(transport.get()) {}
+      framed_(transport.get()),
+      borrow_binaries_(borrow_binaries) {}
 
 void BoundedBinaryProtocol::CheckFits(int64_t count, int64_t min_bytes, const char* what) const {
   if (count < 0) throw TProtocolException(TProtocolException::NEGATIVE_SIZE);
@@ -46,6 +47,7 @@ void BoundedBinaryProtocol::CheckFits(int64_t count, int64_t min_bytes, const ch
 
 uint32_t BoundedBinaryProtocol::readMessageBegin_virt(std::string& name, TMessageType& type,
                                                       int32_t& seqid) {
+  borrowed_.clear();  // the last request's views end with it
   int32_t header = 0;
   uint32_t result = readI32(header);
   if (header >= 0 || (header & VERSION_MASK) != VERSION_1) {
@@ -71,10 +73,22 @@ uint32_t BoundedBinaryProtocol::readString_virt(std::string& str) {
 }
 
 uint32_t BoundedBinaryProtocol::readBinary_virt(std::string& str) {
-  if (&str != incoming_field_) return readString_virt(str);
+  if (&str != incoming_field_ && !borrow_binaries_) return readString_virt(str);
   int32_t size = 0;
   uint32_t result = readI32(size);
   CheckFits(size, 1, "a binary");
+  if (&str != incoming_field_) {
+    if (static_cast<size_t>(size) < kZeroCopyBytes) return result + readStringBody(str, size);
+    // The frame is whole in the transport's buffer (CheckFits): a view of it.
+    framed_->AlignFrameOffset(framed_->FrameOffset());  // the client's next request lands aligned
+    auto len = static_cast<uint32_t>(size);
+    const uint8_t* bytes = trans_->borrow(nullptr, &len);
+    if (bytes == nullptr) return result + readStringBody(str, size);
+    trans_->consume(static_cast<uint32_t>(size));
+    str.clear();
+    borrowed_.push_back(Borrow{&str, std::span<const uint8_t>(bytes, static_cast<size_t>(size))});
+    return result + static_cast<uint32_t>(size);
+  }
   if (static_cast<size_t>(size) == incoming_out_.size()) {
     str.clear();
     if (size > 0) trans_->readAll(incoming_out_.data(), static_cast<uint32_t>(size));
@@ -91,8 +105,25 @@ uint32_t BoundedBinaryProtocol::writeBinary_virt(const std::string& str) {
   }
   const auto size = static_cast<uint32_t>(outgoing_bytes_.size());
   uint32_t result = writeI32(static_cast<int32_t>(size));
-  if (size > 0) trans_->write(outgoing_bytes_.data(), size);
+  if (size >= kZeroCopyBytes) {
+    framed_->WriteExternal(outgoing_bytes_);
+  } else if (size > 0) {
+    trans_->write(outgoing_bytes_.data(), size);
+  }
   return result + size;
+}
+
+uint32_t BoundedBinaryProtocol::writeMessageEnd_virt() {
+  outgoing_field_ = nullptr;
+  outgoing_bytes_ = {};
+  return Base::writeMessageEnd();
+}
+
+std::optional<std::span<const uint8_t>> BoundedBinaryProtocol::Borrowed(const std::string* field) const {
+  for (const Borrow& b : borrowed_) {
+    if (b.field == field) return b.bytes;
+  }
+  return std::nullopt;
 }
 
 void BoundedBinaryProtocol::SubstituteOutgoing(const std::string* field,
@@ -136,25 +167,26 @@ namespace {
 
 class BoundedProtocolFactory : public TProtocolFactory {
  public:
-  explicit BoundedProtocolFactory(const TransportOptions& options)
-      : options_(options), plain_(Limit(options), Limit(options), true, true) {}
+  BoundedProtocolFactory(const TransportOptions& options, bool borrow_binaries)
+      : options_(options), borrow_binaries_(borrow_binaries), plain_(Limit(options), Limit(options), true, true) {}
 
   std::shared_ptr<TProtocol> getProtocol(std::shared_ptr<TTransport> transport) override {
     if (auto framed = std::dynamic_pointer_cast<FramedTransport>(transport)) {
-      return std::make_shared<BoundedBinaryProtocol>(std::move(framed), options_);
+      return std::make_shared<BoundedBinaryProtocol>(std::move(framed), options_, borrow_binaries_);
     }
     return plain_.getProtocol(std::move(transport));
   }
 
  private:
   const TransportOptions options_;
+  const bool borrow_binaries_;
   TBinaryProtocolFactoryT<TTransport> plain_;
 };
 
 }  // namespace
 
-std::shared_ptr<TProtocolFactory> MakeProtocolFactory(const TransportOptions& options) {
-  return std::make_shared<BoundedProtocolFactory>(options);
+std::shared_ptr<TProtocolFactory> MakeProtocolFactory(const TransportOptions& options, bool borrow_binaries) {
+  return std::make_shared<BoundedProtocolFactory>(options, borrow_binaries);
 }
 
 }  // namespace geops::rpc

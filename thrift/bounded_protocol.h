@@ -13,10 +13,17 @@
 // allocate is bounded by what it actually sent. Method names are read the
 // same way, and unversioned (pre-0.x "non-strict") messages are refused.
 //
-// It also offers the client two zero-copy hooks for a message's one large
-// binary field, so that a push is serialised straight from the caller's
-// floats and a pull lands straight in the caller's buffer, while the
-// generated code still decides how every message is laid out.
+// It also offers zero-copy hooks for a message's large binary fields (at
+// least kZeroCopyBytes), while the generated code still decides how every
+// message is laid out:
+// - outgoing (client push, server read reply): a field's bytes are written
+//   from the caller's memory, straight to the socket at flush
+//   (FramedTransport::WriteExternal);
+// - incoming on a client (pull): a field lands straight in the caller's buffer;
+// - incoming on a server made with borrowing on: a field is left in the
+//   frame it arrived in, 64-byte aligned once a client repeats its layout,
+//   and the handler takes it from Borrowed() (valid until the next request
+//   is read), so an update is applied from the received frame.
 //
 // Thread-safety: one protocol per transport, used by one thread at a time.
 // The factory is immutable and may be shared.
@@ -25,8 +32,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include <thrift/protocol/TBinaryProtocol.h>
 
@@ -39,7 +48,16 @@ class BoundedBinaryProtocol
     : public apache::thrift::protocol::TBinaryProtocolT<apache::thrift::transport::TFramedTransport> {
  public:
   // Strings and containers are also capped at max_frame_bytes elements.
-  BoundedBinaryProtocol(std::shared_ptr<FramedTransport> transport, const TransportOptions& options);
+  // With `borrow_binaries`, binary fields of at least kZeroCopyBytes are
+  // read as views into the frame (Borrowed()) and their strings left empty:
+  // only for a server whose handler takes every binary field from
+  // Borrowed().
+  BoundedBinaryProtocol(std::shared_ptr<FramedTransport> transport, const TransportOptions& options,
+                        bool borrow_binaries = false);
+
+  // Binary fields from this size on go by the zero-copy paths; smaller ones
+  // are copied (cheaper than an extra gather entry or a misaligned view).
+  static constexpr size_t kZeroCopyBytes = size_t{64} << 10;
 
   // Each throws TProtocolException (SIZE_LIMIT, NEGATIVE_SIZE, BAD_VERSION)
   // before allocating when a length does not fit the frame.
@@ -52,11 +70,18 @@ class BoundedBinaryProtocol
   uint32_t readMapBegin_virt(apache::thrift::protocol::TType& key_type,
                              apache::thrift::protocol::TType& value_type, uint32_t& size) override;
   uint32_t writeBinary_virt(const std::string& str) override;
+  // Ends the outgoing substitution (see SubstituteOutgoing).
+  uint32_t writeMessageEnd_virt() override;
 
-  // Until ClearHooks(): writing the binary field `*field` (identified by
-  // address) writes `bytes` instead of the string's contents. REQUIRES:
-  // `bytes` stays valid until then.
+  // For the next message written (until its writeMessageEnd or
+  // ClearHooks()): writing the binary field `*field` (identified by address)
+  // writes `bytes` instead of the string's contents. REQUIRES: `bytes` stays
+  // valid and unchanged until the transport's flush() returns.
   void SubstituteOutgoing(const std::string* field, std::span<const uint8_t> bytes);
+  // The bytes of binary field `*field` of the request read last, when
+  // borrowing left them in the frame; nullopt when the field was read into
+  // its string. Valid until the next request is read.
+  std::optional<std::span<const uint8_t>> Borrowed(const std::string* field) const;
   // Until ClearHooks(): reading the binary field `*field` whose length is
   // exactly out.size() copies it into `out` and leaves the string empty
   // (then incoming_redirected() is true); any other length is read into the
@@ -70,7 +95,14 @@ class BoundedBinaryProtocol
   // (counted as 1 when smaller) fit in the rest of the frame.
   void CheckFits(int64_t count, int64_t min_bytes, const char* what) const;
 
+  struct Borrow {
+    const std::string* field;
+    std::span<const uint8_t> bytes;
+  };
+
   FramedTransport* framed_;  // owned by the base protocol
+  const bool borrow_binaries_;
+  std::vector<Borrow> borrowed_;  // of the message read last
   const std::string* outgoing_field_ = nullptr;
   std::span<const uint8_t> outgoing_bytes_;
   const std::string* incoming_field_ = nullptr;
@@ -79,9 +111,10 @@ class BoundedBinaryProtocol
 };
 
 // Makes BoundedBinaryProtocols over FramedTransports (any other transport
-// gets Thrift's plain binary protocol with the same limits).
+// gets Thrift's plain binary protocol with the same limits), borrowing
+// large binaries when asked (see the constructor).
 std::shared_ptr<apache::thrift::protocol::TProtocolFactory> MakeProtocolFactory(
-    const TransportOptions& options);
+    const TransportOptions& options, bool borrow_binaries = false);
 
 }  // namespace geops::rpc
 

@@ -1,11 +1,14 @@
 #include "thrift/counting_socket.h"
 
+#include <limits.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include <spdlog/spdlog.h>
+#include <thrift/transport/TTransportException.h>
 
 #include "thrift/tls.h"
 
@@ -14,6 +17,7 @@ namespace geops::rpc {
 using apache::thrift::TConfiguration;
 using apache::thrift::transport::TServerSocket;
 using apache::thrift::transport::TSocket;
+using apache::thrift::transport::TTransportException;
 
 CountingSocket::CountingSocket(const std::string& host, int port,
                                std::shared_ptr<TConfiguration> config,
@@ -36,6 +40,37 @@ uint32_t CountingSocket::write_partial(const uint8_t* buf, uint32_t len) {
   uint32_t put = TSocket::write_partial(buf, len);
   counters_->sent.fetch_add(put, std::memory_order_relaxed);
   return put;
+}
+
+void CountingSocket::WriteGathered(std::span<iovec> parts) {
+  if (!isOpen()) throw TTransportException(TTransportException::NOT_OPEN, "write on a closed socket");
+  size_t first = 0;
+  while (first < parts.size() && parts[first].iov_len == 0) ++first;
+  while (first < parts.size()) {
+    msghdr msg{};
+    msg.msg_iov = parts.data() + first;
+    msg.msg_iovlen = std::min<size_t>(parts.size() - first, IOV_MAX);
+    const ssize_t put = ::sendmsg(getSocketFD(), &msg, MSG_NOSIGNAL);
+    if (put < 0) {
+      const int error = errno;
+      if (error == EINTR) continue;
+      if (error == EAGAIN || error == EWOULDBLOCK) {
+        throw TTransportException(TTransportException::TIMED_OUT, "send timeout expired");
+      }
+      if (error == EPIPE || error == ECONNRESET || error == ENOTCONN) {
+        throw TTransportException(TTransportException::NOT_OPEN, "sendmsg()", error);
+      }
+      throw TTransportException(TTransportException::UNKNOWN, "sendmsg()", error);
+    }
+    if (put == 0) throw TTransportException(TTransportException::NOT_OPEN, "sendmsg() sent nothing");
+    counters_->sent.fetch_add(static_cast<int64_t>(put), std::memory_order_relaxed);
+    auto left = static_cast<size_t>(put);
+    while (first < parts.size() && left >= parts[first].iov_len) left -= parts[first++].iov_len;
+    if (left > 0) {
+      parts[first].iov_base = static_cast<uint8_t*>(parts[first].iov_base) + left;
+      parts[first].iov_len -= left;
+    }
+  }
 }
 
 std::string CountingSocket::PeerName() const {

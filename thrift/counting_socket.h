@@ -18,7 +18,10 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
+
+#include <sys/uio.h>
 
 #include <thrift/TConfiguration.h>
 #include <thrift/transport/TServerSocket.h>
@@ -73,6 +76,10 @@ class CountingSocket : public apache::thrift::transport::TSocket, public WireSoc
 
   uint32_t read(uint8_t* buf, uint32_t len) override;
   uint32_t write_partial(const uint8_t* buf, uint32_t len) override;
+  // Writes every byte of `parts` in order (sendmsg: one system call when the
+  // kernel takes it all), as write() would: TTransportException TIMED_OUT
+  // past the send timeout, NOT_OPEN when the peer is gone. Advances `parts`.
+  void WriteGathered(std::span<iovec> parts);
 
   // Gives this socket a fresh per-message budget (TConfiguration max message
   // size). Thrift 0.17's TSocket only checks reads against the budget and

@@ -1,6 +1,7 @@
 #include "thrift/framed_transport.h"
 
 #include <arpa/inet.h>
+#include <sys/uio.h>
 
 #include <algorithm>
 #include <chrono>
@@ -28,6 +29,7 @@ FramedTransport::FramedTransport(std::shared_ptr<TTransport> inner, const Transp
     : TFramedTransport(inner, static_cast<uint32_t>(options.write_buffer_bytes),
                        static_cast<uint32_t>(options.buffer_reclaim_bytes), std::move(config)),
       socket_(dynamic_cast<WireSocket*>(inner.get())),
+      plain_(dynamic_cast<CountingSocket*>(inner.get())),
       frame_timeout_ms_(options.frame_timeout_ms) {}
 
 std::string FramedTransport::PeerName() const {
@@ -38,6 +40,13 @@ bool FramedTransport::readFrame() {
   // A fresh budget for the message in this frame (THRIFT-5492).
   resetConsumedMessageSize();
   if (socket_ != nullptr) socket_->ResetMessageBudget();
+  if (reclaim_pending_) {  // the last frame's buffer was past buffer_reclaim_bytes
+    reclaim_pending_ = false;
+    rBuf_.reset();
+    rBufSize_ = 0;
+    shift_ = 0;
+    setReadBuffer(nullptr, 0);
+  }
 
   // TFramedTransport::readFrame, with the refusal logged and worded for geops.
   uint8_t header[4];
@@ -61,21 +70,36 @@ bool FramedTransport::readFrame() {
     throw TTransportException(TTransportException::CORRUPTED_DATA, why);
   }
   ReadBody(static_cast<uint32_t>(size));
-  setReadBuffer(rBuf_.get(), static_cast<uint32_t>(size));
+  setReadBuffer(rBuf_.get() + shift_, static_cast<uint32_t>(size));
   return true;
 }
 
+uint32_t FramedTransport::readEnd() {
+  const auto bytes = static_cast<uint32_t>(rBound_ - FrameStart() + sizeof(uint32_t));
+  if (rBufSize_ > bufReclaimThresh_) reclaim_pending_ = true;
+  return bytes;
+}
+
+uint32_t FramedTransport::ShiftFor(const uint8_t* base) const {
+  const uintptr_t at = reinterpret_cast<uintptr_t>(base) + align_offset_;
+  return static_cast<uint32_t>((kAlignBytes - at % kAlignBytes) % kAlignBytes);
+}
+
 void FramedTransport::GrowReadBuffer(uint32_t keep, uint32_t size) {
-  std::unique_ptr<uint8_t[]> grown(new uint8_t[size]);
-  if (keep > 0) std::memcpy(grown.get(), rBuf_.get(), keep);
+  const uint32_t total = size + kAlignBytes;  // size <= max_frame_bytes < 2 GiB
+  std::unique_ptr<uint8_t[]> grown(new uint8_t[total]);
+  const uint32_t shift = ShiftFor(grown.get());
+  if (keep > 0) std::memcpy(grown.get() + shift, rBuf_.get() + shift_, keep);
   rBuf_.reset(grown.release());
-  rBufSize_ = size;
+  rBufSize_ = total;
+  shift_ = shift;
 }
 
 void FramedTransport::ReadBody(uint32_t frame) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
   uint32_t have = 0;
+  shift_ = rBuf_ ? ShiftFor(rBuf_.get()) : 0;
   int saved_timeout = -1;  // the socket's own receive timeout, while the frame deadline runs
   bool deadline_running = false;
   auto restore = [&] {
@@ -86,8 +110,8 @@ void FramedTransport::ReadBody(uint32_t frame) {
     while (have < frame) {
       // The buffer follows the bytes that arrived: a header alone reserves
       // at most kFirstBodyBytes, however large the frame it announces.
-      if (have == rBufSize_ || rBufSize_ < std::min(frame, kFirstBodyBytes)) {
-        const uint64_t want = std::max<uint64_t>(uint64_t{rBufSize_} * 2, kFirstBodyBytes);
+      if (have == ReadCapacity() || ReadCapacity() < std::min(frame, kFirstBodyBytes)) {
+        const uint64_t want = std::max<uint64_t>(uint64_t{ReadCapacity()} * 2, kFirstBodyBytes);
         GrowReadBuffer(have, static_cast<uint32_t>(std::min<uint64_t>(frame, want)));
       }
       // The whole body has frame_timeout_ms from the header on: checked
@@ -104,7 +128,7 @@ void FramedTransport::ReadBody(uint32_t frame) {
           saved_timeout = socket_->ExchangeReceiveTimeout(static_cast<int>(frame_timeout_ms_));
         }
       }
-      const uint32_t got = transport_->read(rBuf_.get() + have, std::min(rBufSize_, frame) - have);
+      const uint32_t got = transport_->read(rBuf_.get() + shift_ + have, std::min(ReadCapacity(), frame) - have);
       if (got == 0) {
         throw TTransportException(TTransportException::END_OF_FILE,
                                   "connection from " + PeerName() + " closed after " + std::to_string(have) +
@@ -124,6 +148,57 @@ void FramedTransport::ReadBody(uint32_t frame) {
     throw;
   }
   restore();
+}
+
+void FramedTransport::WriteExternal(std::span<const uint8_t> bytes) {
+  const auto buffered = static_cast<uint64_t>(wBase_ - wBuf_.get());
+  if (buffered + external_bytes_ + bytes.size() > 0x7fffffff) {
+    throw TTransportException(TTransportException::BAD_ARGS, "a frame of over 2 GB");
+  }
+  externals_.push_back(External{static_cast<uint32_t>(buffered), bytes});
+  external_bytes_ += bytes.size();
+}
+
+void FramedTransport::flush() {
+  if (externals_.empty()) {
+    TFramedTransport::flush();
+    return;
+  }
+  FlushGathered();
+}
+
+void FramedTransport::FlushGathered() {
+  const auto buffered = static_cast<uint32_t>(wBase_ - wBuf_.get());  // the header's 4 bytes included
+  const uint32_t be = htonl(static_cast<uint32_t>(buffered - sizeof(uint32_t) + external_bytes_));
+  std::memcpy(wBuf_.get(), &be, sizeof(be));
+  std::vector<External> parts;
+  parts.swap(externals_);
+  external_bytes_ = 0;
+  // A clean buffer for the next frame, should the write throw.
+  wBase_ = wBuf_.get() + sizeof(uint32_t);
+
+  std::vector<iovec> iov;
+  iov.reserve(2 * parts.size() + 1);
+  uint32_t from = 0;
+  for (const External& e : parts) {
+    if (e.at > from) iov.push_back(iovec{wBuf_.get() + from, e.at - from});
+    if (!e.bytes.empty()) iov.push_back(iovec{const_cast<uint8_t*>(e.bytes.data()), e.bytes.size()});
+    from = e.at;
+  }
+  if (buffered > from) iov.push_back(iovec{wBuf_.get() + from, buffered - from});
+  if (plain_ != nullptr) {
+    plain_->WriteGathered(iov);
+  } else {
+    for (const iovec& part : iov) transport_->write(static_cast<const uint8_t*>(part.iov_base), part.iov_len);
+  }
+  transport_->flush();
+
+  if (wBufSize_ > bufReclaimThresh_) {  // as TFramedTransport::flush
+    wBufSize_ = DEFAULT_BUFFER_SIZE;
+    wBuf_.reset(new uint8_t[wBufSize_]);
+    setWriteBuffer(wBuf_.get(), wBufSize_);
+    wBase_ = wBuf_.get() + sizeof(uint32_t);
+  }
 }
 
 FramedTransportFactory::FramedTransportFactory(const TransportOptions& options)

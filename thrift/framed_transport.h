@@ -19,6 +19,17 @@
 // and keeps what it grew to, up to buffer_reclaim_bytes. Figures in
 // experiments/results/lan_throughput.md.
 //
+// Zero copy for tensors (the protocol above decides when, bounded_protocol.h):
+// - WriteExternal() puts a caller's bytes into the frame being written
+//   without copying them; flush() hands the frame to the kernel as a gather
+//   list (one sendmsg on a plain socket), so a push leaves the worker's
+//   floats, and a read reply the shard's copy, straight for the socket.
+// - A frame is read whole into one buffer and stays there until the next
+//   frame is read (readEnd() no longer frees it), so a handler may apply a
+//   payload where it landed. AlignFrameOffset() places the next frames so
+//   that a given offset of the frame (where the last large payload began;
+//   a client's requests repeat their layout) starts a 64-byte line.
+//
 // The protocol that goes with it is BoundedBinaryProtocol (bounded_protocol.h).
 //
 // Thread-safety: a transport is used by one thread at a time (Thrift's rule).
@@ -26,8 +37,11 @@
 #ifndef GEOPS_THRIFT_FRAMED_TRANSPORT_H_
 #define GEOPS_THRIFT_FRAMED_TRANSPORT_H_
 
+#include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
 #include <thrift/TConfiguration.h>
 #include <thrift/transport/TBufferTransports.h>
@@ -52,8 +66,25 @@ class FramedTransport : public apache::thrift::transport::TFramedTransport {
 
   // Bytes of the current frame not yet read (0 between frames).
   uint32_t FrameBytesLeft() const { return static_cast<uint32_t>(rBound_ - rBase_); }
+  // Bytes of the current frame already read.
+  uint32_t FrameOffset() const { return static_cast<uint32_t>(rBase_ - FrameStart()); }
+  // Frames read from now on start where byte `offset` of the frame falls on
+  // a 64-byte boundary.
+  void AlignFrameOffset(uint32_t offset) { align_offset_ = offset % kAlignBytes; }
   // The peer for logs, numeric (no DNS lookup).
   std::string PeerName() const;
+
+  // Appends `bytes` to the frame being written, sent from the caller's
+  // memory by the next flush(). REQUIRES: `bytes` stays valid and unchanged
+  // until flush() returns. Throws TTransportException BAD_ARGS past 2 GB.
+  void WriteExternal(std::span<const uint8_t> bytes);
+  // Sends the frame: the buffered bytes with the external ones in their
+  // places.
+  void flush() override;
+  // As Thrift's, except that a buffer past buffer_reclaim_bytes is freed at
+  // the next readFrame(), not here: a payload borrowed from the frame stays
+  // valid while the handler runs.
+  uint32_t readEnd() override;
 
  protected:
   // Renews the budgets, then reads the next frame whole: false when the peer
@@ -66,6 +97,12 @@ class FramedTransport : public apache::thrift::transport::TFramedTransport {
   // The first allocation for a frame larger than the buffer; it then doubles
   // as bytes arrive.
   static constexpr uint32_t kFirstBodyBytes = uint32_t{1} << 20;
+  static constexpr uint32_t kAlignBytes = 64;
+
+  struct External {
+    uint32_t at;  // where in wBuf_ the bytes go
+    std::span<const uint8_t> bytes;
+  };
 
   // Reads the `frame` bytes after a header into rBuf_, growing it with what
   // arrived, within frame_timeout_ms (checked after each read; one read
@@ -74,11 +111,24 @@ class FramedTransport : public apache::thrift::transport::TFramedTransport {
   // Throws TTransportException: END_OF_FILE when the peer closes inside the
   // frame, TIMED_OUT (logged, naming the peer and what arrived) past the deadline.
   void ReadBody(uint32_t frame);
-  // rBuf_ of `size` bytes, keeping its first `keep`.
+  // rBuf_ with room for `size` bytes of frame after the shift, keeping the
+  // first `keep` bytes of the frame.
   void GrowReadBuffer(uint32_t keep, uint32_t size);
+  // Where, in a buffer at `base`, a frame starts so that align_offset_ is aligned.
+  uint32_t ShiftFor(const uint8_t* base) const;
+  uint32_t ReadCapacity() const { return rBufSize_ > shift_ ? rBufSize_ - shift_ : 0; }
+  const uint8_t* FrameStart() const { return rBuf_.get() + shift_; }
+  // Sends `header` + the buffered bytes with externals_ in place.
+  void FlushGathered();
 
   WireSocket* socket_;  // `inner` when it is a CountingSocket or TlsSocket, else null; owned by the base
+  CountingSocket* plain_;  // `inner` when it is a plain CountingSocket (gathered writes), else null
   const int64_t frame_timeout_ms_;
+  uint32_t shift_ = 0;           // the current frame starts at rBuf_ + shift_
+  uint32_t align_offset_ = 0;    // see AlignFrameOffset
+  bool reclaim_pending_ = false;  // free rBuf_ before the next frame
+  std::vector<External> externals_;
+  uint64_t external_bytes_ = 0;
 };
 
 class FramedTransportFactory : public apache::thrift::transport::TTransportFactory {

@@ -27,10 +27,10 @@ bool IsFloatAligned(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % alignof(float) == 0;
 }
 
-// The float32 values of a binary payload: in place when the buffer is
-// aligned (the usual case), else copied into `*copy`. InvalidArgument when
-// the payload is not a whole number of float32.
-Result<std::span<const float>> FloatsOf(const std::string& raw, std::vector<float>* copy, const char* what) {
+// The float32 values of `raw`: in place when aligned (the usual case), else
+// copied into `*copy`. InvalidArgument when not a whole number of float32.
+Result<std::span<const float>> FloatsOfBytes(std::span<const uint8_t> raw, std::vector<float>* copy,
+                                             const char* what) {
   if (raw.size() % sizeof(float) != 0) {
     return InvalidArgumentError(std::string(what) + ": payload is " + std::to_string(raw.size()) +
                                 " bytes, not a whole number of float32");
@@ -41,6 +41,10 @@ Result<std::span<const float>> FloatsOf(const std::string& raw, std::vector<floa
   if (n > 0) std::memcpy(copy->data(), raw.data(), raw.size());
   return std::span<const float>(*copy);
 }
+
+// A read reply buffer past this many floats (256 MiB) is given back when a
+// much smaller read comes.
+constexpr size_t kKeepReadBufferFloats = size_t{64} << 20;
 
 // How loudly a refusal is logged: bad input and bugs are warnings/errors;
 // waits that ran out and retries are routine.
@@ -67,6 +71,17 @@ PsHandler::PsHandler(datacenter::ShardHost* host, std::string peer, WireSocket* 
       peer_(std::move(peer)),
       wire_(wire),
       names_(names != nullptr ? std::move(names) : std::make_shared<const PeerNames>()) {}
+
+Result<std::span<const float>> PsHandler::FloatsOf(const std::string& field, std::vector<float>* copy,
+                                                   const char* what) const {
+  if (in_ != nullptr) {
+    if (std::optional<std::span<const uint8_t>> borrowed = in_->Borrowed(&field)) {
+      return FloatsOfBytes(*borrowed, copy, what);
+    }
+  }
+  return FloatsOfBytes(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(field.data()), field.size()),
+                       copy, what);
+}
 
 Result<datacenter::Shard*> PsHandler::ServingShard() const {
   datacenter::Shard* shard = host_->shard();
@@ -133,29 +148,33 @@ Status PsHandler::DoRead(datacenter::Shard* shard, gen::ReadReply& reply, const 
   // The shard's own checks, before the reply buffer is sized from the keys.
   int64_t elements = 0;
   GEOPS_RETURN_IF_ERROR(shard->CheckReadKeys(keys, &elements));
-  const int64_t bytes = elements * int64_t{sizeof(float)};
-  // The shard writes straight into the reply's buffer. std::string storage
-  // comes from operator new (16-byte aligned) once past the small-string
-  // buffer; a misaligned one would go through a copy.
-  reply.values.resize(static_cast<size_t>(bytes));
+  const auto n = static_cast<size_t>(elements);
   const int64_t wait_ms = std::min(req.deadline_ms, shard->options().max_read_wait_ms);
   const Deadline deadline = Deadline::InMs(wait_ms);
-  float* out = reinterpret_cast<float*>(reply.values.data());
-  std::vector<float> bounce;
-  if (!IsFloatAligned(out)) {
-    bounce.resize(static_cast<size_t>(elements));
-    out = bounce.data();
-  }
   handed_to_ = shard;
-  Result<ReadReply> r = shard->Read(req.worker_id, req.clock, req.staleness, keys, out, deadline);
-  if (r.ok() && !bounce.empty()) {
-    std::memcpy(reply.values.data(), bounce.data(), static_cast<size_t>(bytes));
+  if (out_ == nullptr) {  // through the reply's string
+    reply.values.resize(n * sizeof(float));
+    std::vector<float> bounce(n);
+    GEOPS_ASSIGN_OR_RETURN(ReadReply r, shard->Read(req.worker_id, req.clock, req.staleness, keys,
+                                                     bounce.data(), deadline));
+    if (n > 0) std::memcpy(reply.values.data(), bounce.data(), n * sizeof(float));
+    reply.shard_clock = r.shard_clock;
+    return Status::Ok();
   }
-  if (!r.ok()) {
-    reply.values.clear();
-    return r.status();
+  // The shard writes into read_values_, which the protocol then sends as the
+  // reply's values without another copy (it must stay untouched until the
+  // reply is flushed: the next call on this connection comes after that).
+  if (read_values_.capacity() > kKeepReadBufferFloats && n < read_values_.capacity() / 4) {
+    std::vector<float>().swap(read_values_);
   }
-  reply.shard_clock = r->shard_clock;
+  if (read_values_.size() < n) read_values_.resize(n);
+  GEOPS_ASSIGN_OR_RETURN(ReadReply r, shard->Read(req.worker_id, req.clock, req.staleness, keys,
+                                                   read_values_.data(), deadline));
+  reply.values.clear();
+  out_->SubstituteOutgoing(&reply.values, std::span<const uint8_t>(
+                                              reinterpret_cast<const uint8_t*>(read_values_.data()),
+                                              n * sizeof(float)));
+  reply.shard_clock = r.shard_clock;
   return Status::Ok();
 }
 
@@ -258,7 +277,11 @@ gen::ParameterServerIf* PsHandlerFactory::getHandler(const apache::thrift::TConn
   // The accepted socket is a CountingSocket (ListenSocket makes them); its
   // numeric peer name costs no DNS lookup.
   auto* socket = dynamic_cast<WireSocket*>(info.transport.get());
-  return new PsHandler(host_, socket != nullptr ? socket->PeerName() : std::string("unknown peer"), socket, names_);
+  auto* handler =
+      new PsHandler(host_, socket != nullptr ? socket->PeerName() : std::string("unknown peer"), socket, names_);
+  handler->ZeroCopyThrough(dynamic_cast<BoundedBinaryProtocol*>(info.input.get()),
+                           dynamic_cast<BoundedBinaryProtocol*>(info.output.get()));
+  return handler;
 }
 
 void PsHandlerFactory::releaseHandler(gen::ParameterServerIf* handler) { delete handler; }

@@ -21,11 +21,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "datacenter/shard_host.h"
+#include "thrift/bounded_protocol.h"
 #include "thrift/counting_socket.h"
 #include "thrift/peer_identity.h"
 #include "gen-cpp/ParameterServer.h"
@@ -40,6 +43,16 @@ class PsHandler : public gen::ParameterServerIf {
   // `names` the deployment's sites for those checks.
   PsHandler(datacenter::ShardHost* host, std::string peer, WireSocket* wire = nullptr,
             std::shared_ptr<const PeerNames> names = nullptr);
+
+  // Payloads by the zero-copy paths of the connection's protocols
+  // (bounded_protocol.h): an update or initial values applied from the
+  // frame they arrived in (`in` made with borrowing on), a read reply sent
+  // from a buffer this handler keeps. Null: through the strings. REQUIRES:
+  // both outlive the handler.
+  void ZeroCopyThrough(BoundedBinaryProtocol* in, BoundedBinaryProtocol* out) {
+    in_ = in;
+    out_ = out;
+  }
 
   void registerSchema(gen::SchemaReply& reply, const gen::SchemaRequest& req) override;
   void initValues(gen::InitValuesReply& reply, const gen::InitValuesRequest& req) override;
@@ -64,6 +77,11 @@ class PsHandler : public gen::ParameterServerIf {
   Status DoRead(datacenter::Shard* shard, gen::ReadReply& reply, const gen::ReadRequest& req);
   Status DoUpdate(datacenter::Shard* shard, gen::UpdateReply& reply, const gen::UpdateRequest& req);
   Status DoInitValues(gen::InitValuesReply& reply, const gen::InitValuesRequest& req);
+  // The float32 values of binary field `field` of the request: borrowed
+  // from the frame, or from the string (copied into `*copy` when misaligned).
+  // InvalidArgument, naming `what`, when not a whole number of float32.
+  Result<std::span<const float>> FloatsOf(const std::string& field, std::vector<float>* copy,
+                                          const char* what) const;
 
   datacenter::ShardHost* const host_;
   const std::string peer_;
@@ -72,6 +90,11 @@ class PsHandler : public gen::ParameterServerIf {
   // The shard of the call in progress once it was handed over (the shard
   // counts its own refusals); Serve counts the others in the shard.
   datacenter::Shard* handed_to_ = nullptr;
+  BoundedBinaryProtocol* in_ = nullptr;
+  BoundedBinaryProtocol* out_ = nullptr;
+  // A read reply's values, sent from here (with out_): kept across calls so
+  // that a large read neither allocates nor faults in a new buffer.
+  std::vector<float> read_values_;
 };
 
 class PsHandlerFactory : public gen::ParameterServerIfFactory {

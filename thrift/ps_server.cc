@@ -62,7 +62,7 @@ Result<std::unique_ptr<PsServer>> PsServer::Start(datacenter::ShardHost* host,
   auto processor_factory = std::make_shared<gen::ParameterServerProcessorFactory>(
       std::make_shared<PsHandlerFactory>(host, std::make_shared<const PeerNames>(options.peers)));
   auto server = std::make_shared<ConnectionServer>(
-      processor_factory, listener, transport_factory, MakeProtocolFactory(options.transport),
+      processor_factory, listener, transport_factory, MakeProtocolFactory(options.transport, /*borrow_binaries=*/true),
       ConnectionServer::Limits{options.max_connections, options.max_active_requests, options.idle_timeout_ms},
       "shard " + std::to_string(host->options().shard_id));
   std::unique_ptr<PsServer> ps(new PsServer(host, std::move(owned), options, port, counters, server));
