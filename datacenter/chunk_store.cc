@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <mutex>
 #include <new>
 
@@ -52,11 +53,13 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::Create(const ModelSpec* spec, Sh
                                   " bytes for the chunks of shard " + std::to_string(shard));
   }
   store->locks_.reset(new (std::nothrow) std::shared_mutex[std::max<int64_t>(n, 1)]);
-  if (!store->locks_) return ResourceExhaustedError("cannot allocate chunk locks");
+  store->bound_.reset(new (std::nothrow) float[std::max<int64_t>(n, 1)]);
+  if (!store->locks_ || !store->bound_) return ResourceExhaustedError("cannot allocate chunk locks");
   for (int64_t i = 0; i < n; ++i) {
     float* dst = store->data_ + store->offsets_[i];
     spec->InitChunk(store->keys_[i], dst);
     std::fill(dst + store->elements(i), store->data_ + store->offsets_[i + 1], 0.0f);
+    store->bound_[i] = MaxAbs(dst, store->elements(i));
   }
   return store;
 }
@@ -83,11 +86,18 @@ ChunkStore::BatchGuard::~BatchGuard() {
 }
 
 std::optional<ChunkStore::BatchGuard::NonFinite> ChunkStore::BatchGuard::CheckSum(const float* deltas) const {
+  // |a| <= FLT_MAX / 2 and |b| <= FLT_MAX / 2 make |a + b| <= FLT_MAX, and
+  // rounding a magnitude at most FLT_MAX to float gives at most FLT_MAX.
+  constexpr float kHalfMax = std::numeric_limits<float>::max() / 2;
   const float* src = deltas;
   for (size_t c = 0; c < locals_.size(); ++c) {
     const int64_t local = locals_[c];
     const int64_t n = store_->elements(local);
     const float* dst = store_->data_ + store_->offsets_[local];
+    if (store_->bound_[local] <= kHalfMax && MaxAbs(src, n) <= kHalfMax) {
+      src += n;
+      continue;
+    }
     if (!SumAllFinite(dst, src, n)) {
       const int64_t e = FirstNonFiniteSum(dst, src, n);
       return NonFinite{c, e, dst[e], src[e]};
@@ -102,7 +112,7 @@ void ChunkStore::BatchGuard::Add(const float* deltas) {
   for (int64_t local : locals_) {
     const int64_t n = store_->elements(local);
     store_->WillWrite(local);
-    AddInto(store_->data_ + store_->offsets_[local], src, n);
+    store_->bound_[local] = AddIntoMaxAbs(store_->data_ + store_->offsets_[local], src, n);
     src += n;
   }
 }
@@ -120,9 +130,16 @@ std::optional<ChunkStore::BatchGuard::NonFinite> ChunkStore::BatchGuard::CheckSp
 
 void ChunkStore::BatchGuard::AddSparse(size_t chunk, std::span<const uint32_t> indices,
                                        std::span<const float> values) {
-  float* dst = store_->data_ + store_->offsets_[locals_[chunk]];
-  store_->WillWrite(locals_[chunk]);
-  for (size_t i = 0; i < indices.size(); ++i) dst[indices[i]] += values[i];
+  const int64_t local = locals_[chunk];
+  float* dst = store_->data_ + store_->offsets_[local];
+  store_->WillWrite(local);
+  // The values not touched keep the old bound; the touched ones are known.
+  float bound = store_->bound_[local];
+  for (size_t i = 0; i < indices.size(); ++i) {
+    dst[indices[i]] += values[i];
+    bound = std::max(bound, std::fabs(dst[indices[i]]));
+  }
+  store_->bound_[local] = bound;
 }
 
 void ChunkStore::Add(int64_t local, const float* delta) {
@@ -130,7 +147,7 @@ void ChunkStore::Add(int64_t local, const float* delta) {
   const int64_t n = elements(local);
   std::unique_lock<std::shared_mutex> lock(locks_[local]);
   WillWrite(local);
-  AddInto(dst, delta, n);
+  bound_[local] = AddIntoMaxAbs(dst, delta, n);
 }
 
 void ChunkStore::Overwrite(int64_t local, const float* values) {
@@ -139,6 +156,7 @@ void ChunkStore::Overwrite(int64_t local, const float* values) {
   std::unique_lock<std::shared_mutex> lock(locks_[local]);
   WillWrite(local);
   std::copy(values, values + n, dst);
+  bound_[local] = MaxAbs(dst, n);
 }
 
 void ChunkStore::Snapshot(std::vector<std::pair<ChunkKey, std::vector<float>>>* out) const {

@@ -86,6 +86,13 @@ class ChunkStore {
   // is all or nothing: check every result first, add only when all are
   // finite, so no update can make a stored value NaN or infinite, and a
   // refused batch changes nothing. Release it before calling out.
+  //
+  // The check rarely reads the stored values: each chunk keeps a bound on
+  // the magnitude of its values (exact after every dense add, which
+  // computes it in the same pass), and while bound and the delta's largest
+  // magnitude are both at most FLT_MAX / 2 no sum can overflow, so one
+  // read of the delta decides. Only a chunk near the float range (or one
+  // whose bound a sparse add loosened past it) is checked sum by sum.
   class BatchGuard {
    public:
     // `locals`: the batch's chunks in batch order, each once.
@@ -144,6 +151,9 @@ class ChunkStore {
   }
 
   float* data_ = nullptr;  // owned, 64-byte aligned; chunk i guarded by locks_[i]
+  // Per chunk, GUARDED_BY(locks_[i]): no value of chunk i exceeds this in
+  // magnitude (+Inf: not known).
+  std::unique_ptr<float[]> bound_;
   std::unique_ptr<std::shared_mutex[]> locks_;
   std::atomic<WriteHook*> hook_{nullptr};
 };

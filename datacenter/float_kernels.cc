@@ -1,7 +1,9 @@
 #include "datacenter/float_kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace geops::datacenter {
 namespace {
@@ -10,6 +12,7 @@ namespace {
 // turn each block into a few SIMD instructions; the tail runs scalar.
 constexpr int64_t kBlock = 16;
 constexpr uint32_t kExponentMask = 0x7f800000u;
+constexpr uint32_t kMagnitudeMask = 0x7fffffffu;  // all but the sign
 
 // 1 when the float with bits `b` is NaN or +-Inf (all exponent bits set).
 inline uint32_t NonFiniteBit(uint32_t b) { return (~b & kExponentMask) == 0 ? 1u : 0u; }
@@ -20,7 +23,86 @@ inline uint32_t Bits(const float* p) {
   return b;
 }
 
+// The magnitude kernels work on GCC vector types of 8 floats, two at a time,
+// keeping their running maximum in vector registers to the end (a reduction
+// per block of 16 would cost a horizontal step every 16 floats). On x86-64
+// each is compiled twice (target_clones): for x86-64-v3 (AVX2), picked at
+// load time where the CPU has it, and for the baseline (SSE2, each vector
+// op as two). They reduce magnitude bits: the float's bits without its
+// sign, as a non-negative int32; among non-negative floats integer order is
+// value order, and NaN and +-Inf are the patterns from 0x7f800000 up.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"  // 32-byte vectors in inline helpers, never across an ABI boundary
+#endif
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define GEOPS_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define GEOPS_VECTOR_CLONES
+#endif
+
+using V8f = float __attribute__((vector_size(32)));
+using V8i = int32_t __attribute__((vector_size(32)));
+
+inline V8f Load8(const float* p) {
+  V8f v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+inline void Store8(float* p, V8f v) { std::memcpy(p, &v, sizeof(v)); }
+inline V8i Magnitudes(V8f v) {
+  V8i bits;
+  std::memcpy(&bits, &v, sizeof(bits));
+  return bits & static_cast<int32_t>(kMagnitudeMask);
+}
+inline V8i Larger(V8i a, V8i b) { return a > b ? a : b; }
+inline int32_t Magnitude(float f) { return static_cast<int32_t>(Bits(&f) & kMagnitudeMask); }
+
+inline int32_t LargestLane(V8i m) {
+  int32_t most = 0;
+  for (int k = 0; k < 8; ++k) most = std::max(most, static_cast<int32_t>(m[k]));
+  return most;
+}
+
+inline float FromMagnitude(int32_t m) {
+  if (m >= static_cast<int32_t>(kExponentMask)) return std::numeric_limits<float>::infinity();
+  float f;
+  std::memcpy(&f, &m, sizeof(f));
+  return f;
+}
+
 }  // namespace
+
+GEOPS_VECTOR_CLONES float MaxAbs(const float* v, int64_t n) {
+  V8i m0 = {}, m1 = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    m0 = Larger(m0, Magnitudes(Load8(v + i)));
+    m1 = Larger(m1, Magnitudes(Load8(v + i + 8)));
+  }
+  int32_t most = LargestLane(Larger(m0, m1));
+  for (; i < n; ++i) most = std::max(most, Magnitude(v[i]));
+  return FromMagnitude(most);
+}
+
+GEOPS_VECTOR_CLONES float AddIntoMaxAbs(float* __restrict dst, const float* __restrict src, int64_t n) {
+  V8i m0 = {}, m1 = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const V8f s0 = Load8(dst + i) + Load8(src + i);
+    const V8f s1 = Load8(dst + i + 8) + Load8(src + i + 8);
+    Store8(dst + i, s0);
+    Store8(dst + i + 8, s1);
+    m0 = Larger(m0, Magnitudes(s0));
+    m1 = Larger(m1, Magnitudes(s1));
+  }
+  int32_t most = LargestLane(Larger(m0, m1));
+  for (; i < n; ++i) {
+    const float s = dst[i] + src[i];
+    dst[i] = s;
+    most = std::max(most, Magnitude(s));
+  }
+  return FromMagnitude(most);
+}
 
 void AddInto(float* __restrict dst, const float* __restrict src, int64_t n) {
   int64_t i = 0;

@@ -1,5 +1,7 @@
-// Float kernels of the shard's hot paths: adding an update into a chunk and
-// checking a payload for NaN/Inf before anything is applied.
+// Float kernels of the shard's hot paths: adding an update into a chunk,
+// checking a payload for NaN/Inf before anything is applied, and the
+// magnitude bounds that let the shard skip a pass over its stored values
+// (chunk_store.h).
 //
 // Each kernel is a plain loop over contiguous floats, written in fixed blocks
 // so that the compiler vectorises it at the project's default -O2 without
@@ -28,6 +30,14 @@ bool SumAllFinite(const float* a, const float* b, int64_t n);
 
 // Index of the first i with a[i] + b[i] not finite, or -1.
 int64_t FirstNonFiniteSum(const float* a, const float* b, int64_t n);
+
+// The largest |v[i]| (i < n), exact; +Inf when some v[i] is NaN or +-Inf;
+// 0 when n == 0.
+float MaxAbs(const float* v, int64_t n);
+
+// AddInto in the same pass as MaxAbs of the results: returns the largest
+// |dst[i]| after the add (+Inf when some result is not finite).
+float AddIntoMaxAbs(float* __restrict dst, const float* __restrict src, int64_t n);
 
 }  // namespace geops::datacenter
 

@@ -77,5 +77,86 @@ TEST(FloatKernelsTest, FindsNonFiniteAtAnyPosition) {
   }
 }
 
+TEST(FloatKernelsTest, MaxAbsIsExactAndNonFiniteMakesItInfinite) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float bad[] = {std::numeric_limits<float>::quiet_NaN(), inf, -inf,
+                       -std::numeric_limits<float>::quiet_NaN()};
+  EXPECT_EQ(MaxAbs(nullptr, 0), 0.0f);
+  for (int64_t n : {1, 15, 16, 17, 33, 100}) {
+    for (int64_t pos = 0; pos < n; ++pos) {
+      std::vector<float> v(n, -0.25f);
+      v[n / 2] = -0.0f;
+      v[pos] = -3.0e38f;  // the largest magnitude, negative, anywhere
+      ASSERT_EQ(MaxAbs(v.data(), n), 3.0e38f) << "n=" << n << " pos=" << pos;
+      v[pos] = std::numeric_limits<float>::denorm_min();
+      ASSERT_EQ(MaxAbs(v.data(), n), n > 1 ? 0.25f : std::numeric_limits<float>::denorm_min());
+      for (float b : bad) {
+        v[pos] = b;
+        ASSERT_EQ(MaxAbs(v.data(), n), inf) << "n=" << n << " pos=" << pos;
+      }
+    }
+  }
+}
+
+TEST(FloatKernelsTest, AddIntoMaxAbsAddsAsAddIntoAndBoundsTheResults) {
+  for (int64_t n = 0; n <= 70; ++n) {
+    std::vector<float> dst(n + 1, 1.0f), src(n), plain(n + 1, 1.0f);
+    for (int64_t i = 0; i < n; ++i) src[i] = static_cast<float>(i) * -0.5f;
+    const float most = AddIntoMaxAbs(dst.data(), src.data(), n);
+    AddInto(plain.data(), src.data(), n);
+    ASSERT_EQ(dst, plain) << "n=" << n;
+    ASSERT_EQ(most, MaxAbs(dst.data(), n)) << "n=" << n;
+  }
+  std::vector<float> dst(20, 3.0e38f), src(20, 1.0e38f);
+  EXPECT_EQ(AddIntoMaxAbs(dst.data(), src.data(), 20), std::numeric_limits<float>::infinity());
+}
+
+// The check of a batch skips the stored values while both magnitudes are at
+// most FLT_MAX / 2; past that it checks every sum, so overflow is refused
+// however the values got there.
+TEST(ChunkStoreTest, ABatchThatWouldOverflowIsRefusedWholeWhicheverWayTheValuesCame) {
+  const ModelSpec spec = testing::TestModel(InitKind::kZeros);
+  auto store = std::move(ChunkStore::Create(&spec, 0, 1)).value();
+  const std::vector<int64_t> locals = {store->LocalIndex({0, 0}), store->LocalIndex({0, 1})};
+  const int64_t n0 = store->elements(locals[0]), n1 = store->elements(locals[1]);
+  auto apply = [&](float first, float second) {
+    std::vector<float> deltas(static_cast<size_t>(n0 + n1), first);
+    std::fill(deltas.begin() + n0, deltas.end(), second);
+    ChunkStore::BatchGuard guard(store.get(), locals);
+    if (guard.CheckSum(deltas.data())) return false;
+    guard.Add(deltas.data());
+    return true;
+  };
+  auto value = [&](int64_t local) {
+    std::vector<float> v(static_cast<size_t>(store->elements(local)));
+    store->Read(local, v.data());
+    return v.back();
+  };
+  // 1e38 at a time: 1e38, 2e38 and 3e38 are finite; 4e38 is not.
+  EXPECT_TRUE(apply(0, 1.0e38f));
+  EXPECT_TRUE(apply(0, 1.0e38f));
+  EXPECT_TRUE(apply(1.0f, 1.0e38f));
+  EXPECT_FALSE(apply(1.0f, 1.0e38f)) << "the second chunk would overflow";
+  EXPECT_EQ(value(locals[0]), 1.0f) << "nothing of a refused batch is applied";
+  EXPECT_EQ(value(locals[1]), 3.0e38f);
+  EXPECT_TRUE(apply(0, -1.0e38f));
+
+  // Values loaded from disk, and values a sparse delta raised.
+  std::vector<float> big(static_cast<size_t>(n0), 3.0e38f);
+  store->Overwrite(locals[0], big.data());
+  EXPECT_FALSE(apply(1.0e38f, 0));
+  EXPECT_TRUE(apply(-3.0e38f, -2.0e38f));  // both chunks back to 0
+  {
+    ChunkStore::BatchGuard guard(store.get(), locals);
+    const std::vector<uint32_t> at = {0};
+    const std::vector<float> raise = {3.0e38f};
+    EXPECT_FALSE(guard.CheckSparseSum(1, at, raise));
+    guard.AddSparse(1, at, raise);  // the second chunk: 3e38 at element 0, 0 elsewhere
+  }
+  EXPECT_FALSE(apply(0, 1.0e38f)) << "the value a sparse add raised is bounded too";
+  EXPECT_TRUE(apply(0, -1.0e38f));
+  EXPECT_FALSE(apply(std::numeric_limits<float>::quiet_NaN(), 0)) << "a NaN delta never passes";
+}
+
 }  // namespace
 }  // namespace geops::datacenter
