@@ -76,6 +76,19 @@ uint32_t BoundedBinaryProtocol::readBinary_virt(std::string& str) {
   if (&str != incoming_field_ && !borrow_binaries_) return readString_virt(str);
   int32_t size = 0;
   uint32_t result = readI32(size);
+  if (&str == incoming_field_ && framed_->Landed()) {
+    // The bytes are in the caller's buffer already, if they are this field's.
+    if (framed_->FrameOffset() != framed_->LandedAt() || static_cast<size_t>(size) != incoming_out_.size()) {
+      const std::string why = "a reply from " + framed_->PeerName() + " landed its payload at byte " +
+                              std::to_string(framed_->LandedAt()) + " but carries it at byte " +
+                              std::to_string(framed_->FrameOffset()) + " (" + std::to_string(size) + " bytes)";
+      spdlog::warn("{}; closing the connection", why);
+      throw TProtocolException(TProtocolException::INVALID_DATA, why);
+    }
+    str.clear();
+    incoming_done_ = true;
+    return result + static_cast<uint32_t>(size);
+  }
   CheckFits(size, 1, "a binary");
   if (&str != incoming_field_) {
     if (static_cast<size_t>(size) < kZeroCopyBytes) return result + readStringBody(str, size);
@@ -90,6 +103,9 @@ uint32_t BoundedBinaryProtocol::readBinary_virt(std::string& str) {
     return result + static_cast<uint32_t>(size);
   }
   if (static_cast<size_t>(size) == incoming_out_.size()) {
+    learned_at_ = framed_->FrameOffset();
+    learned_frame_ = learned_at_ + framed_->FrameBytesLeft();
+    learned_size_ = incoming_out_.size();
     str.clear();
     if (size > 0) trans_->readAll(incoming_out_.data(), static_cast<uint32_t>(size));
     incoming_done_ = true;
@@ -136,6 +152,10 @@ void BoundedBinaryProtocol::RedirectIncoming(std::string* field, std::span<uint8
   incoming_field_ = field;
   incoming_out_ = out;
   incoming_done_ = false;
+  // A reply laid out as the last one is read from the socket into `out`.
+  if (out.size() >= kZeroCopyBytes && out.size() == learned_size_) {
+    framed_->LandNextFrame(learned_frame_, learned_at_, out);
+  }
 }
 
 void BoundedBinaryProtocol::ClearHooks() {
@@ -143,6 +163,7 @@ void BoundedBinaryProtocol::ClearHooks() {
   outgoing_bytes_ = {};
   incoming_field_ = nullptr;
   incoming_out_ = {};
+  framed_->CancelLanding();
 }
 
 uint32_t BoundedBinaryProtocol::readListBegin_virt(TType& elem_type, uint32_t& size) {

@@ -19,7 +19,10 @@
 // - outgoing (client push, server read reply): a field's bytes are written
 //   from the caller's memory, straight to the socket at flush
 //   (FramedTransport::WriteExternal);
-// - incoming on a client (pull): a field lands straight in the caller's buffer;
+// - incoming on a client (pull): a field lands straight in the caller's
+//   buffer; once one reply has shown where its payload lies, the next reply
+//   of the same size is read from the socket into the caller's buffer
+//   (FramedTransport::LandNextFrame) and its field checked to be there;
 // - incoming on a server made with borrowing on: a field is left in the
 //   frame it arrived in, 64-byte aligned once a client repeats its layout,
 //   and the handler takes it from Borrowed() (valid until the next request
@@ -88,6 +91,10 @@ class BoundedBinaryProtocol
   // string as usual. REQUIRES: `out` stays valid until then.
   void RedirectIncoming(std::string* field, std::span<uint8_t> out);
   bool incoming_redirected() const { return incoming_done_; }
+  // The reply's run landed in the caller's buffer but no field claimed it:
+  // the reply was not laid out as the last one, and the connection's
+  // reading is out of step. The caller must drop the connection.
+  bool landing_unclaimed() const { return framed_->Landed() && !incoming_done_; }
   void ClearHooks();
 
  private:
@@ -108,6 +115,10 @@ class BoundedBinaryProtocol
   const std::string* incoming_field_ = nullptr;
   std::span<uint8_t> incoming_out_;
   bool incoming_done_ = false;
+  // Where the last redirected field lay: frame size, offset, length.
+  uint32_t learned_frame_ = 0;
+  uint32_t learned_at_ = 0;
+  size_t learned_size_ = 0;
 };
 
 // Makes BoundedBinaryProtocols over FramedTransports (any other transport

@@ -40,6 +40,7 @@ bool FramedTransport::readFrame() {
   // A fresh budget for the message in this frame (THRIFT-5492).
   resetConsumedMessageSize();
   if (socket_ != nullptr) socket_->ResetMessageBudget();
+  landed_ = false;
   if (reclaim_pending_) {  // the last frame's buffer was past buffer_reclaim_bytes
     reclaim_pending_ = false;
     rBuf_.reset();
@@ -69,8 +70,8 @@ bool FramedTransport::readFrame() {
     spdlog::warn("{}; closing the connection", why);
     throw TTransportException(TTransportException::CORRUPTED_DATA, why);
   }
-  ReadBody(static_cast<uint32_t>(size));
-  setReadBuffer(rBuf_.get() + shift_, static_cast<uint32_t>(size));
+  const uint32_t buffered = ReadBody(static_cast<uint32_t>(size));
+  setReadBuffer(rBuf_.get() + shift_, buffered);
   return true;
 }
 
@@ -95,11 +96,25 @@ void FramedTransport::GrowReadBuffer(uint32_t keep, uint32_t size) {
   shift_ = shift;
 }
 
-void FramedTransport::ReadBody(uint32_t frame) {
+void FramedTransport::LandNextFrame(uint32_t frame, uint32_t at, std::span<uint8_t> out) {
+  landing_armed_ = !out.empty() && uint64_t{at} + out.size() <= frame;
+  landing_frame_ = frame;
+  landing_at_ = at;
+  landing_out_ = out;
+}
+
+uint32_t FramedTransport::ReadBody(uint32_t frame) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
   uint32_t have = 0;
   shift_ = rBuf_ ? ShiftFor(rBuf_.get()) : 0;
+  // Frame bytes [gap, gap + run) go to landing_out_, the others to rBuf_.
+  const bool landing = landing_armed_ && frame == landing_frame_;
+  landing_armed_ = false;
+  const auto run = landing ? static_cast<uint32_t>(landing_out_.size()) : 0;
+  const uint32_t gap = landing ? landing_at_ : frame;
+  // The rest of a frame the client sized itself is allocated at once.
+  if (landing && ReadCapacity() < frame - run) GrowReadBuffer(0, frame - run);
   int saved_timeout = -1;  // the socket's own receive timeout, while the frame deadline runs
   bool deadline_running = false;
   auto restore = [&] {
@@ -110,7 +125,7 @@ void FramedTransport::ReadBody(uint32_t frame) {
     while (have < frame) {
       // The buffer follows the bytes that arrived: a header alone reserves
       // at most kFirstBodyBytes, however large the frame it announces.
-      if (have == ReadCapacity() || ReadCapacity() < std::min(frame, kFirstBodyBytes)) {
+      if (!landing && (have == ReadCapacity() || ReadCapacity() < std::min(frame, kFirstBodyBytes))) {
         const uint64_t want = std::max<uint64_t>(uint64_t{ReadCapacity()} * 2, kFirstBodyBytes);
         GrowReadBuffer(have, static_cast<uint32_t>(std::min<uint64_t>(frame, want)));
       }
@@ -128,7 +143,16 @@ void FramedTransport::ReadBody(uint32_t frame) {
           saved_timeout = socket_->ExchangeReceiveTimeout(static_cast<int>(frame_timeout_ms_));
         }
       }
-      const uint32_t got = transport_->read(rBuf_.get() + shift_ + have, std::min(ReadCapacity(), frame) - have);
+      uint8_t* to = rBuf_.get() + shift_ + have;
+      uint32_t len = (landing ? gap : std::min(ReadCapacity(), frame)) - have;
+      if (have >= gap + run) {
+        to = rBuf_.get() + shift_ + (have - run);
+        len = frame - have;
+      } else if (have >= gap) {
+        to = landing_out_.data() + (have - gap);
+        len = gap + run - have;
+      }
+      const uint32_t got = transport_->read(to, len);
       if (got == 0) {
         throw TTransportException(TTransportException::END_OF_FILE,
                                   "connection from " + PeerName() + " closed after " + std::to_string(have) +
@@ -148,6 +172,8 @@ void FramedTransport::ReadBody(uint32_t frame) {
     throw;
   }
   restore();
+  landed_ = landing;
+  return frame - run;
 }
 
 void FramedTransport::WriteExternal(std::span<const uint8_t> bytes) {

@@ -78,6 +78,18 @@ class FramedTransport : public apache::thrift::transport::TFramedTransport {
   // memory by the next flush(). REQUIRES: `bytes` stays valid and unchanged
   // until flush() returns. Throws TTransportException BAD_ARGS past 2 GB.
   void WriteExternal(std::span<const uint8_t> bytes);
+  // Client side, for the reply to the request about to be sent: when the
+  // next frame is exactly `frame` bytes long, its bytes [at, at + out.size())
+  // are read straight into `out`, and the frame buffer holds the others with
+  // that run cut out (the byte after it follows the byte before it).
+  // Landed() says whether the frame read last did so; its reader must then
+  // skip the run at LandedAt(). Nothing happens unless at + out.size() <=
+  // frame. Either way it applies to one frame only.
+  void LandNextFrame(uint32_t frame, uint32_t at, std::span<uint8_t> out);
+  void CancelLanding() { landing_armed_ = false; }
+  bool Landed() const { return landed_; }
+  uint32_t LandedAt() const { return landing_at_; }
+
   // Sends the frame: the buffered bytes with the external ones in their
   // places.
   void flush() override;
@@ -104,13 +116,14 @@ class FramedTransport : public apache::thrift::transport::TFramedTransport {
     std::span<const uint8_t> bytes;
   };
 
-  // Reads the `frame` bytes after a header into rBuf_, growing it with what
-  // arrived, within frame_timeout_ms (checked after each read; one read
+  // Reads the `frame` bytes after a header into rBuf_ (less a landed run,
+  // see LandNextFrame), growing it with what arrived, within frame_timeout_ms (checked after each read; one read
   // that gets nothing waits at most frame_timeout_ms, so a frame is dropped
   // by twice that at the latest).
   // Throws TTransportException: END_OF_FILE when the peer closes inside the
   // frame, TIMED_OUT (logged, naming the peer and what arrived) past the deadline.
-  void ReadBody(uint32_t frame);
+  // Returns the bytes now in rBuf_.
+  uint32_t ReadBody(uint32_t frame);
   // rBuf_ with room for `size` bytes of frame after the shift, keeping the
   // first `keep` bytes of the frame.
   void GrowReadBuffer(uint32_t keep, uint32_t size);
@@ -129,6 +142,11 @@ class FramedTransport : public apache::thrift::transport::TFramedTransport {
   bool reclaim_pending_ = false;  // free rBuf_ before the next frame
   std::vector<External> externals_;
   uint64_t external_bytes_ = 0;
+  bool landing_armed_ = false;  // LandNextFrame, for the next frame
+  bool landed_ = false;         // the frame read last landed its run
+  uint32_t landing_frame_ = 0;
+  uint32_t landing_at_ = 0;
+  std::span<uint8_t> landing_out_;
 };
 
 class FramedTransportFactory : public apache::thrift::transport::TTransportFactory {

@@ -74,7 +74,9 @@ class ThriftShardConnection : public worker::ShardConnection {
   // Besides the shard's errors: InvalidArgument for deadline_ms < 0;
   // ResourceExhausted when the reply would exceed max_frame_bytes (nothing
   // sent); Internal when, with a spec, the reply's length does not match
-  // `keys` (model mismatch; `out` untouched).
+  // `keys` (model mismatch; `out` untouched). A reply of the expected size
+  // is read from the socket straight into `out`: should it then prove
+  // malformed, the call fails with Unavailable and `out` holds its bytes.
   Result<ReadReply> Read(WorkerId worker, Clock clock, int64_t staleness,
                          std::span<const ChunkKey> keys, float* out,
                          int64_t deadline_ms) override;

@@ -175,6 +175,89 @@ TEST_F(BorrowTest, ALengthPastTheFrameIsRefusedBeforeAnythingIsBorrowed) {
   EXPECT_FALSE(server_->Borrowed(&big).has_value());
 }
 
+// A client protocol reading replies that carry a payload for the caller's
+// buffer: the first shows where it lies, the next of the same size lands.
+class LandingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    memory_ = std::make_shared<TMemoryBuffer>(1 << 20);
+    auto writer = std::make_shared<FramedTransport>(memory_, options_, MakeThriftConfiguration(options_));
+    server_ = std::make_unique<BoundedBinaryProtocol>(writer, options_);
+    auto reader = std::make_shared<FramedTransport>(memory_, options_, MakeThriftConfiguration(options_));
+    reader_ = reader.get();
+    client_ = std::make_unique<BoundedBinaryProtocol>(reader, options_);
+  }
+  // A reply: an i64, the payload, then `extra` (an i64, which makes the
+  // payload's length field move by 8 bytes when the payload shrinks by 8).
+  void Reply(const std::string& payload, bool extra) {
+    apache::thrift::protocol::TProtocol& out = *server_;
+    out.writeMessageBegin("read", apache::thrift::protocol::T_REPLY, 1);
+    out.writeI64(42);
+    out.writeBinary(payload);
+    if (extra) out.writeI64(7);
+    out.writeString("end");
+    out.writeMessageEnd();
+    out.getTransport()->flush();
+  }
+  // Reads one reply, the payload redirected to `into`; returns the i64.
+  int64_t Read(std::vector<uint8_t>& into, bool extra) {
+    apache::thrift::protocol::TProtocol& in = *client_;
+    std::string field, end, name;
+    TMessageType type;
+    int32_t seqid = 0;
+    int64_t clock = 0, more = 0;
+    client_->RedirectIncoming(&field, into);
+    in.readMessageBegin(name, type, seqid);
+    in.readI64(clock);
+    in.readBinary(field);
+    if (extra) in.readI64(more);
+    in.readString(end);
+    in.readMessageEnd();
+    in.getTransport()->readEnd();
+    EXPECT_EQ(end, "end");
+    return clock;
+  }
+
+  TransportOptions options_;
+  std::shared_ptr<TMemoryBuffer> memory_;
+  std::unique_ptr<BoundedBinaryProtocol> server_;
+  std::unique_ptr<BoundedBinaryProtocol> client_;
+  FramedTransport* reader_ = nullptr;
+};
+
+TEST_F(LandingTest, AReplyLaidOutAsTheLastLandsInTheCallersBuffer) {
+  const std::vector<uint8_t> first = Pattern(200 << 10, 1), second = Pattern(200 << 10, 2);
+  std::vector<uint8_t> into(first.size());
+  Reply(AsString(first), false);
+  Reply(AsString(second), false);
+
+  EXPECT_EQ(Read(into, false), 42);
+  EXPECT_FALSE(reader_->Landed()) << "the first reply shows where the payload lies";
+  EXPECT_TRUE(client_->incoming_redirected());
+  EXPECT_EQ(into, first);
+  client_->ClearHooks();
+
+  EXPECT_EQ(Read(into, false), 42);
+  EXPECT_TRUE(reader_->Landed()) << "the second, of the same size, is read from the transport into the buffer";
+  EXPECT_TRUE(client_->incoming_redirected());
+  EXPECT_FALSE(client_->landing_unclaimed());
+  EXPECT_EQ(into, second);
+  client_->ClearHooks();
+}
+
+TEST_F(LandingTest, AReplyOfTheSameSizeLaidOutOtherwiseIsRefused) {
+  const std::vector<uint8_t> first = Pattern(200 << 10, 1);
+  std::vector<uint8_t> into(first.size());
+  Reply(AsString(first), false);
+  // 8 bytes less payload and 8 bytes more after it: the same frame size.
+  Reply(AsString(std::vector<uint8_t>(first.begin(), first.end() - 8)), true);
+  Read(into, false);
+  client_->ClearHooks();
+  EXPECT_THROW(Read(into, true), apache::thrift::protocol::TProtocolException);
+  EXPECT_TRUE(reader_->Landed());
+  EXPECT_TRUE(client_->landing_unclaimed()) << "the caller must drop such a connection";
+}
+
 // Through a real server: payloads past the zero-copy size, every element
 // distinct, pushed and pulled several times on one connection.
 TEST(ZeroCopyTest, AShardAppliesAndServesLargePayloadsExactly) {
@@ -204,6 +287,12 @@ TEST(ZeroCopyTest, AShardAppliesAndServesLargePayloadsExactly) {
     ASSERT_TRUE(rd.ok()) << rd.status().ToString();
     ASSERT_EQ(got, expect) << "after push " << p;
   }
+  // A refusal (a small reply, not landed) between reads of the same keys.
+  std::vector<float> got(expect.size(), -1.0f);
+  EXPECT_EQ(conn->Read(0, 100, 0, all, got.data(), 0).status().code(), StatusCode::kDeadlineExceeded);
+  Result<ReadReply> rd = conn->Read(0, 3, 0, all, got.data(), 5000);
+  ASSERT_TRUE(rd.ok()) << rd.status().ToString();
+  EXPECT_EQ(got, expect);
   EXPECT_EQ(conn->stats().retries, 0);
 }
 
