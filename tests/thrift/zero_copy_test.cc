@@ -93,23 +93,38 @@ TEST(ZeroCopyTest, AFrameWithExternalBytesArrivesWholeOverAnyOtherTransport) {
   EXPECT_EQ(got, want);
 }
 
-// Client-side protocol writes two messages with a large and a small binary;
-// a server-side protocol with borrowing reads them.
-class BorrowTest : public ::testing::Test {
+// Two protocols over one memory buffer: `writing_` frames messages,
+// `reading_` (over `reader_`) reads them.
+class ProtocolPipe : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void Open(bool reader_borrows) {
     memory_ = std::make_shared<TMemoryBuffer>(1 << 20);
-    options_.buffer_reclaim_bytes = 256 << 10;  // below the frame: the buffer is given back at readEnd
     auto writer = std::make_shared<FramedTransport>(memory_, options_, MakeThriftConfiguration(options_));
-    client_ = std::make_unique<BoundedBinaryProtocol>(writer, options_);
+    writing_ = std::make_unique<BoundedBinaryProtocol>(writer, options_);
     auto reader = std::make_shared<FramedTransport>(memory_, options_, MakeThriftConfiguration(options_));
     reader_ = reader.get();
-    server_ = std::make_unique<BoundedBinaryProtocol>(reader, options_, /*borrow_binaries=*/true);
+    reading_ = std::make_unique<BoundedBinaryProtocol>(reader, options_, reader_borrows);
+  }
+
+  TransportOptions options_;
+  std::shared_ptr<TMemoryBuffer> memory_;
+  std::unique_ptr<BoundedBinaryProtocol> writing_;
+  std::unique_ptr<BoundedBinaryProtocol> reading_;
+  FramedTransport* reader_ = nullptr;
+};
+
+// Client-side protocol writes two messages with a large and a small binary;
+// a server-side protocol with borrowing reads them.
+class BorrowTest : public ProtocolPipe {
+ protected:
+  void SetUp() override {
+    options_.buffer_reclaim_bytes = 256 << 10;  // below the frame: the buffer is given back at readEnd
+    Open(/*reader_borrows=*/true);
   }
 
   // Through TProtocol, as the generated code calls (the overrides are the _virt ones).
-  apache::thrift::protocol::TProtocol& client() { return *client_; }
-  apache::thrift::protocol::TProtocol& server() { return *server_; }
+  apache::thrift::protocol::TProtocol& client() { return *writing_; }
+  apache::thrift::protocol::TProtocol& server() { return *reading_; }
 
   void Send(const std::string& big, const std::string& small, int32_t seqid) {
     client().writeMessageBegin("push", T_CALL, seqid);
@@ -120,11 +135,6 @@ class BorrowTest : public ::testing::Test {
     client().getTransport()->flush();
   }
 
-  TransportOptions options_;
-  std::shared_ptr<TMemoryBuffer> memory_;
-  std::unique_ptr<BoundedBinaryProtocol> client_;
-  std::unique_ptr<BoundedBinaryProtocol> server_;
-  FramedTransport* reader_ = nullptr;
 };
 
 TEST_F(BorrowTest, ALargeBinaryStaysInItsFrameAndTheNextLandsAligned) {
@@ -147,9 +157,9 @@ TEST_F(BorrowTest, ALargeBinaryStaysInItsFrameAndTheNextLandsAligned) {
     server().getTransport()->readEnd();  // past buffer_reclaim_bytes: must not free the frame yet
 
     EXPECT_EQ(small_in, small);
-    EXPECT_FALSE(server_->Borrowed(&small_in).has_value());
+    EXPECT_FALSE(reading_->Borrowed(&small_in).has_value());
     EXPECT_TRUE(big_in.empty()) << "a borrowed binary leaves its string empty";
-    std::optional<std::span<const uint8_t>> view = server_->Borrowed(&big_in);
+    std::optional<std::span<const uint8_t>> view = reading_->Borrowed(&big_in);
     ASSERT_TRUE(view.has_value());
     EXPECT_EQ(std::string(reinterpret_cast<const char*>(view->data()), view->size()), *want);
     if (want == &big2) {
@@ -172,25 +182,18 @@ TEST_F(BorrowTest, ALengthPastTheFrameIsRefusedBeforeAnythingIsBorrowed) {
   server().readMessageBegin(name, type, seqid);
   server().readI32(i);
   EXPECT_THROW(server().readBinary(big), apache::thrift::protocol::TProtocolException);
-  EXPECT_FALSE(server_->Borrowed(&big).has_value());
+  EXPECT_FALSE(reading_->Borrowed(&big).has_value());
 }
 
 // A client protocol reading replies that carry a payload for the caller's
 // buffer: the first shows where it lies, the next of the same size lands.
-class LandingTest : public ::testing::Test {
+class LandingTest : public ProtocolPipe {
  protected:
-  void SetUp() override {
-    memory_ = std::make_shared<TMemoryBuffer>(1 << 20);
-    auto writer = std::make_shared<FramedTransport>(memory_, options_, MakeThriftConfiguration(options_));
-    server_ = std::make_unique<BoundedBinaryProtocol>(writer, options_);
-    auto reader = std::make_shared<FramedTransport>(memory_, options_, MakeThriftConfiguration(options_));
-    reader_ = reader.get();
-    client_ = std::make_unique<BoundedBinaryProtocol>(reader, options_);
-  }
+  void SetUp() override { Open(/*reader_borrows=*/false); }
   // A reply: an i64, the payload, then `extra` (an i64, which makes the
   // payload's length field move by 8 bytes when the payload shrinks by 8).
   void Reply(const std::string& payload, bool extra) {
-    apache::thrift::protocol::TProtocol& out = *server_;
+    apache::thrift::protocol::TProtocol& out = *writing_;
     out.writeMessageBegin("read", apache::thrift::protocol::T_REPLY, 1);
     out.writeI64(42);
     out.writeBinary(payload);
@@ -201,12 +204,12 @@ class LandingTest : public ::testing::Test {
   }
   // Reads one reply, the payload redirected to `into`; returns the i64.
   int64_t Read(std::vector<uint8_t>& into, bool extra) {
-    apache::thrift::protocol::TProtocol& in = *client_;
+    apache::thrift::protocol::TProtocol& in = *reading_;
     std::string field, end, name;
     TMessageType type;
     int32_t seqid = 0;
     int64_t clock = 0, more = 0;
-    client_->RedirectIncoming(&field, into);
+    reading_->RedirectIncoming(&field, into);
     in.readMessageBegin(name, type, seqid);
     in.readI64(clock);
     in.readBinary(field);
@@ -217,12 +220,6 @@ class LandingTest : public ::testing::Test {
     EXPECT_EQ(end, "end");
     return clock;
   }
-
-  TransportOptions options_;
-  std::shared_ptr<TMemoryBuffer> memory_;
-  std::unique_ptr<BoundedBinaryProtocol> server_;
-  std::unique_ptr<BoundedBinaryProtocol> client_;
-  FramedTransport* reader_ = nullptr;
 };
 
 TEST_F(LandingTest, AReplyLaidOutAsTheLastLandsInTheCallersBuffer) {
@@ -233,16 +230,16 @@ TEST_F(LandingTest, AReplyLaidOutAsTheLastLandsInTheCallersBuffer) {
 
   EXPECT_EQ(Read(into, false), 42);
   EXPECT_FALSE(reader_->Landed()) << "the first reply shows where the payload lies";
-  EXPECT_TRUE(client_->incoming_redirected());
+  EXPECT_TRUE(reading_->incoming_redirected());
   EXPECT_EQ(into, first);
-  client_->ClearHooks();
+  reading_->ClearHooks();
 
   EXPECT_EQ(Read(into, false), 42);
   EXPECT_TRUE(reader_->Landed()) << "the second, of the same size, is read from the transport into the buffer";
-  EXPECT_TRUE(client_->incoming_redirected());
-  EXPECT_FALSE(client_->landing_unclaimed());
+  EXPECT_TRUE(reading_->incoming_redirected());
+  EXPECT_FALSE(reading_->landing_unclaimed());
   EXPECT_EQ(into, second);
-  client_->ClearHooks();
+  reading_->ClearHooks();
 }
 
 TEST_F(LandingTest, AReplyOfTheSameSizeLaidOutOtherwiseIsRefused) {
@@ -252,10 +249,10 @@ TEST_F(LandingTest, AReplyOfTheSameSizeLaidOutOtherwiseIsRefused) {
   // 8 bytes less payload and 8 bytes more after it: the same frame size.
   Reply(AsString(std::vector<uint8_t>(first.begin(), first.end() - 8)), true);
   Read(into, false);
-  client_->ClearHooks();
+  reading_->ClearHooks();
   EXPECT_THROW(Read(into, true), apache::thrift::protocol::TProtocolException);
   EXPECT_TRUE(reader_->Landed());
-  EXPECT_TRUE(client_->landing_unclaimed()) << "the caller must drop such a connection";
+  EXPECT_TRUE(reading_->landing_unclaimed()) << "the caller must drop such a connection";
 }
 
 // Through a real server: payloads past the zero-copy size, every element
