@@ -49,7 +49,7 @@ for round in $(seq 1 "$rounds"); do
 done
 # The logs name where this checkout and the temporary certificates were:
 # the record keeps them relative.
-sed -i -e "s|$(pwd)/||g" -e "s|$certs|<certs>|g" "$results"/*.log
+find "$results" -name '*.log' -exec sed -i -e "s|$(pwd)/||g" -e "s|$certs|<certs>|g" {} +
 # The certificate folder is temporary: the committed topology names it only
 # as a placeholder.
 sed -i "s|^certs = .*|certs = \"certs\"  # bash experiments/run_tls.sh makes them|" "$topos/tls.toml"
