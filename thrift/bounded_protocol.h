@@ -81,6 +81,9 @@ class BoundedBinaryProtocol
   // writes `bytes` instead of the string's contents. REQUIRES: `bytes` stays
   // valid and unchanged until the transport's flush() returns.
   void SubstituteOutgoing(const std::string* field, std::span<const uint8_t> bytes);
+  // A buffer for the bytes of the next SubstituteOutgoing, kept by the
+  // transport across messages (FramedTransport::ExternalScratch).
+  std::span<uint8_t> OutgoingScratch(size_t bytes) { return framed_->ExternalScratch(bytes); }
   // The bytes of binary field `*field` of the request read last, when
   // borrowing left them in the frame; nullopt when the field was read into
   // its string. Valid until the next request is read.

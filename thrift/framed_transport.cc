@@ -185,6 +185,16 @@ void FramedTransport::WriteExternal(std::span<const uint8_t> bytes) {
   external_bytes_ += bytes.size();
 }
 
+std::span<uint8_t> FramedTransport::ExternalScratch(size_t bytes) {
+  if (scratch_bytes_ < bytes) {
+    scratch_.reset();  // the old one first: at most one is held
+    scratch_bytes_ = 0;
+    scratch_.reset(new uint8_t[bytes]);
+    scratch_bytes_ = bytes;
+  }
+  return std::span<uint8_t>(scratch_.get(), bytes);
+}
+
 void FramedTransport::flush() {
   if (externals_.empty()) {
     TFramedTransport::flush();
@@ -219,6 +229,10 @@ void FramedTransport::FlushGathered() {
   }
   transport_->flush();
 
+  if (scratch_bytes_ > bufReclaimThresh_) {
+    scratch_.reset();
+    scratch_bytes_ = 0;
+  }
   if (wBufSize_ > bufReclaimThresh_) {  // as TFramedTransport::flush
     wBufSize_ = DEFAULT_BUFFER_SIZE;
     wBuf_.reset(new uint8_t[wBufSize_]);

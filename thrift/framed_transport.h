@@ -78,6 +78,12 @@ class FramedTransport : public apache::thrift::transport::TFramedTransport {
   // memory by the next flush(). REQUIRES: `bytes` stays valid and unchanged
   // until flush() returns. Throws TTransportException BAD_ARGS past 2 GB.
   void WriteExternal(std::span<const uint8_t> bytes);
+  // A buffer of at least `bytes` for a payload about to be written with
+  // WriteExternal: kept across frames like the write buffer (given back
+  // after a flush once past buffer_reclaim_bytes). Its contents are the
+  // caller's until the next call. Throws std::bad_alloc.
+  std::span<uint8_t> ExternalScratch(size_t bytes);
+
   // Client side, for the reply to the request about to be sent: when the
   // next frame is exactly `frame` bytes long, its bytes [at, at + out.size())
   // are read straight into `out`, and the frame buffer holds the others with
@@ -142,6 +148,8 @@ class FramedTransport : public apache::thrift::transport::TFramedTransport {
   bool reclaim_pending_ = false;  // free rBuf_ before the next frame
   std::vector<External> externals_;
   uint64_t external_bytes_ = 0;
+  std::unique_ptr<uint8_t[]> scratch_;  // see ExternalScratch
+  size_t scratch_bytes_ = 0;
   bool landing_armed_ = false;  // LandNextFrame, for the next frame
   bool landed_ = false;         // the frame read last landed its run
   uint32_t landing_frame_ = 0;

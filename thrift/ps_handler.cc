@@ -42,10 +42,6 @@ Result<std::span<const float>> FloatsOfBytes(std::span<const uint8_t> raw, std::
   return std::span<const float>(*copy);
 }
 
-// A read reply buffer past this many floats (256 MiB) is given back when a
-// much smaller read comes.
-constexpr size_t kKeepReadBufferFloats = size_t{64} << 20;
-
 // How loudly a refusal is logged: bad input and bugs are warnings/errors;
 // waits that ran out and retries are routine.
 spdlog::level::level_enum LogLevel(StatusCode code) {
@@ -161,19 +157,14 @@ Status PsHandler::DoRead(datacenter::Shard* shard, gen::ReadReply& reply, const 
     reply.shard_clock = r.shard_clock;
     return Status::Ok();
   }
-  // The shard writes into read_values_, which the protocol then sends as the
-  // reply's values without another copy (it must stay untouched until the
-  // reply is flushed: the next call on this connection comes after that).
-  if (read_values_.capacity() > kKeepReadBufferFloats && n < read_values_.capacity() / 4) {
-    std::vector<float>().swap(read_values_);
-  }
-  if (read_values_.size() < n) read_values_.resize(n);
-  GEOPS_ASSIGN_OR_RETURN(ReadReply r, shard->Read(req.worker_id, req.clock, req.staleness, keys,
-                                                   read_values_.data(), deadline));
+  // The shard writes into a buffer the connection's transport keeps, which
+  // the protocol then sends as the reply's values without another copy.
+  std::span<uint8_t> scratch = out_->OutgoingScratch(n * sizeof(float));
+  float* values = reinterpret_cast<float*>(scratch.data());  // new[]: aligned for any scalar
+  GEOPS_ASSIGN_OR_RETURN(ReadReply r,
+                         shard->Read(req.worker_id, req.clock, req.staleness, keys, values, deadline));
   reply.values.clear();
-  out_->SubstituteOutgoing(&reply.values, std::span<const uint8_t>(
-                                              reinterpret_cast<const uint8_t*>(read_values_.data()),
-                                              n * sizeof(float)));
+  out_->SubstituteOutgoing(&reply.values, scratch);
   reply.shard_clock = r.shard_clock;
   return Status::Ok();
 }

@@ -47,7 +47,7 @@ class PsHandler : public gen::ParameterServerIf {
   // Payloads by the zero-copy paths of the connection's protocols
   // (bounded_protocol.h): an update or initial values applied from the
   // frame they arrived in (`in` made with borrowing on), a read reply sent
-  // from a buffer this handler keeps. Null: through the strings. REQUIRES:
+  // from a buffer the connection keeps (FramedTransport::ExternalScratch). Null: through the strings. REQUIRES:
   // both outlive the handler.
   void ZeroCopyThrough(BoundedBinaryProtocol* in, BoundedBinaryProtocol* out) {
     in_ = in;
@@ -92,9 +92,6 @@ class PsHandler : public gen::ParameterServerIf {
   datacenter::Shard* handed_to_ = nullptr;
   BoundedBinaryProtocol* in_ = nullptr;
   BoundedBinaryProtocol* out_ = nullptr;
-  // A read reply's values, sent from here (with out_): kept across calls so
-  // that a large read neither allocates nor faults in a new buffer.
-  std::vector<float> read_values_;
 };
 
 class PsHandlerFactory : public gen::ParameterServerIfFactory {
