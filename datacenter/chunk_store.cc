@@ -54,7 +54,7 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::Create(const ModelSpec* spec, Sh
   }
   store->locks_.reset(new (std::nothrow) std::shared_mutex[std::max<int64_t>(n, 1)]);
   store->bound_.reset(new (std::nothrow) float[std::max<int64_t>(n, 1)]);
-  if (!store->locks_ || !store->bound_) return ResourceExhaustedError("cannot allocate chunk locks");
+  if (!store->locks_ || !store->bound_) return ResourceExhaustedError("cannot allocate chunk locks and bounds");
   for (int64_t i = 0; i < n; ++i) {
     float* dst = store->data_ + store->offsets_[i];
     spec->InitChunk(store->keys_[i], dst);
