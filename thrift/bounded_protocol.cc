@@ -129,6 +129,16 @@ uint32_t BoundedBinaryProtocol::writeBinary_virt(const std::string& str) {
   return result + size;
 }
 
+uint32_t BoundedBinaryProtocol::readMessageEnd_virt() {
+  if (landing_unclaimed()) {
+    const std::string why = "a reply from " + framed_->PeerName() + " landed its payload at byte " +
+                            std::to_string(framed_->LandedAt()) + " but no field of it is there";
+    spdlog::warn("{}; closing the connection", why);
+    throw TProtocolException(TProtocolException::INVALID_DATA, why);
+  }
+  return Base::readMessageEnd();
+}
+
 uint32_t BoundedBinaryProtocol::writeMessageEnd_virt() {
   outgoing_field_ = nullptr;
   outgoing_bytes_ = {};

@@ -73,6 +73,9 @@ class BoundedBinaryProtocol
   uint32_t readMapBegin_virt(apache::thrift::protocol::TType& key_type,
                              apache::thrift::protocol::TType& value_type, uint32_t& size) override;
   uint32_t writeBinary_virt(const std::string& str) override;
+  // Throws TProtocolException INVALID_DATA when the message's run landed in
+  // the caller's buffer but no field claimed it (see landing_unclaimed).
+  uint32_t readMessageEnd_virt() override;
   // Ends the outgoing substitution (see SubstituteOutgoing).
   uint32_t writeMessageEnd_virt() override;
 
@@ -96,7 +99,9 @@ class BoundedBinaryProtocol
   bool incoming_redirected() const { return incoming_done_; }
   // The reply's run landed in the caller's buffer but no field claimed it:
   // the reply was not laid out as the last one, and the connection's
-  // reading is out of step. The caller must drop the connection.
+  // reading is out of step. readMessageEnd refuses such a message, and a
+  // field read at another place throws before that; either way the
+  // caller drops the connection (a TProtocolException).
   bool landing_unclaimed() const { return framed_->Landed() && !incoming_done_; }
   void ClearHooks();
 

@@ -45,14 +45,6 @@ class HookGuard {
   BoundedBinaryProtocol* protocol_;
 };
 
-// Thrown inside a call to make Invoke drop the connection (as for any
-// malformed reply).
-apache::thrift::protocol::TProtocolException ReplyOutOfStep() {
-  return apache::thrift::protocol::TProtocolException(
-      apache::thrift::protocol::TProtocolException::INVALID_DATA,
-      "a read reply landed in the caller's buffer was not laid out as the one before");
-}
-
 struct ReusedMessages {
   gen::ReadRequest read_request;
   gen::ReadReply read_reply;
@@ -223,15 +215,7 @@ Result<ReadReply> ThriftShardConnection::Read(WorkerId worker, Clock clock, int6
       socket_.protocol()->RedirectIncoming(
           &reply.values, std::span<uint8_t>(reinterpret_cast<uint8_t*>(out), static_cast<size_t>(*expected)));
     }
-    try {
-      c.read(reply, req);
-    } catch (...) {
-      // A reply that landed in `out` but was not the reply it resembled
-      // leaves this connection's reading out of step.
-      if (socket_.protocol()->landing_unclaimed()) throw ReplyOutOfStep();
-      throw;
-    }
-    if (socket_.protocol()->landing_unclaimed()) throw ReplyOutOfStep();
+    c.read(reply, req);  // a landed reply laid out otherwise throws (bounded_protocol.h)
     landed_in_out = socket_.protocol()->incoming_redirected();
   }));
   ReadReply r;

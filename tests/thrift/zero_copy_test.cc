@@ -255,6 +255,26 @@ TEST_F(LandingTest, AReplyOfTheSameSizeLaidOutOtherwiseIsRefused) {
   EXPECT_TRUE(reading_->landing_unclaimed()) << "the caller must drop such a connection";
 }
 
+TEST_F(LandingTest, AReplyWhoseLandedRunNoFieldClaimsIsRefusedAtItsEnd) {
+  const std::vector<uint8_t> first = Pattern(200 << 10, 1);
+  std::vector<uint8_t> into(first.size());
+  Reply(AsString(first), false);
+  Reply(AsString(first), false);
+  Read(into, false);
+  reading_->ClearHooks();
+  // The second lands, but this reader never reads the payload's field.
+  std::string field, name;
+  TMessageType type;
+  int32_t seqid = 0;
+  int64_t clock = 0;
+  reading_->RedirectIncoming(&field, into);
+  apache::thrift::protocol::TProtocol& in = *reading_;
+  in.readMessageBegin(name, type, seqid);
+  in.readI64(clock);
+  EXPECT_TRUE(reader_->Landed());
+  EXPECT_THROW(in.readMessageEnd(), apache::thrift::protocol::TProtocolException);
+}
+
 // Through a real server: payloads past the zero-copy size, every element
 // distinct, pushed and pulled several times on one connection.
 TEST(ZeroCopyTest, AShardAppliesAndServesLargePayloadsExactly) {
