@@ -123,9 +123,10 @@ class FramedTransport : public apache::thrift::transport::TFramedTransport {
   };
 
   // Reads the `frame` bytes after a header into rBuf_ (less a landed run,
-  // see LandNextFrame), growing it with what arrived, within frame_timeout_ms (checked after each read; one read
-  // that gets nothing waits at most frame_timeout_ms, so a frame is dropped
-  // by twice that at the latest).
+  // see LandNextFrame), growing it with what arrived, within
+  // frame_timeout_ms (checked after each read; one read that gets nothing
+  // waits at most frame_timeout_ms, so a frame is dropped by twice that at
+  // the latest).
   // Throws TTransportException: END_OF_FILE when the peer closes inside the
   // frame, TIMED_OUT (logged, naming the peer and what arrived) past the deadline.
   // Returns the bytes now in rBuf_.
@@ -137,7 +138,7 @@ class FramedTransport : public apache::thrift::transport::TFramedTransport {
   uint32_t ShiftFor(const uint8_t* base) const;
   uint32_t ReadCapacity() const { return rBufSize_ > shift_ ? rBufSize_ - shift_ : 0; }
   const uint8_t* FrameStart() const { return rBuf_.get() + shift_; }
-  // Sends `header` + the buffered bytes with externals_ in place.
+  // Sends the frame header and the buffered bytes with externals_ in place.
   void FlushGathered();
 
   WireSocket* socket_;  // `inner` when it is a CountingSocket or TlsSocket, else null; owned by the base

@@ -47,8 +47,8 @@ class PsHandler : public gen::ParameterServerIf {
   // Payloads by the zero-copy paths of the connection's protocols
   // (bounded_protocol.h): an update or initial values applied from the
   // frame they arrived in (`in` made with borrowing on), a read reply sent
-  // from a buffer the connection keeps (FramedTransport::ExternalScratch). Null: through the strings. REQUIRES:
-  // both outlive the handler.
+  // from a buffer the connection keeps (FramedTransport::ExternalScratch).
+  // Null: through the strings. REQUIRES: both outlive the handler.
   void ZeroCopyThrough(BoundedBinaryProtocol* in, BoundedBinaryProtocol* out) {
     in_ = in;
     out_ = out;
