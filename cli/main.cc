@@ -19,8 +19,11 @@
 
 #include "cli/commands.h"
 #include "cli/launch_command.h"
+#include "worker/blas_core.h"
 
 int main(int argc, char** argv) {
+  // Before anything else: a CPU newer than the BLAS gets its vector kernels.
+  geops::worker::ReexecForBlasCore(argv);
   CLI::App app{"geops: a geo-distributed, hierarchical parameter server"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");

@@ -15,6 +15,7 @@
 #include "cli/shard_metrics.h"
 #include "cli/tls_options.h"
 #include "thrift/shard_connection_factory.h"
+#include "worker/blas_core.h"
 #include "worker/ps_client.h"
 #include "worker/trainer.h"
 
@@ -185,7 +186,7 @@ int RunWorker(const WorkerArgs& args) {
   // The clock the shards hold for this worker: 0, or where a restarted worker resumes.
   observer.set_clock((*client)->clock());
   observer.Emit({{"event", "worker_started"}, {"site", s.name}, {"worker", args.worker},
-                 {"clock", (*client)->clock()}});
+                 {"clock", (*client)->clock()}, {"blas", worker::LoadedBlasCore()}});
   std::unique_ptr<MetricsEndpoint> metrics;
   const int metrics_port = args.metrics_port >= 0 ? args.metrics_port : s.MetricsPort(false, args.worker);
   if (metrics_port >= 0) {

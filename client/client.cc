@@ -16,7 +16,7 @@
 #include "client/throw_status.h"
 #include "common/model_spec.h"
 #include "common/options.h"
-#include "datacenter/float_kernels.h"
+#include "common/float_kernels.h"
 #include "thrift/shard_connection_factory.h"
 #include "worker/ps_client.h"
 
@@ -158,7 +158,7 @@ void Client::Push(int table, int64_t offset, std::span<const float> delta) {
   impl_->CheckNotFinished("Push()");
   const TableId t = impl_->Checked(table);
   // A NaN would spread to every replica of the model: refuse it here.
-  const int64_t bad = datacenter::FirstNonFinite(delta.data(), static_cast<int64_t>(delta.size()));
+  const int64_t bad = FirstNonFinite(delta.data(), static_cast<int64_t>(delta.size()));
   if (bad >= 0) {
     ThrowIfError(InvalidArgumentError("push to table '" + impl_->spec.table(t).name + "' refused, nothing added: " +
                                       "element " + std::to_string(bad) + " of the delta is not finite"));

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "datacenter/float_kernels.h"
+#include "common/float_kernels.h"
 
 namespace geops::datacenter {
 namespace {

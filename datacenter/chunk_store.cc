@@ -6,7 +6,7 @@
 #include <mutex>
 #include <new>
 
-#include "datacenter/float_kernels.h"
+#include "common/float_kernels.h"
 
 namespace geops::datacenter {
 namespace {

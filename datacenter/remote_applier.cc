@@ -4,7 +4,7 @@
 #include <optional>
 #include <string>
 
-#include "datacenter/float_kernels.h"
+#include "common/float_kernels.h"
 
 namespace geops::datacenter {
 namespace {

@@ -45,7 +45,7 @@
 #include "datacenter/batch_validator.h"
 #include "datacenter/chunk_store.h"
 #include "datacenter/clock_tracker.h"
-#include "datacenter/float_kernels.h"
+#include "common/float_kernels.h"
 #include "datacenter/remote_applier.h"
 #include "datacenter/shard_persister.h"
 

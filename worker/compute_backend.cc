@@ -5,34 +5,14 @@
 #include <cstring>
 #include <string>
 
+#include "common/float_kernels.h"
+
 namespace geops::worker {
 namespace {
 
 const char* KindOfNonFinite(float v) { return std::isnan(v) ? "NaN" : "infinite"; }
 
 }  // namespace
-
-// Tests the exponent bits as integers: a branch-free pass that vectorises,
-// with the element-wise search only on failure.
-int64_t FirstNonFinite(const float* p, int64_t n) {
-  constexpr uint32_t kExponent = 0x7f800000u;
-  constexpr int64_t kBlock = 4096;
-  for (int64_t start = 0; start < n; start += kBlock) {
-    const int64_t end = std::min(n, start + kBlock);
-    uint32_t any = 0;
-    for (int64_t i = start; i < end; ++i) {
-      uint32_t bits;
-      std::memcpy(&bits, p + i, sizeof(bits));
-      any |= static_cast<uint32_t>((bits & kExponent) == kExponent);
-    }
-    if (any != 0) {
-      for (int64_t i = start; i < end; ++i) {
-        if (!std::isfinite(p[i])) return i;
-      }
-    }
-  }
-  return -1;
-}
 
 bool CudaBackendBuilt() {
 #if defined(GEOPS_HAVE_CUDA) && GEOPS_HAVE_CUDA

@@ -98,9 +98,6 @@ Status ValidateParams(const MlpShape& shape, std::span<const float* const> param
 // `batch` must have n in [1, max_n], non-null x and y, finite inputs and
 // labels in [0, shape.classes()).
 Status ValidateBatch(const MlpShape& shape, const Batch& batch, int64_t max_n);
-// Index of the first NaN or infinite value among p[0..n), or -1 when all are
-// finite.
-int64_t FirstNonFinite(const float* p, int64_t n);
 
 }  // namespace geops::worker
 

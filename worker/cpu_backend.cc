@@ -7,6 +7,9 @@
 #include <cstring>
 #include <utility>
 
+#include "common/float_kernels.h"
+#include "worker/blas_core.h"
+
 namespace geops::worker {
 
 Result<std::unique_ptr<CpuBackend>> CpuBackend::Create(const MlpShape& shape, int threads) {
@@ -32,7 +35,7 @@ CpuBackend::CpuBackend(MlpShape shape, int threads)
 }
 
 std::string CpuBackend::name() const {
-  return "cpu(openblas, " + std::to_string(threads_) + (threads_ == 1 ? " thread)" : " threads)");
+  return "cpu(openblas " + LoadedBlasCore() + ", " + std::to_string(threads_) + (threads_ == 1 ? " thread)" : " threads)");
 }
 
 int64_t CpuBackend::scratch_floats() const {

@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/deadline.h"
+#include "common/float_kernels.h"
 #include "common/time_source.h"
 #include "worker/stream_copy.h"
 
@@ -464,7 +465,7 @@ Status PsClient::Clock(bool finished) {
       const int64_t off = spec_.ChunkOffset(k), n = spec_.ChunkElements(k);
       float* dst = cache_[t].data() + off;
       float* delta = oplog_[t].data() + off;
-      for (int64_t i = 0; i < n; ++i) dst[i] += delta[i];
+      AddInto(dst, delta, n);
       std::fill(delta, delta + n, 0.0f);
     }
   }

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "datacenter/float_kernels.h"
+#include "common/float_kernels.h"
 #include "thrift/shard_connection_factory.h"
 #include "worker/stream_copy.h"
 
@@ -189,7 +189,7 @@ Status Client::StagePush(std::span<const TableView> views) {
   const ModelSpec& s = spec();
   const TableId num_tables = static_cast<TableId>(views.size());
   auto refuse = [&](TableId t) {
-    const int64_t bad = datacenter::FirstNonFinite(views[t].data, views[t].size);
+    const int64_t bad = FirstNonFinite(views[t].data, views[t].size);
     const int64_t cols = s.table(t).cols;
     return InvalidArgumentError("push refused, nothing sent: parameter '" + s.table(t).name + "' holds " +
                                 Describe(views[t].data[bad]) + " at element " + std::to_string(bad) + " (row " +
@@ -203,7 +203,7 @@ Status Client::StagePush(std::span<const TableView> views) {
   // subtraction and a refusal puts the zeros back.
   if (staged_) {
     for (TableId t = 0; t < num_tables; ++t) {
-      if (!datacenter::AllFinite(views[t].data, views[t].size)) return refuse(t);
+      if (!AllFinite(views[t].data, views[t].size)) return refuse(t);
     }
   }
   std::vector<uint8_t> changed(num_tables, 0);

@@ -3,11 +3,9 @@
 
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <limits>
 #include <vector>
 
-#include "datacenter/float_kernels.h"
 #include "tests/datacenter/shard_test_util.h"
 
 namespace geops::datacenter {
@@ -45,70 +43,6 @@ TEST(ChunkStoreTest, AddTouchesOnlyItsChunk) {
     const float want = key == ChunkKey{0, 2} ? 2.0f : 0.0f;
     for (float v : values) ASSERT_EQ(v, want);
   }
-}
-
-TEST(FloatKernelsTest, AddIntoAddsEveryElementIncludingTail) {
-  for (int64_t n = 0; n <= 70; ++n) {
-    std::vector<float> dst(n + 1, 1.0f), src(n);
-    for (int64_t i = 0; i < n; ++i) src[i] = static_cast<float>(i);
-    AddInto(dst.data(), src.data(), n);
-    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(dst[i], 1.0f + static_cast<float>(i)) << n << " " << i;
-    ASSERT_EQ(dst[n], 1.0f) << "wrote past the end, n=" << n;
-  }
-}
-
-TEST(FloatKernelsTest, FindsNonFiniteAtAnyPosition) {
-  const float bad[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
-                       -std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::signaling_NaN()};
-  for (int64_t n : {1, 15, 16, 17, 33, 100}) {
-    std::vector<float> v(n, 0.5f);
-    v[0] = std::numeric_limits<float>::max();
-    v[n - 1] = std::numeric_limits<float>::denorm_min();
-    ASSERT_TRUE(AllFinite(v.data(), n));
-    ASSERT_EQ(FirstNonFinite(v.data(), n), -1);
-    for (int64_t pos = 0; pos < n; ++pos) {
-      for (float b : bad) {
-        std::vector<float> w = v;
-        w[pos] = b;
-        ASSERT_FALSE(AllFinite(w.data(), n)) << "n=" << n << " pos=" << pos;
-        ASSERT_EQ(FirstNonFinite(w.data(), n), pos);
-      }
-    }
-  }
-}
-
-TEST(FloatKernelsTest, MaxAbsIsExactAndNonFiniteMakesItInfinite) {
-  const float inf = std::numeric_limits<float>::infinity();
-  const float bad[] = {std::numeric_limits<float>::quiet_NaN(), inf, -inf,
-                       -std::numeric_limits<float>::quiet_NaN()};
-  EXPECT_EQ(MaxAbs(nullptr, 0), 0.0f);
-  for (int64_t n : {1, 15, 16, 17, 33, 100}) {
-    for (int64_t pos = 0; pos < n; ++pos) {
-      std::vector<float> v(n, -0.25f);
-      v[n / 2] = -0.0f;
-      v[pos] = -3.0e38f;  // the largest magnitude, negative, anywhere
-      ASSERT_EQ(MaxAbs(v.data(), n), 3.0e38f) << "n=" << n << " pos=" << pos;
-      v[pos] = std::numeric_limits<float>::denorm_min();
-      ASSERT_EQ(MaxAbs(v.data(), n), n > 1 ? 0.25f : std::numeric_limits<float>::denorm_min());
-      for (float b : bad) {
-        v[pos] = b;
-        ASSERT_EQ(MaxAbs(v.data(), n), inf) << "n=" << n << " pos=" << pos;
-      }
-    }
-  }
-}
-
-TEST(FloatKernelsTest, AddIntoMaxAbsAddsAsAddIntoAndBoundsTheResults) {
-  for (int64_t n = 0; n <= 70; ++n) {
-    std::vector<float> dst(n + 1, 1.0f), src(n), plain(n + 1, 1.0f);
-    for (int64_t i = 0; i < n; ++i) src[i] = static_cast<float>(i) * -0.5f;
-    const float most = AddIntoMaxAbs(dst.data(), src.data(), n);
-    AddInto(plain.data(), src.data(), n);
-    ASSERT_EQ(dst, plain) << "n=" << n;
-    ASSERT_EQ(most, MaxAbs(dst.data(), n)) << "n=" << n;
-  }
-  std::vector<float> dst(20, 3.0e38f), src(20, 1.0e38f);
-  EXPECT_EQ(AddIntoMaxAbs(dst.data(), src.data(), 20), std::numeric_limits<float>::infinity());
 }
 
 // The check of a batch skips the stored values while both magnitudes are at

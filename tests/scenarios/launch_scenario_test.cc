@@ -7,12 +7,15 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
+
+#include "worker/blas_core.h"
 
 namespace geops {
 namespace {
@@ -57,6 +60,24 @@ workers = 3
   EXPECT_GT(s["lan_bytes"].get<int64_t>(), 0);
   EXPECT_EQ(s["wan_bytes"], 0);
   EXPECT_TRUE(s["test_accuracy"].is_null());
+
+  // Every worker says which BLAS kernels it ran: the ones this CPU allows,
+  // even where the library alone falls back to generic ones (worker/blas_core.h).
+  const char* forced = std::getenv("OPENBLAS_CORETYPE");
+  std::string expected = worker::LoadedBlasCore();
+  if (forced == nullptr || forced[0] == '\0') {
+    const std::string better = worker::BetterBlasCore(expected, worker::ThisCpuFeatures());
+    if (!better.empty()) expected = better;
+  }
+  std::ifstream events(dir_ / "out" / "events.jsonl");
+  int started = 0;
+  for (std::string line; std::getline(events, line);) {
+    nlohmann::json e = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!e.is_object() || e.value("event", "") != "worker_started") continue;
+    ++started;
+    EXPECT_EQ(e.value("blas", ""), expected) << line;
+  }
+  EXPECT_EQ(started, 3);
 }
 
 TEST_F(LaunchScenarioTest, OneSiteTrainsFashionMnistPast85Percent) {

@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "worker/blas_core.h"
 #include "worker/compute_backend.h"
 #include "worker/cpu_backend.h"
 #include "worker/dataset.h"
@@ -165,7 +166,7 @@ TEST(CpuBackendTest, CreateRejectsBadThreadsAndShapes) {
   EXPECT_EQ(NewCpuBackend(MlpShape{{5}}, 1).status().code(), StatusCode::kInvalidArgument);
   auto ok = NewCpuBackend(MlpShape{{5, 3}}, 1);
   ASSERT_TRUE(ok.ok());
-  EXPECT_EQ((*ok)->name(), "cpu(openblas, 1 thread)");
+  EXPECT_EQ((*ok)->name(), "cpu(openblas " + LoadedBlasCore() + ", 1 thread)");
 }
 
 struct TinyProblem {

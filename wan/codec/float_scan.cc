@@ -11,14 +11,7 @@
 namespace geops::wan {
 namespace {
 
-constexpr uint32_t kBlock = 16;  // finite check
 constexpr uint32_t kGroup = 64;  // selection: one 64-bit mask per group
-
-inline uint32_t Bits(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-}
 
 inline float Abs(float f) { return std::fabs(f); }
 inline float Max(float a, float b) { return a > b ? a : b; }
@@ -104,23 +97,6 @@ inline uint32_t SelectGroups(float* __restrict acc, const float* __restrict w, u
 }
 
 }  // namespace
-
-void AddInto(float* __restrict dst, const float* __restrict src, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
-}
-
-int64_t FirstNonFinite(const float* v, int64_t n) {
-  int64_t i = 0;
-  for (; i + kBlock <= n; i += kBlock) {
-    uint32_t bad = 0;
-    for (uint32_t j = 0; j < kBlock; ++j) bad |= ((Bits(v[i + j]) & 0x7f800000u) == 0x7f800000u);
-    if (bad) break;
-  }
-  for (; i < n; ++i) {
-    if ((Bits(v[i]) & 0x7f800000u) == 0x7f800000u) return i;
-  }
-  return -1;
-}
 
 ScanResult SelectRelative(float* __restrict acc, const float* __restrict w, uint32_t n, float t,
                           float eps, uint32_t* __restrict idx, float* __restrict val) {

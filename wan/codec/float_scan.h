@@ -1,5 +1,5 @@
-// Float kernels behind the significance filter: adding deltas into an
-// accumulator, checking for NaN/Inf, and the significance selection scan.
+// The significance selection scan behind the significance filter (adding
+// deltas and checking for NaN/Inf are common/float_kernels.h).
 //
 // The selection scan computes one 64-bit "take" mask per group of 64
 // elements (SSE2 compares where available, a plain loop elsewhere) and only
@@ -12,13 +12,9 @@
 
 #include <cstdint>
 
+#include "common/float_kernels.h"
+
 namespace geops::wan {
-
-// dst[i] += src[i] for i in [0, n). REQUIRES: the ranges do not overlap.
-void AddInto(float* __restrict dst, const float* __restrict src, int64_t n);
-
-// Index of the first NaN or +-Inf in v[0..n), or -1 when all are finite.
-int64_t FirstNonFinite(const float* v, int64_t n);
 
 struct ScanResult {
   uint32_t taken = 0;     // elements written to idx/val

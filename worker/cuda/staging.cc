@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/float_kernels.h"
 #include "worker/compute_backend.h"
 
 namespace geops::worker::cuda {

@@ -1,19 +1,19 @@
-// Float kernels of the shard's hot paths: adding an update into a chunk,
-// checking a payload for NaN/Inf before anything is applied, and the
-// magnitude bounds that let the shard skip a pass over its stored values
-// (chunk_store.h).
+// Float kernels of the hot paths: adding an update into a chunk, checking a
+// payload for NaN/Inf before anything is applied (shards, WAN codec,
+// workers, clients), and the magnitude bounds that let a shard skip a pass
+// over its stored values (datacenter/chunk_store.h).
 //
 // Each kernel is a plain loop over contiguous floats, written in fixed blocks
 // so that the compiler vectorises it at the project's default -O2 without
 // per-file flags. No virtual calls, no allocation.
 //
 // Thread-safety: pure functions; the caller guards the memory they touch.
-#ifndef GEOPS_DATACENTER_FLOAT_KERNELS_H_
-#define GEOPS_DATACENTER_FLOAT_KERNELS_H_
+#ifndef GEOPS_COMMON_FLOAT_KERNELS_H_
+#define GEOPS_COMMON_FLOAT_KERNELS_H_
 
 #include <cstdint>
 
-namespace geops::datacenter {
+namespace geops {
 
 // dst[i] += src[i] for i in [0, n). REQUIRES: the ranges do not overlap.
 void AddInto(float* __restrict dst, const float* __restrict src, int64_t n);
@@ -39,6 +39,6 @@ float MaxAbs(const float* v, int64_t n);
 // |dst[i]| after the add (+Inf when some result is not finite).
 float AddIntoMaxAbs(float* __restrict dst, const float* __restrict src, int64_t n);
 
-}  // namespace geops::datacenter
+}  // namespace geops
 
-#endif  // GEOPS_DATACENTER_FLOAT_KERNELS_H_
+#endif  // GEOPS_COMMON_FLOAT_KERNELS_H_

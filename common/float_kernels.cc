@@ -1,11 +1,11 @@
-#include "datacenter/float_kernels.h"
+#include "common/float_kernels.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
-namespace geops::datacenter {
+namespace geops {
 namespace {
 
 // Floats per block. A fixed inner trip count lets GCC's cheap -O2 vectoriser
@@ -156,4 +156,4 @@ int64_t FirstNonFinite(const float* v, int64_t n) {
   return -1;
 }
 
-}  // namespace geops::datacenter
+}  // namespace geops
