@@ -107,7 +107,7 @@ class TableReader {
 Status ParseWan(const toml::table& root, const std::string& origin, Topology* t) {
   WanSpec& w = t->wan;
   TableReader r(root["wan"].as_table(), "wan", origin);
-  r.RejectUnknown({"mode", "staleness_ds", "max_drift_allowance", "threshold", "threshold_floor", "codec", "compress", "averaging_period",
+  r.RejectUnknown({"mode", "staleness_ds", "max_drift_allowance", "threshold", "threshold_floor", "value_floor", "codec", "compress", "averaging_period",
                    "outer_lr", "outer_momentum", "outer_nesterov", "outer_average_last",
                    "max_inflight_batches", "max_queue_ms", "notice_min_ms", "notice_timeout_ms", "peer_lease_ms", "time_scale",
                    "kernel_rate", "emulate",
@@ -118,6 +118,7 @@ Status ParseWan(const toml::table& root, const std::string& origin, Topology* t)
   r.Get("max_drift_allowance", &w.max_drift_allowance);
   r.Get("threshold", &w.threshold);
   r.Get("threshold_floor", &w.threshold_floor);
+  r.Get("value_floor", &w.value_floor);
   r.Get("codec", &w.codec);
   r.Get("compress", &w.compress);
   r.Get("averaging_period", &w.averaging_period);
@@ -150,6 +151,7 @@ Status ParseWan(const toml::table& root, const std::string& origin, Topology* t)
             "must be in [0, 1000000]");
   r.Require(w.threshold >= 0 && w.threshold < 1e6, "threshold", "must be >= 0");
   r.Require(w.threshold_floor >= 0 && w.threshold_floor < 1e6, "threshold_floor", "must be >= 0");
+  r.Require(w.value_floor > 0 && w.value_floor < 1e6, "value_floor", "must be > 0");
   r.Require(w.codec == "fp32" || w.codec == "fp16" || w.codec == "int8" || w.codec == "int4" || w.codec == "sign",
             "codec", "must be \"fp32\", \"fp16\", \"int8\", \"int4\" or \"sign\"");
   r.Require(w.averaging_period >= 1, "averaging_period", "must be >= 1");

@@ -54,6 +54,7 @@ struct WanSpec {
   int64_t max_drift_allowance = 24;    // asp: clocks in delivery the bound may add to DS
   double threshold = 0.01;             // asp: t0 (relative change)
   double threshold_floor = 0.001;      // asp: floor of t(k)
+  double value_floor = 1e-6;           // asp: |w| counts as at least this in the significance
   std::string codec = "fp16";          // asp: "fp32", "fp16", "int8", "int4", "sign"
   bool compress = true;                // LZ4 over each batch
   int64_t averaging_period = 10;       // avg, diloco: H in clocks

@@ -119,6 +119,7 @@ Result<wan::WanOptions> BuildWanOptions(const Topology& t) {
   o.max_drift_allowance = w.max_drift_allowance;
   o.threshold.initial = w.threshold;
   o.threshold.floor = w.threshold_floor;
+  o.value_floor = static_cast<float>(w.value_floor);
   o.compress = w.compress;
   o.averaging_period = w.averaging_period;
   o.outer_lr = w.outer_lr;

@@ -25,7 +25,9 @@
 #                each link starting 37 s further into the trace than the last
 #   and, on request: avg (models averaged every 10 clocks), diloco-int8
 #   (every 20 clocks, 8-bit), asp-int8, asp-sign (8-bit and 1-bit values),
-#   bsp-varying, asp-ds (asp with the bound at DS alone: no allowance).
+#   bsp-varying, asp-ds (asp with the bound at DS alone: no allowance),
+#   asp-nolinks and all-async-nolinks (every link 1000 Mbit/s and 1 ms: what
+#   the mode costs apart from the WAN's latency and bandwidth).
 #
 # bsp over the harsh links needs seconds per clock; it runs for BSP_TIMEOUT
 # seconds (default 300) and its bytes to target are then extrapolated from
@@ -85,6 +87,7 @@ make_topology() {
   mode=${mode%-sign}
   mode=${mode%-int8}
   mode=${mode%-ds}
+  mode=${mode%-nolinks}
   sed -e "0,/^name = .*/s//name = \"$scenario-$run\"/" \
       -e "s/^eval_every = .*/eval_every = $eval_every/" \
       -e "s|^trace_dir = .*|trace_dir = \"$(realpath --relative-to="$topos" "$link_dir")\"|" \
@@ -97,13 +100,15 @@ make_topology() {
     lan) what="lan: 1 site x $workers workers, no WAN" ;;
     bsp) what="bsp: every update every clock, fp32, barrier" ;;
     all-async) what="all-async: every update every clock, fp32, no bound" ;;
-    asp) what="asp: significant updates, 4-bit, DS 8 + up to 24 clocks in delivery" ;;
-    asp-ds) what="asp: significant updates, 4-bit, DS 8 (no delivery allowance)" ;;
+    asp) what="asp: significant updates (value floor 0.03), 4-bit, DS 8 + up to 24 clocks in delivery" ;;
+    asp-ds) what="asp: significant updates (value floor 0.03), 4-bit, DS 8 (no delivery allowance)" ;;
     avg) what="avg: models averaged every 10 clocks, fp32" ;;
     diloco) what="diloco: H 50, 4-bit, outer lr 0.7, Nesterov 0.9" ;;
     diloco-int8) what="diloco: H 20, 8-bit, outer lr 0.7, Nesterov 0.9" ;;
     asp-int8) what="asp, 8-bit values" ;;
     asp-sign) what="asp, 1-bit sign values" ;;
+    asp-nolinks) what="asp, every link 1000 Mbit/s and 1 ms (the mode without the WAN's cost)" ;;
+    all-async-nolinks) what="all-async, every link 1000 Mbit/s and 1 ms (the mode without the WAN's cost)" ;;
     asp-varying) what="asp, links varying like $(basename "$vary" .down) (outages)" ;;
     bsp-varying) what="bsp, links varying like $(basename "$vary" .down) (outages)" ;;
     *) echo "unknown run '$run'" >&2; return 1 ;;
@@ -115,6 +120,20 @@ make_topology() {
   if [[ $run == diloco ]]; then sed -i 's/^\[wan\]/[wan]\naveraging_period = 50/' "$out"; fi
   if [[ $run == diloco-int8 ]]; then sed -i 's/^\[wan\]/[wan]\naveraging_period = 20/' "$out"; fi
   if [[ $run == avg ]]; then sed -i 's/^\[wan\]/[wan]\naveraging_period = 10/' "$out"; fi
+  if [[ $run == *-nolinks ]]; then
+    # The scenario's sites and settings, every link out of the way: what the
+    # mode itself (selection, codec, staleness) costs, apart from latency.
+    sed -i -e 's/^links = .*/links = "static"/' -e '/^trace_dir = /d' -e '/^skyplane_bandwidth = /d' \
+        -e '/^bandwidth_scale = /d' "$out"
+    local names a b
+    names=$(awk '/^\[\[sites\]\]/ {s = 1; next} s && /^name *=/ {gsub(/"/, "", $3); print $3; s = 0}' "$out")
+    for a in $names; do
+      for b in $names; do
+        [ "$a" = "$b" ] && continue
+        printf '\n[[links]]\nsrc = "%s"\ndst = "%s"\nbandwidth_mbps = 1000\ndelay_ms = 1\n' "$a" "$b" >> "$out"
+      done
+    done
+  fi
   if [[ $run == *-varying ]]; then
     if [ ! -f "$traces/$vary" ]; then
       echo "skipping $scenario:$run: no $traces/$vary (set GEOPS_TRACES)" >&2

@@ -74,6 +74,9 @@ Status WanOptions::Validate() const {
     return InvalidArgumentError(p + "max_drift_allowance must be in [0, 1000000]");
   }
   GEOPS_RETURN_IF_ERROR(ThresholdSchedule::Create(threshold).status().WithContext("wan options"));
+  if (!(value_floor > 0) || !std::isfinite(value_floor)) {
+    return InvalidArgumentError(p + "value_floor must be > 0 and finite");
+  }
   if (static_cast<uint8_t>(codec) >= kNumValueCodecs) return InvalidArgumentError(p + "unknown codec");
   if (averaging_period < 1) return InvalidArgumentError(p + "averaging_period must be >= 1");
   if (!(outer_lr > 0) || !std::isfinite(outer_lr)) return InvalidArgumentError(p + "outer_lr must be > 0");

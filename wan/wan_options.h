@@ -65,6 +65,11 @@ struct WanOptions {
   // the bound at DS. Transports that model no link estimate 0.
   int64_t max_drift_allowance = 24;
   ThresholdOptions threshold;           // asp: t(k) = max(floor, t0 / sqrt(k + 1))
+  // asp: an element is significant when |acc| > t(k) * max(|w|, value_floor):
+  // a value nearer 0 than this counts as this large, so that the weights
+  // sitting near 0 do not ship every small change while the larger ones
+  // wait. > 0 and finite; the default (1e-6) only keeps 0 from dividing.
+  float value_floor = 1e-6f;
   ValueCodec codec = ValueCodec::kFp16;  // asp: value codec; other modes use fp32
   bool compress = true;                 // LZ4 over each batch body
   int64_t averaging_period = 10;        // avg, diloco: H in clocks, >= 1

@@ -119,6 +119,7 @@ TEST(WanTopologyTest, RefusesBadWanSettingsNamingTheLine) {
       {"[wan]\nmode = \"gossip\"\n", "t.toml:2: wan.mode"},
       {"[wan]\ncodec = \"fp8\"\n", "wan.codec"},
       {"[wan]\nstaleness_ds = -2\n", "wan.staleness_ds"},
+      {"[wan]\nvalue_floor = 0.0\n", "wan.value_floor"},
       {"[wan]\ntime_scale = 0.0\n", "wan.time_scale"},
       {"[wan]\nlinks = \"skyplane\"\n", "wan.trace_dir"},
       {"[wan]\nwhat = 1\n", "wan.what is not a known key"},
@@ -130,6 +131,17 @@ TEST(WanTopologyTest, RefusesBadWanSettingsNamingTheLine) {
     ASSERT_FALSE(t.ok()) << c.text;
     EXPECT_NE(t.status().message().find(c.want), std::string::npos) << t.status().message();
   }
+}
+
+TEST(WanTopologyTest, TheSignificanceValueFloorReachesTheReplicator) {
+  auto t = Parse("[wan]\nvalue_floor = 0.01\n" + std::string(kSites));
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  auto o = BuildWanOptions(*t);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->value_floor, 0.01f);
+  auto d = BuildWanOptions(*Parse(std::string(kSites)));
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->value_floor, 1e-6f);
 }
 
 TEST(WanTopologyTest, MissingLinkIsNamed) {

@@ -241,6 +241,51 @@ TEST_P(MassTest, ShippedPlusPendingEqualsPushed) {
 INSTANTIATE_TEST_SUITE_P(Links, MassTest, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "SlowLink" : "FastLink"; });
 
+// value_floor: a model at 0 gets 0.25 everywhere. Against the value it makes
+// (0.25) that change is significant (threshold 0.5) and ships at once; with
+// a floor of 1 on |w| it is not, and stays in the accumulator.
+class ValueFloorTest : public ::testing::TestWithParam<float> {};
+
+TEST_P(ValueFloorTest, ASmallValuesChangeShipsOnlyWhenTheFloorIsBelowIt) {
+  const float floor = GetParam();
+  WanOptions o = Mode(WanMode::kAsp);
+  o.staleness_ds = -1;
+  o.threshold.initial = 0.5;
+  o.threshold.floor = 0.5;
+  o.codec = ValueCodec::kFp32;
+  o.value_floor = floor;
+  WanSites sites(CounterModel(), {1, 1}, 1, o, Faulty(), 3);
+  datacenter::Shard* a = sites.shard(0, 0);
+  ASSERT_TRUE(a->RegisterWorker(0, 0, "").ok());
+  const std::vector<ChunkKey> keys = sites.spec().ChunksOfShard(0, 1);
+  int64_t n = 0;
+  for (ChunkKey k : keys) n += sites.spec().ChunkElements(k);
+  ASSERT_TRUE(a->Update(0, 0, keys, std::vector<float>(static_cast<size_t>(n), 0.25f)).ok());
+  ASSERT_TRUE(a->AdvanceClock(0, 1, false).ok());
+  for (int i = 0; i < 2000 && sites.replicator(0, 0)->stats().ticked_clock < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  ASSERT_GE(sites.replicator(0, 0)->stats().ticked_clock, 1);
+  ASSERT_TRUE(sites.net(0)->WaitIdle(20000));
+  std::vector<std::pair<ChunkKey, std::vector<float>>> at_b;
+  sites.shard(1, 0)->Snapshot(&at_b);
+  // Site 0 holds 0.25 now: shipped when 0.25 / max(0.25, floor) > 0.5.
+  const float want = floor < 0.5f ? 0.25f : 0.0f;
+  // The accumulator decides (and a backlog, if the link was not up yet, decides the same).
+  EXPECT_EQ(sites.replicator(0, 0)->stats().elements_selected, want > 0 ? n : 0);
+  for (const auto& [key, values] : at_b) {
+    std::vector<double> pending;
+    sites.replicator(0, 0)->PendingFor(1, key, &pending);
+    for (size_t i = 0; i < values.size(); ++i) {
+      ASSERT_EQ(values[i], want) << "chunk " << key.chunk << " element " << i;
+      ASSERT_EQ(pending[i], 0.25 - want) << "chunk " << key.chunk << " element " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Floors, ValueFloorTest, ::testing::Values(1e-6f, 1.0f),
+                         [](const auto& info) { return info.param < 0.5f ? "Default" : "One"; });
+
 // Each site's worker reads, pushes and advances as fast as it can, the
 // last site slowly. Whenever a read is served at shard clock k, every other
 // site's clock is already >= k - DS; without the bound (all-async) the fast

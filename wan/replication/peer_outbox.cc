@@ -29,7 +29,7 @@ int64_t EstimateEncodedBytes(std::span<const SparseChunkUpdate> updates, ValueCo
 
 Result<PeerOutbox> PeerOutbox::Create(SiteId peer, SignificanceFilterOptions options) {
   GEOPS_ASSIGN_OR_RETURN(SignificanceFilter f, SignificanceFilter::Create(options));
-  return PeerOutbox(peer, std::move(f));
+  return PeerOutbox(peer, std::move(f), options.value_epsilon);
 }
 
 void PeerOutbox::ResetStream(std::vector<SparseChunkUpdate>* old) {
@@ -62,14 +62,15 @@ Status PeerOutbox::AddToBacklog(std::span<const SparseChunkUpdate> updates) {
 
 void PeerOutbox::TrimToBudget(const BacklogCut& cut, std::vector<SparseChunkUpdate>* taken) {
   if (cut.budget_bytes <= 0 || EstimateEncodedBytes(*taken, cut.codec) <= cut.budget_bytes) return;
-  // Score: the largest significance |u| / max(|w|, eps) in the chunk.
+  // Score: the largest significance |u| / max(|w|, value floor) in the chunk.
   std::vector<double> score(taken->size(), 0.0);
   for (size_t i = 0; i < taken->size(); ++i) {
     const SparseChunkUpdate& u = (*taken)[i];
     const float* w = cut.lookup != nullptr && *cut.lookup ? (*cut.lookup)(u.key) : nullptr;
     double best = 0;
     for (size_t j = 0; j < u.values.size(); ++j) {
-      const double mag = w != nullptr ? std::max(std::fabs(double{w[u.indices[j]]}), 1e-6) : 1e-6;
+      const double floor = value_floor_;
+      const double mag = w != nullptr ? std::max(std::fabs(double{w[u.indices[j]]}), floor) : floor;
       best = std::max(best, std::fabs(double{u.values[j]}) / mag);
     }
     score[i] = best;

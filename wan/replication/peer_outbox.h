@@ -99,12 +99,14 @@ class PeerOutbox {
   const OutboxStats& stats() const { return stats_; }
 
  private:
-  PeerOutbox(SiteId peer, SignificanceFilter backlog) : peer_(peer), backlog_(std::move(backlog)) {}
+  PeerOutbox(SiteId peer, SignificanceFilter backlog, float value_floor)
+      : peer_(peer), backlog_(std::move(backlog)), value_floor_(value_floor) {}
   // Puts the least significant chunks of *taken back until the rest fits.
   void TrimToBudget(const BacklogCut& cut, std::vector<SparseChunkUpdate>* taken);
 
   SiteId peer_;
   SignificanceFilter backlog_;
+  float value_floor_;  // the significance's floor on |w| (SignificanceFilterOptions::value_epsilon)
   BatchEncoder encoder_;
   uint64_t last_seq_ = 0;
   std::set<uint64_t> inflight_;

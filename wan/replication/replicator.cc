@@ -39,11 +39,14 @@ Result<std::unique_ptr<Replicator>> Replicator::Create(const ModelSpec* spec, Re
   }
   SignificanceFilterOptions fo;
   fo.max_hold_clocks = config.options.max_hold_clocks;
+  fo.value_epsilon = config.options.value_floor;
   GEOPS_ASSIGN_OR_RETURN(SignificanceFilter filter, SignificanceFilter::Create(fo));
   GEOPS_ASSIGN_OR_RETURN(ThresholdSchedule schedule, ThresholdSchedule::Create(config.options.threshold));
   std::vector<PeerOutbox> outboxes;
   for (SiteId p : config.peers) {
-    GEOPS_ASSIGN_OR_RETURN(PeerOutbox out, PeerOutbox::Create(p, SignificanceFilterOptions{}));
+    SignificanceFilterOptions bo;  // a backlog: the same significance, no hold bound
+    bo.value_epsilon = config.options.value_floor;
+    GEOPS_ASSIGN_OR_RETURN(PeerOutbox out, PeerOutbox::Create(p, bo));
     outboxes.push_back(std::move(out));
   }
   std::unique_ptr<Replicator> r(new Replicator(spec, std::move(config), target, transport, std::move(filter),
