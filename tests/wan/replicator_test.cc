@@ -44,6 +44,23 @@ WanOptions Mode(WanMode mode) {
   return o;
 }
 
+// asp with no drift bound and a constant threshold t.
+WanOptions AspAt(double t, ValueCodec codec) {
+  WanOptions o = Mode(WanMode::kAsp);
+  o.staleness_ds = -1;
+  o.threshold.initial = t;
+  o.threshold.floor = t;
+  o.codec = codec;
+  return o;
+}
+
+// Waits (at most 0.4 s) until site 0's replicator has ticked clock c.
+void WaitTicked(WanSites& sites, Clock c) {
+  for (int i = 0; i < 2000 && sites.replicator(0, 0)->stats().ticked_clock < c; ++i) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
 class CounterAcrossSitesTest : public ::testing::TestWithParam<WanMode> {};
 
 TEST_P(CounterAcrossSitesTest, EverySiteEndsExactAfterTheDrain) {
@@ -182,11 +199,8 @@ class MassTest : public ::testing::TestWithParam<bool> {};
 
 TEST_P(MassTest, ShippedPlusPendingEqualsPushed) {
   const bool slow = GetParam();
-  WanOptions o = Mode(WanMode::kAsp);
-  o.staleness_ds = -1;
-  o.threshold.initial = 0.3;
+  WanOptions o = AspAt(0.3, ValueCodec::kFp16);
   o.threshold.floor = 0.2;
-  o.codec = ValueCodec::kFp16;
   o.max_inflight_batches = 1;
   o.min_batch_bytes = 1024;
   o.max_batch_seconds = 0.002;
@@ -214,9 +228,7 @@ TEST_P(MassTest, ShippedPlusPendingEqualsPushed) {
     ASSERT_TRUE(a->Update(0, c, keys, values).ok());
     ASSERT_TRUE(a->AdvanceClock(0, c + 1, false).ok());
     // One selection per clock, as in a real run (not one over everything).
-    for (int i = 0; i < 2000 && sites.replicator(0, 0)->stats().ticked_clock < c + 1; ++i) {
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
+    WaitTicked(sites, c + 1);
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   ASSERT_TRUE(sites.net(0)->WaitIdle(20000));
@@ -248,11 +260,7 @@ class ValueFloorTest : public ::testing::TestWithParam<float> {};
 
 TEST_P(ValueFloorTest, ASmallValuesChangeShipsOnlyWhenTheFloorIsBelowIt) {
   const float floor = GetParam();
-  WanOptions o = Mode(WanMode::kAsp);
-  o.staleness_ds = -1;
-  o.threshold.initial = 0.5;
-  o.threshold.floor = 0.5;
-  o.codec = ValueCodec::kFp32;
+  WanOptions o = AspAt(0.5, ValueCodec::kFp32);
   o.value_floor = floor;
   WanSites sites(CounterModel(), {1, 1}, 1, o, Faulty(), 3);
   datacenter::Shard* a = sites.shard(0, 0);
@@ -262,9 +270,7 @@ TEST_P(ValueFloorTest, ASmallValuesChangeShipsOnlyWhenTheFloorIsBelowIt) {
   for (ChunkKey k : keys) n += sites.spec().ChunkElements(k);
   ASSERT_TRUE(a->Update(0, 0, keys, std::vector<float>(static_cast<size_t>(n), 0.25f)).ok());
   ASSERT_TRUE(a->AdvanceClock(0, 1, false).ok());
-  for (int i = 0; i < 2000 && sites.replicator(0, 0)->stats().ticked_clock < 1; ++i) {
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
+  WaitTicked(sites, 1);
   ASSERT_GE(sites.replicator(0, 0)->stats().ticked_clock, 1);
   ASSERT_TRUE(sites.net(0)->WaitIdle(20000));
   std::vector<std::pair<ChunkKey, std::vector<float>>> at_b;
