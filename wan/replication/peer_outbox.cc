@@ -64,12 +64,12 @@ void PeerOutbox::TrimToBudget(const BacklogCut& cut, std::vector<SparseChunkUpda
   if (cut.budget_bytes <= 0 || EstimateEncodedBytes(*taken, cut.codec) <= cut.budget_bytes) return;
   // Score: the largest significance |u| / max(|w|, value floor) in the chunk.
   std::vector<double> score(taken->size(), 0.0);
+  const double floor = value_floor_;
   for (size_t i = 0; i < taken->size(); ++i) {
     const SparseChunkUpdate& u = (*taken)[i];
     const float* w = cut.lookup != nullptr && *cut.lookup ? (*cut.lookup)(u.key) : nullptr;
     double best = 0;
     for (size_t j = 0; j < u.values.size(); ++j) {
-      const double floor = value_floor_;
       const double mag = w != nullptr ? std::max(std::fabs(double{w[u.indices[j]]}), floor) : floor;
       best = std::max(best, std::fabs(double{u.values[j]}) / mag);
     }
