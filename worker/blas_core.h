@@ -23,6 +23,13 @@ namespace geops::worker {
 // The kernel set OpenBLAS loaded, e.g. "SkylakeX" or "Prescott".
 std::string LoadedBlasCore();
 
+struct CpuFeatures {
+  bool avx2_fma = false;
+  bool avx512 = false;  // F, CD, BW, DQ and VL
+};
+// What this CPU can run (x86-64; all false elsewhere).
+CpuFeatures ThisCpuFeatures();
+
 // The OPENBLAS_CORETYPE value this process should run with, or "" when the
 // loaded kernels are right: OpenBLAS chose a generic Intel fallback
 // (Prescott, Core2, Penryn, Dunnington, Nehalem, Sandybridge) on a CPU that
@@ -30,11 +37,6 @@ std::string LoadedBlasCore();
 // sgemm is as fast as the newer sets', whose names 0.3.21 does not all take
 // in OPENBLAS_CORETYPE). Pure: the inputs are the loaded core's name and the
 // CPU's features.
-struct CpuFeatures {
-  bool avx2_fma = false;
-  bool avx512 = false;  // F, CD, BW, DQ and VL
-};
-CpuFeatures ThisCpuFeatures();
 std::string BetterBlasCore(const std::string& loaded, const CpuFeatures& cpu);
 
 // When BetterBlasCore names a kernel set and OPENBLAS_CORETYPE is unset,

@@ -1,8 +1,6 @@
 #include "worker/compute_backend.h"
 
-#include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <string>
 
 #include "common/float_kernels.h"

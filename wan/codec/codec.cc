@@ -6,8 +6,8 @@
 #include <cstring>
 #include <string>
 
+#include "common/float_kernels.h"
 #include "wan/codec/byte_io.h"
-#include "wan/codec/float_scan.h"
 #include "wan/codec/quantize.h"
 #include "wan/codec/sparse_index.h"
 

@@ -12,8 +12,6 @@
 
 #include <cstdint>
 
-#include "common/float_kernels.h"
-
 namespace geops::wan {
 
 struct ScanResult {

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "common/float_kernels.h"
 #include "wan/codec/float_scan.h"
 
 namespace geops::wan {
