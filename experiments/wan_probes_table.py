@@ -1,0 +1,66 @@
+"""The table of experiments/run_wan_probes.sh.
+
+Usage: python3 experiments/wan_probes_table.py RUNS_DIR PROBE [PROBE ...]
+
+RUNS_DIR holds one `geops launch` folder per probe (events.jsonl,
+summary.json, what.txt). Prints markdown: one row per probe with its
+clocks and seconds to the target, final accuracy at the lowest site, WAN
+megabytes, the share of worker clocks that read from the shard (the rest
+were served by the worker's SSP cache) and the accuracy at every
+evaluation of the evaluating site.
+"""
+import json
+import os
+import sys
+
+
+def load(folder):
+    events = []
+    with open(os.path.join(folder, "events.jsonl")) as f:
+        for line in f:
+            events.append(json.loads(line))
+    with open(os.path.join(folder, "summary.json")) as f:
+        summary = json.load(f)
+    with open(os.path.join(folder, "what.txt")) as f:
+        what = f.read().strip()
+    return events, summary, what
+
+
+def row(name, folder):
+    events, summary, what = load(folder)
+    target = summary.get("target_accuracy") or 0.85
+    evals = [e for e in events if e["event"] == "eval"]
+    # The evaluating site is the one that evaluates along the way (site 0);
+    # every site checks its replica once more at the end.
+    along = [e for e in evals if e["site"] == evals[0]["site"]] if evals else []
+    hit = next((e for e in along if e["test_accuracy"] >= target), None)
+    finals = [e for e in events if e["event"] == "final"]
+    final = min((e["test_accuracy"] for e in finals if e.get("test_accuracy") is not None),
+                default=float("nan"))
+    refreshes = sum(e.get("refreshes", 0) for e in finals)
+    hits = sum(e.get("cache_hits", 0) for e in finals)
+    reads = refreshes / (refreshes + hits) if refreshes + hits else float("nan")
+    curve = " ".join("%d:%.3f" % (e["clock"], e["test_accuracy"]) for e in along)
+    return "| %s | %s | %s | %s | %.4f | %.1f | %.2f | %s |" % (
+        name, what,
+        hit["clock"] if hit else "-",
+        "%.1f" % hit["launcher_t"] if hit else "-",
+        final, summary.get("wall_seconds") or 0.0,
+        reads, curve)
+
+
+def main():
+    runs, probes = sys.argv[1], sys.argv[2:]
+    print("| probe | what | clocks to target | s to target | final accuracy (lowest site) "
+          "| wall s | reads / worker clock | accuracy at each evaluation (clock:accuracy) |")
+    print("|---|---|---:|---:|---:|---:|---:|---|")
+    for p in probes:
+        folder = os.path.join(runs, p)
+        try:
+            print(row(p, folder))
+        except (OSError, ValueError, KeyError) as e:
+            print("| %s | failed: %s | - | - | - | - | - | - |" % (p, e))
+
+
+if __name__ == "__main__":
+    main()
