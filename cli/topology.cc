@@ -1,5 +1,6 @@
 #include "cli/topology.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -107,7 +108,7 @@ class TableReader {
 Status ParseWan(const toml::table& root, const std::string& origin, Topology* t) {
   WanSpec& w = t->wan;
   TableReader r(root["wan"].as_table(), "wan", origin);
-  r.RejectUnknown({"mode", "staleness_ds", "max_drift_allowance", "threshold", "threshold_floor", "value_floor", "codec", "compress", "averaging_period",
+  r.RejectUnknown({"mode", "staleness_ds", "max_drift_allowance", "threshold", "threshold_floor", "value_floor", "codec", "compress", "averaging_period", "outer_fragments",
                    "outer_lr", "outer_momentum", "outer_nesterov", "outer_average_last",
                    "max_inflight_batches", "max_queue_ms", "notice_min_ms", "notice_timeout_ms", "peer_lease_ms", "time_scale",
                    "kernel_rate", "emulate",
@@ -122,6 +123,7 @@ Status ParseWan(const toml::table& root, const std::string& origin, Topology* t)
   r.Get("codec", &w.codec);
   r.Get("compress", &w.compress);
   r.Get("averaging_period", &w.averaging_period);
+  r.Get("outer_fragments", &w.outer_fragments);
   r.Get("outer_lr", &w.outer_lr);
   r.Get("outer_momentum", &w.outer_momentum);
   r.Get("outer_nesterov", &w.outer_nesterov);
@@ -155,6 +157,8 @@ Status ParseWan(const toml::table& root, const std::string& origin, Topology* t)
   r.Require(w.codec == "fp32" || w.codec == "fp16" || w.codec == "int8" || w.codec == "int4" || w.codec == "sign",
             "codec", "must be \"fp32\", \"fp16\", \"int8\", \"int4\" or \"sign\"");
   r.Require(w.averaging_period >= 1, "averaging_period", "must be >= 1");
+  r.Require(w.outer_fragments >= 1 && w.averaging_period % std::max<int64_t>(1, w.outer_fragments) == 0,
+            "outer_fragments", "must be >= 1 and divide averaging_period (" + std::to_string(w.averaging_period) + ")");
   r.Require(w.max_inflight_batches >= 1, "max_inflight_batches", "must be >= 1");
   r.Require(w.max_queue_ms > 0, "max_queue_ms", "must be > 0");
   r.Require(w.notice_min_ms >= 0, "notice_min_ms", "must be >= 0");

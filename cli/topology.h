@@ -58,6 +58,7 @@ struct WanSpec {
   std::string codec = "fp16";          // asp: "fp32", "fp16", "int8", "int4", "sign"
   bool compress = true;                // LZ4 over each batch
   int64_t averaging_period = 10;       // avg, diloco: H in clocks
+  int64_t outer_fragments = 1;         // avg, diloco: streaming fragments (divides H)
   double outer_lr = 0.7;               // diloco: the outer optimiser (Nesterov momentum)
   double outer_momentum = 0.9;
   bool outer_nesterov = true;

@@ -122,6 +122,7 @@ Result<wan::WanOptions> BuildWanOptions(const Topology& t) {
   o.value_floor = static_cast<float>(w.value_floor);
   o.compress = w.compress;
   o.averaging_period = w.averaging_period;
+  o.outer_fragments = w.outer_fragments;
   o.outer_lr = w.outer_lr;
   o.outer_momentum = w.outer_momentum;
   o.outer_nesterov = w.outer_nesterov;

@@ -48,8 +48,9 @@ Result<ValueCodec> ParseValueCodec(std::string_view text) {
 }
 
 OuterOptions WanOptions::EffectiveOuter() const {
-  if (mode == WanMode::kAvg) return OuterOptions{1.0, 0.0, false, true};  // the sites' models, averaged
-  return OuterOptions{outer_lr, outer_momentum, outer_nesterov, outer_average_last};
+  // avg: the sites' models, averaged
+  if (mode == WanMode::kAvg) return OuterOptions{1.0, 0.0, false, true, outer_fragments};
+  return OuterOptions{outer_lr, outer_momentum, outer_nesterov, outer_average_last, outer_fragments};
 }
 
 int64_t WanOptions::EffectiveDs() const {
@@ -79,6 +80,10 @@ Status WanOptions::Validate() const {
   }
   if (static_cast<uint8_t>(codec) >= kNumValueCodecs) return InvalidArgumentError(p + "unknown codec");
   if (averaging_period < 1) return InvalidArgumentError(p + "averaging_period must be >= 1");
+  if (outer_fragments < 1 || averaging_period % outer_fragments != 0) {
+    return InvalidArgumentError(p + "outer_fragments must be >= 1 and divide averaging_period (" +
+                                std::to_string(averaging_period) + "), got " + std::to_string(outer_fragments));
+  }
   if (!(outer_lr > 0) || !std::isfinite(outer_lr)) return InvalidArgumentError(p + "outer_lr must be > 0");
   if (!(outer_momentum >= 0 && outer_momentum < 1)) {
     return InvalidArgumentError(p + "outer_momentum must be in [0, 1)");

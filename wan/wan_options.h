@@ -19,7 +19,11 @@
 //              outer_momentum), so the synchronised model is bit-identical
 //              everywhere. One outer step may be in flight while the next H
 //              clocks run: reads at shard clock c wait until step
-//              floor(c / H) - 1 is applied.
+//              floor(c / H) - 1 is applied. With outer_fragments F > 1
+//              (streaming DiLoCo) the shard's chunks form F fragments and
+//              every H / F clocks one of them, in turn, takes its outer
+//              step: each fragment still synchronises every H clocks, and
+//              the WAN carries 1/F of the contribution at a time.
 //   kAvg       the same with outer lr 1 and no momentum, losslessly (fp32):
 //              the sites' models averaged every H clocks (local SGD).
 // The end of a run is lossless in every mode: once every local worker
@@ -73,6 +77,10 @@ struct WanOptions {
   ValueCodec codec = ValueCodec::kFp16;  // asp: value codec; other modes use fp32
   bool compress = true;                 // LZ4 over each batch body
   int64_t averaging_period = 10;        // avg, diloco: H in clocks, >= 1
+  // avg, diloco: fragments of the shard's chunks that take their outer
+  // steps in turn, one every H / F clocks (streaming DiLoCo). >= 1 and
+  // dividing H; 1: the whole shard every H clocks.
+  int64_t outer_fragments = 1;
   // diloco: the outer optimiser (defaults of the DiLoCo paper).
   double outer_lr = 0.7;                // > 0
   double outer_momentum = 0.9;          // in [0, 1)

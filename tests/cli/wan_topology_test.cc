@@ -120,6 +120,8 @@ TEST(WanTopologyTest, RefusesBadWanSettingsNamingTheLine) {
       {"[wan]\ncodec = \"fp8\"\n", "wan.codec"},
       {"[wan]\nstaleness_ds = -2\n", "wan.staleness_ds"},
       {"[wan]\nvalue_floor = 0.0\n", "wan.value_floor"},
+      {"[wan]\naveraging_period = 10\nouter_fragments = 3\n", "wan.outer_fragments must be >= 1 and divide"},
+      {"[wan]\nouter_fragments = 0\n", "wan.outer_fragments"},
       {"[wan]\ntime_scale = 0.0\n", "wan.time_scale"},
       {"[wan]\nlinks = \"skyplane\"\n", "wan.trace_dir"},
       {"[wan]\nwhat = 1\n", "wan.what is not a known key"},
@@ -142,6 +144,18 @@ TEST(WanTopologyTest, TheSignificanceValueFloorReachesTheReplicator) {
   auto d = BuildWanOptions(*Parse(std::string(kSites)));
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->value_floor, 1e-6f);
+}
+
+TEST(WanTopologyTest, StreamingFragmentsReachTheOuterStep) {
+  auto t = Parse("[wan]\nmode = \"diloco\"\naveraging_period = 50\nouter_fragments = 5\n" + std::string(kSites));
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  auto o = BuildWanOptions(*t);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->outer_fragments, 5);
+  EXPECT_EQ(o->EffectiveOuter().fragments, 5);
+  wan::WanOptions bad = *o;
+  bad.outer_fragments = 7;
+  EXPECT_EQ(bad.Validate().code(), StatusCode::kInvalidArgument) << "7 does not divide 50";
 }
 
 TEST(WanTopologyTest, MissingLinkIsNamed) {

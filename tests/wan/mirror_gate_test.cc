@@ -185,6 +185,30 @@ TEST(DriftAllowanceTest, CountsTheClocksADeliveryLastsAtTheTypicalClockPeriod) {
   EXPECT_EQ(DriftAllowance(0).ClocksFor(1.0), 0);
 }
 
+// The outer hold: with a step every H clocks and one in flight, a read at
+// clock c needs step c / H - 1; streaming with F fragments (a step every
+// H / F clocks, F in flight) needs step c / (H / F) - F: each fragment's
+// last step, not the one just given.
+TEST(MirrorGateTest, OuterStepsHoldReadsOneRoundBehind) {
+  ManualTime time;
+  MirrorGate whole({1}, /*ds=*/-1, milliseconds(60000), &time);
+  whole.SetOuterPeriod(10);
+  EXPECT_TRUE(Probe(whole, time, {kA}, 19, false).ok());
+  EXPECT_EQ(Probe(whole, time, {kA}, 20, false).code(), StatusCode::kDeadlineExceeded) << "needs step 1";
+  whole.OnOuterStep(1, true);
+  EXPECT_TRUE(Probe(whole, time, {kA}, 29, false).ok());
+
+  MirrorGate streaming({1}, /*ds=*/-1, milliseconds(60000), &time);
+  streaming.SetOuterPeriod(/*period=*/2, /*in_flight=*/5);  // H 10, 5 fragments
+  EXPECT_TRUE(Probe(streaming, time, {kA}, 11, false).ok()) << "steps 1-5 may all be in flight";
+  Status held = Probe(streaming, time, {kA}, 12, false);
+  EXPECT_EQ(held.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_NE(held.message().find("needs outer step 1"), std::string::npos) << held.message();
+  streaming.OnOuterStep(1, true);
+  EXPECT_TRUE(Probe(streaming, time, {kA}, 13, false).ok());
+  EXPECT_EQ(Probe(streaming, time, {kA}, 14, false).code(), StatusCode::kDeadlineExceeded) << "needs step 2";
+}
+
 TEST(MirrorGateTest, NegativeDsNeverHoldsForDrift) {
   MirrorGate g({1}, -1, milliseconds(60000));
   EXPECT_TRUE(Wait(g, {kA}, 1000, false, 10).ok());

@@ -119,6 +119,63 @@ TEST(OuterStepTest, TheLastStepAveragesTheSitesModelsWithoutMomentum) {
   EXPECT_EQ(Theta(o)[0], static_cast<float>(static_cast<double>(theta1) + 3.0)) << "theta + mean(2, 4)";
 }
 
+// Streaming: fragments of the chunks take their steps in turn. Chunks 0, 1
+// and 2 with two fragments: steps 1, 3, ... update chunks 0 and 2, steps
+// 2, 4, ... chunk 1; a chunk outside the step's fragment keeps theta and m
+// (momentum does not move it), unless a contribution to the step carries it
+// (a site's final one carries all of its progress).
+TEST(OuterStepTest, StreamingStepsUpdateOnlyTheirFragment) {
+  const ChunkKey k0{0, 0}, k1{0, 1}, k2{1, 0};
+  auto at = [](ChunkKey key, float v) {
+    SparseChunkUpdate u = Dense({v});
+    u.key = key;
+    return u;
+  };
+  auto theta = [](const OuterStep& o, ChunkKey key) { return o.Theta(key)[0]; };
+  using Ups = std::vector<SparseChunkUpdate>;
+  OuterOptions options{0.7, 0.9, true, true};
+  options.fragments = 2;
+  OuterStep o({0, 1}, options);
+  for (ChunkKey key : {k2, k0, k1}) o.InitChunk(key, std::vector<float>{1.0f});  // any order
+  EXPECT_TRUE(o.Covers(1, k0));
+  EXPECT_FALSE(o.Covers(1, k1));
+  EXPECT_TRUE(o.Covers(1, k2));
+  EXPECT_TRUE(o.Covers(2, k1));
+  EXPECT_FALSE(o.Covers(2, k2));
+  EXPECT_TRUE(o.Covers(3, k0));
+
+  ASSERT_TRUE(o.Add(1, 0, Ups{at(k0, 0.5f), at(k2, 0.25f)}, false).ok());
+  ASSERT_TRUE(o.Add(1, 1, Ups{at(k0, 0.5f), at(k2, 0.25f)}, false).ok());
+  std::vector<ChunkKey> visited;
+  auto visit = [&](ChunkKey key, std::span<const float>) { visited.push_back(key); };
+  ASSERT_TRUE(o.ApplyNext(visit).ok());
+  EXPECT_EQ(visited, (std::vector<ChunkKey>{k0, k2}));
+  EXPECT_EQ(theta(o, k1), 1.0f);
+  EXPECT_EQ(o.Momentum(k1)[0], 0.0f);
+  const float k0_after1 = theta(o, k0), k0_m = o.Momentum(k0)[0];
+  EXPECT_NE(k0_after1, 1.0f);
+  ASSERT_NE(k0_m, 0.0f);
+
+  ASSERT_TRUE(o.Add(2, 0, Ups{at(k1, 1.0f)}, false).ok());
+  ASSERT_TRUE(o.Add(2, 1, Ups{at(k1, 1.0f)}, false).ok());
+  visited.clear();
+  ASSERT_TRUE(o.ApplyNext(visit).ok());
+  EXPECT_EQ(visited, std::vector<ChunkKey>{k1});
+  EXPECT_EQ(theta(o, k0), k0_after1) << "momentum must not move a chunk outside the step's fragment";
+  EXPECT_EQ(o.Momentum(k0)[0], k0_m);
+  EXPECT_NE(theta(o, k1), 1.0f);
+
+  // Step 3 is fragment 0's, but site 0's final contribution carries chunk 1.
+  const float k1_after2 = theta(o, k1);
+  ASSERT_TRUE(o.Add(3, 0, Ups{at(k0, 0.5f), at(k1, 2.0f)}, true).ok());
+  ASSERT_TRUE(o.Add(3, 1, Ups{at(k0, 0.5f)}, false).ok());
+  visited.clear();
+  ASSERT_TRUE(o.ApplyNext(visit).ok());
+  EXPECT_EQ(visited, (std::vector<ChunkKey>{k0, k1, k2}));
+  EXPECT_NE(theta(o, k1), k1_after2);
+  EXPECT_EQ(o.digests().size(), 3u);
+}
+
 TEST(OuterStepTest, RefusesWhatDoesNotBelongAndChangesNothing) {
   OuterStep o({0, 1}, OuterOptions{});
   o.InitChunk(kKey, std::vector<float>{0.0f, 0.0f});

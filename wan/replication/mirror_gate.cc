@@ -77,7 +77,9 @@ MirrorGate::Hold MirrorGate::HoldLocked(std::span<const ChunkKey> keys, SteadyCl
   RefreshLivenessLocked(now);
   if (local_finished_ && !AllDrainedLocked()) return Hold::kFinal;
   if (ds_ >= 0 && own_clock_ - MinMirrorLocked(now) > BoundLocked()) return Hold::kDrift;
-  if (outer_period_ > 0 && !local_finished_ && own_clock_ / outer_period_ - 1 > outer_applied_) return Hold::kOuter;
+  if (outer_period_ > 0 && !local_finished_ && own_clock_ / outer_period_ - outer_in_flight_ > outer_applied_) {
+    return Hold::kOuter;
+  }
   if (notices_.empty()) return Hold::kNone;
   for (const ChunkKey& key : keys) {
     auto [begin, end] = notices_.equal_range(key);
@@ -119,7 +121,7 @@ std::string MirrorGate::DescribeLocked(Hold hold, std::span<const ChunkKey> keys
       return "a requested chunk is under a selective-barrier notice whose batch has not landed";
     case Hold::kOuter:
       return "shard clock " + std::to_string(own_clock_) + " needs outer step " +
-             std::to_string(own_clock_ / outer_period_ - 1) + " (every " + std::to_string(outer_period_) +
+             std::to_string(own_clock_ / outer_period_ - outer_in_flight_) + " (every " + std::to_string(outer_period_) +
              " clocks), and step " + std::to_string(outer_applied_) +
              " is the last applied: some site's contribution has not arrived";
     case Hold::kNone:
@@ -221,9 +223,10 @@ void MirrorGate::Interrupt(const std::string& why) {
   changed_.notify_all();
 }
 
-void MirrorGate::SetOuterPeriod(int64_t period) {
+void MirrorGate::SetOuterPeriod(int64_t period, int64_t in_flight) {
   std::lock_guard<std::mutex> lock(mu_);
   outer_period_ = period;
+  outer_in_flight_ = std::max<int64_t>(1, in_flight);
 }
 
 void MirrorGate::OnOuterStep(int64_t applied, bool outstanding) {

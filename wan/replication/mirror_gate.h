@@ -21,10 +21,12 @@
 //            this site's, so its replay never stalls the others;
 //   notice   a requested chunk is under a selective-barrier notice whose
 //            batch has not landed and whose timeout has not passed;
-//   outer    (avg, diloco: SetOuterPeriod(H)) own shard clock c needs
-//            outer step floor(c / H) - 1 and an earlier one is the last
-//            applied: one step may be in flight while the next H clocks
-//            run, not two. Once every local worker finished, `final` also
+//   outer    (avg, diloco: SetOuterPeriod(P, L)) own shard clock c needs
+//            outer step floor(c / P) - L and an earlier one is the last
+//            applied: with P = H and L = 1, one step may be in flight while
+//            the next H clocks run, not two; streaming with F fragments
+//            (P = H / F, L = F) lets one step of every fragment be in
+//            flight, each for H clocks. Once every local worker finished, `final` also
 //            waits for the last outer step (OnOuterStep's `outstanding`).
 // It wakes on every change and at least every kPollMs (leases and notice
 // timeouts are evaluated lazily). Waits are accounted per reason.
@@ -125,8 +127,9 @@ class MirrorGate : public ReadGate {
   // is catching up (out of the mirror clock until within DS).
   void ResetPeer(SiteId peer);
 
-  // avg, diloco: outer steps every `period` clocks gate reads (0: none).
-  void SetOuterPeriod(int64_t period);
+  // avg, diloco: an outer step every `period` clocks, of which `in_flight`
+  // (>= 1) may be unapplied, gates reads (period 0: none).
+  void SetOuterPeriod(int64_t period, int64_t in_flight = 1);
   // Outer steps 1..applied are applied; `outstanding`: a contribution waits
   // for a step not applied yet (or this site's final one is still to come).
   void OnOuterStep(int64_t applied, bool outstanding);
@@ -191,6 +194,7 @@ class MirrorGate : public ReadGate {
   mutable std::map<SiteId, Peer> peers_;     // GUARDED_BY(mu_); liveness refreshed lazily
   std::multimap<ChunkKey, Notice> notices_;  // GUARDED_BY(mu_)
   int64_t outer_period_ = 0;                 // GUARDED_BY(mu_)
+  int64_t outer_in_flight_ = 1;              // GUARDED_BY(mu_)
   int64_t outer_applied_ = 0;                // GUARDED_BY(mu_)
   bool outer_outstanding_ = false;           // GUARDED_BY(mu_)
   mutable GateStats stats_;                  // GUARDED_BY(mu_)

@@ -2,10 +2,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <string>
 
 namespace geops::wan {
 namespace {
+
+// FNV-1a over the bytes of `values`, continuing `digest`.
+uint64_t Digest(uint64_t digest, std::span<const float> values) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(values.data());
+  for (size_t b = 0; b < values.size() * sizeof(float); ++b) digest = (digest ^ bytes[b]) * 1099511628211ull;
+  return digest;
+}
 
 std::string Name(ChunkKey key) {
   return "chunk (table " + std::to_string(key.table) + ", chunk " + std::to_string(key.chunk) + ")";
@@ -19,12 +27,32 @@ OuterStep::OuterStep(std::vector<SiteId> sites, OuterOptions options)
         sites.erase(std::unique(sites.begin(), sites.end()), sites.end());
         return sites;
       }()),
-      options_(options) {}
+      options_([&] {
+        options.fragments = std::max<int64_t>(1, options.fragments);
+        return options;
+      }()) {}
 
 void OuterStep::InitChunk(ChunkKey key, std::span<const float> values) {
+  const bool added = chunks_.count(key) == 0;
   Chunk& c = chunks_[key];
   c.theta.assign(values.begin(), values.end());
   c.m.assign(values.size(), 0.0f);
+  if (!added || options_.fragments <= 1) return;
+  // Chunks are set in key order, so this is usually the last one: renumber
+  // only from the new chunk on.
+  int64_t ordinal = 0;
+  auto it = chunks_.find(key);
+  if (it != chunks_.begin()) ordinal = std::prev(it)->second.ordinal + 1;
+  for (; it != chunks_.end(); ++it, ++ordinal) {
+    it->second.ordinal = ordinal;
+    it->second.fragment = ordinal % options_.fragments;
+  }
+}
+
+bool OuterStep::Covers(int64_t step, ChunkKey key) const {
+  auto c = chunks_.find(key);
+  if (c == chunks_.end()) return false;
+  return options_.fragments <= 1 || c->second.fragment == (step - 1) % options_.fragments;
 }
 
 bool OuterStep::TakesPart(SiteId site, int64_t step) const {
@@ -109,9 +137,17 @@ Status OuterStep::ApplyNext(const std::function<void(ChunkKey, std::span<const f
   for (const auto& [site, updates] : given) {
     for (const SparseChunkUpdate& u : updates) by_chunk[u.key].push_back(&u);
   }
+  // Streaming: this step's fragment, and what a contribution carries (a
+  // final one carries every chunk it still had progress in).
+  const int64_t fragment = (next_ - 1) % options_.fragments;
   uint64_t digest = 1469598103934665603ull;  // FNV-1a offset basis
   for (auto& [key, c] : chunks_) {
     const size_t elements = c.theta.size();
+    const bool covered = last || c.fragment == fragment || by_chunk.count(key) > 0;
+    if (!covered) {
+      digest = Digest(digest, c.theta);  // not this step's: theta and m stay
+      continue;
+    }
     sum_.assign(elements, 0.0);
     if (auto b = by_chunk.find(key); b != by_chunk.end()) {
       for (const SparseChunkUpdate* u : b->second) {
@@ -125,8 +161,7 @@ Status OuterStep::ApplyNext(const std::function<void(ChunkKey, std::span<const f
       c.m[i] = static_cast<float>(m);
       c.theta[i] = static_cast<float>(static_cast<double>(c.theta[i]) - lr * step);
     }
-    const auto* bytes = reinterpret_cast<const unsigned char*>(c.theta.data());
-    for (size_t b = 0; b < elements * sizeof(float); ++b) digest = (digest ^ bytes[b]) * 1099511628211ull;
+    digest = Digest(digest, c.theta);
     visit(key, c.theta);
   }
   digests_.push_back(digest);

@@ -47,6 +47,13 @@ struct OuterOptions {
   // The last step (every site has ended) uses lr 1 and no momentum: the
   // final model is the average of the sites' final models.
   bool average_last = true;
+  // Streaming: the chunks, in key order, form `fragments` fragments
+  // (chunk i belongs to fragment i mod fragments). Step n updates theta and
+  // m of fragment (n - 1) mod fragments only, and of any chunk a
+  // contribution to it carries (a site's final contribution carries all of
+  // its progress); the other chunks keep theta and m. The last step (every
+  // site ended) updates every chunk. 1: every step updates every chunk.
+  int64_t fragments = 1;
 };
 
 class OuterStep {
@@ -81,6 +88,10 @@ class OuterStep {
   // Applies next_step(). `visit(key, theta)` runs for every chunk with its
   // new theta. FailedPrecondition when not Ready().
   Status ApplyNext(const std::function<void(ChunkKey, std::span<const float>)>& visit);
+
+  // Whether step `step` belongs to the fragment of `key` (always with one
+  // fragment; false for a chunk without theta).
+  bool Covers(int64_t step, ChunkKey key) const;
 
   // theta of `key` (empty for a chunk without one).
   std::span<const float> Theta(ChunkKey key) const;
@@ -120,6 +131,8 @@ class OuterStep {
   struct Chunk {
     std::vector<float> theta;
     std::vector<float> m;
+    int64_t ordinal = 0;   // its place in key order
+    int64_t fragment = 0;  // ordinal mod fragments
   };
   Status CheckChunks(const std::string& what, std::span<const SparseChunkUpdate> chunks) const;
   // Sites that take part in `step`.

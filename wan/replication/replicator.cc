@@ -124,7 +124,7 @@ Result<std::unique_ptr<Replicator>> Replicator::Create(const ModelSpec* spec, Re
       std::lock_guard<std::mutex> lock(r->mu_);
       r->PublishOuterLocked();
     }
-    r->gate_.SetOuterPeriod(r->options_.averaging_period);
+    r->gate_.SetOuterPeriod(r->SyncPeriod(), r->options_.outer_fragments);
     r->inbox_.SetBatchSink([self](SiteId origin, uint64_t seq, const DecodedBatch& batch) {
       return self->OnContribution(origin, seq, batch);
     });
@@ -350,8 +350,13 @@ bool Replicator::SelectLocked(Clock k, bool finishing, SelectSlice* slice) {
         break;
       case WanMode::kAvg:
       case WanMode::kDiloco:
-        if (k / options_.averaging_period > last_sync_ / options_.averaging_period) {
-          st = filter_.DrainAll(&selected_);
+        if (k / SyncPeriod() > last_sync_ / SyncPeriod()) {
+          // Streaming (outer_fragments > 1): only the chunks of this
+          // contribution's fragment; the others keep accumulating.
+          SelectSlice fragment;
+          const int64_t step = own_steps_ + 1;
+          if (options_.outer_fragments > 1) fragment.only = [&](ChunkKey key) { return outer_->Covers(step, key); };
+          st = filter_.DrainAll(&selected_, fragment);
           last_sync_ = k;
           outer_journal_.MetaChanged();
           step_due_ = true;

@@ -257,6 +257,8 @@ class Replicator final : public ReplicationTap, public OutboundParticipant {
   void ApplyReadyLocked();
   // Tells the gate where the outer steps stand. REQUIRES: mu_ held.
   void PublishOuterLocked();
+  // avg, diloco: clocks between two contributions, H / outer_fragments.
+  int64_t SyncPeriod() const { return options_.averaging_period / options_.outer_fragments; }
   // Cuts batches from backlogs whose window is open.
   void ServeBacklogs(Clock k, bool finishing);
   const float* LookupValue(ChunkKey key);

@@ -139,7 +139,8 @@ SelectStats SignificanceFilter::Scan(Clock clock, const ChunkValueLookup* lookup
   for (ChunkKey key : dirty_) {
     const bool before = slice.has_after && !(slice.after < key);
     const bool past = slice.max_elements > 0 && stats.elements_selected >= slice.max_elements;
-    if (before || past) {
+    const bool other = slice.only && !slice.only(key);
+    if (before || past || other) {
       // Outside this slice: stays dirty, untouched.
       stats.more = stats.more || past;
       dirty_[still_dirty++] = key;

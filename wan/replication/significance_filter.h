@@ -69,6 +69,8 @@ struct SelectSlice {
   bool has_after = false;
   ChunkKey after{};
   int64_t max_elements = 0;
+  // When set, only the chunks it accepts; the others stay as they are.
+  std::function<bool(ChunkKey)> only;
 };
 
 struct SelectStats {
