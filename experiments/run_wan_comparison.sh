@@ -24,7 +24,8 @@
 #                default, T-Mobile LTE driving; harsh, Verizon EVDO driving,
 #                each link starting 37 s further into the trace than the last
 #   and, on request: avg (models averaged every 10 clocks), diloco-int8
-#   (every 20 clocks, 8-bit), asp-int8, asp-sign (8-bit and 1-bit values),
+#   (every 20 clocks, 8-bit), diloco-stream (streaming DiLoCo: H 50 in 5
+#   fragments, one every 10 clocks), asp-int8, asp-sign (8-bit and 1-bit values),
 #   bsp-varying, asp-ds (asp with the bound at DS alone: no allowance),
 #   asp-nolinks and all-async-nolinks (every link 1000 Mbit/s and 1 ms: what
 #   the mode costs apart from the WAN's latency and bandwidth).
@@ -88,6 +89,7 @@ make_topology() {
   mode=${mode%-int8}
   mode=${mode%-ds}
   mode=${mode%-nolinks}
+  mode=${mode%-stream}
   sed -e "0,/^name = .*/s//name = \"$scenario-$run\"/" \
       -e "s/^eval_every = .*/eval_every = $eval_every/" \
       -e "s|^trace_dir = .*|trace_dir = \"$(realpath --relative-to="$topos" "$link_dir")\"|" \
@@ -105,6 +107,7 @@ make_topology() {
     avg) what="avg: models averaged every 10 clocks, fp32" ;;
     diloco) what="diloco: H 50, 4-bit, outer lr 0.7, Nesterov 0.9" ;;
     diloco-int8) what="diloco: H 20, 8-bit, outer lr 0.7, Nesterov 0.9" ;;
+    diloco-stream) what="streaming diloco: H 50 in 5 fragments (one every 10 clocks), 4-bit, outer lr 0.7, Nesterov 0.9" ;;
     asp-int8) what="asp, 8-bit values" ;;
     asp-sign) what="asp, 1-bit sign values" ;;
     asp-nolinks) what="asp, every link 1000 Mbit/s and 1 ms (the mode without the WAN's cost)" ;;
@@ -119,6 +122,7 @@ make_topology() {
   if [[ $run == asp-ds ]]; then sed -i 's/^\[wan\]/[wan]\nmax_drift_allowance = 0/' "$out"; fi
   if [[ $run == diloco ]]; then sed -i 's/^\[wan\]/[wan]\naveraging_period = 50/' "$out"; fi
   if [[ $run == diloco-int8 ]]; then sed -i 's/^\[wan\]/[wan]\naveraging_period = 20/' "$out"; fi
+  if [[ $run == diloco-stream ]]; then sed -i 's/^\[wan\]/[wan]\naveraging_period = 50\nouter_fragments = 5/' "$out"; fi
   if [[ $run == avg ]]; then sed -i 's/^\[wan\]/[wan]\naveraging_period = 10/' "$out"; fi
   if [[ $run == *-nolinks ]]; then
     # The scenario's sites and settings, every link out of the way: what the
