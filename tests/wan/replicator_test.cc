@@ -135,6 +135,23 @@ std::vector<float> ReplicaOf(WanSites& sites, SiteId s, int shards) {
   return out;
 }
 
+// Three sites of two shards after an avg or diloco run: every site applied
+// the same outer steps (at least `min_steps` per shard) with the same
+// digests, refused no batch, and holds the same replica.
+void ExpectIdenticalOuterSteps(WanSites& sites, size_t min_steps) {
+  for (int i = 0; i < 2; ++i) {
+    const std::vector<uint64_t> first = sites.replicator(0, i)->OuterDigests();
+    EXPECT_GE(first.size(), min_steps) << "shard " << i;
+    for (int s = 1; s < 3; ++s) {
+      EXPECT_EQ(sites.replicator(s, i)->OuterDigests(), first) << "site " << s << " shard " << i;
+      EXPECT_EQ(sites.replicator(s, i)->stats().inbox.batches_refused, 0);
+    }
+  }
+  const std::vector<float> replica = ReplicaOf(sites, 0, 2);
+  EXPECT_EQ(ReplicaOf(sites, 1, 2), replica);
+  EXPECT_EQ(ReplicaOf(sites, 2, 2), replica);
+}
+
 // avg and DiLoCo proper (outer lr 0.7, Nesterov momentum 0.9, int8 with
 // error feedback): after every outer step the synchronised model is
 // bit-identical at every site (the digests of each step agree), and once
@@ -149,17 +166,7 @@ TEST_P(OuterStepAcrossSitesTest, EveryOuterStepLeavesBitIdenticalModels) {
   WanSites sites(CounterModel(), {2, 1, 2}, /*shards=*/2, o, Faulty(), 17);
   std::vector<std::optional<double>> err = sites.RunCounter(/*clocks=*/22, /*staleness=*/1);
   for (int s = 0; s < 3; ++s) ASSERT_TRUE(err[s].has_value()) << "site " << s;
-  for (int i = 0; i < 2; ++i) {
-    const std::vector<uint64_t> first = sites.replicator(0, i)->OuterDigests();
-    EXPECT_GE(first.size(), 22u / 4) << "shard " << i;
-    for (int s = 1; s < 3; ++s) {
-      EXPECT_EQ(sites.replicator(s, i)->OuterDigests(), first) << "site " << s << " shard " << i;
-      EXPECT_EQ(sites.replicator(s, i)->stats().inbox.batches_refused, 0);
-    }
-  }
-  const std::vector<float> replica = ReplicaOf(sites, 0, 2);
-  EXPECT_EQ(ReplicaOf(sites, 1, 2), replica);
-  EXPECT_EQ(ReplicaOf(sites, 2, 2), replica);
+  ExpectIdenticalOuterSteps(sites, /*min_steps=*/22 / 4);
   // Not the sum of the updates (that is the counter's target): an average
   // moved by the outer optimiser.
   EXPECT_GT(*err[0], 1.0);
@@ -190,17 +197,7 @@ TEST_P(StreamingDilocoTest, FragmentsTakeTurnsAndEveryStepIsBitIdentical) {
     ASSERT_TRUE(err[s].has_value()) << "site " << s;
     if (counter) EXPECT_EQ(*err[s], 0.0) << "site " << s;
   }
-  for (int i = 0; i < 2; ++i) {
-    const std::vector<uint64_t> first = sites.replicator(0, i)->OuterDigests();
-    EXPECT_GE(first.size(), 22u / 2) << "shard " << i << ": a step every H / 2 clocks";
-    for (int s = 1; s < 3; ++s) {
-      EXPECT_EQ(sites.replicator(s, i)->OuterDigests(), first) << "site " << s << " shard " << i;
-      EXPECT_EQ(sites.replicator(s, i)->stats().inbox.batches_refused, 0);
-    }
-  }
-  const std::vector<float> replica = ReplicaOf(sites, 0, 2);
-  EXPECT_EQ(ReplicaOf(sites, 1, 2), replica);
-  EXPECT_EQ(ReplicaOf(sites, 2, 2), replica);
+  ExpectIdenticalOuterSteps(sites, /*min_steps=*/22 / 2);  // a step every H / 2 clocks
   // Every counter element changes every clock, so a contribution of the
   // whole shard would carry all of it; a fragment's carries about half
   // (only the final one carries everything).
