@@ -121,8 +121,8 @@ std::string MirrorGate::DescribeLocked(Hold hold, std::span<const ChunkKey> keys
       return "a requested chunk is under a selective-barrier notice whose batch has not landed";
     case Hold::kOuter:
       return "shard clock " + std::to_string(own_clock_) + " needs outer step " +
-             std::to_string(own_clock_ / outer_period_ - outer_in_flight_) + " (every " + std::to_string(outer_period_) +
-             " clocks), and step " + std::to_string(outer_applied_) +
+             std::to_string(own_clock_ / outer_period_ - outer_in_flight_) + " (every " +
+             std::to_string(outer_period_) + " clocks), and step " + std::to_string(outer_applied_) +
              " is the last applied: some site's contribution has not arrived";
     case Hold::kNone:
       break;

@@ -26,8 +26,9 @@
 //            applied: with P = H and L = 1, one step may be in flight while
 //            the next H clocks run, not two; streaming with F fragments
 //            (P = H / F, L = F) lets one step of every fragment be in
-//            flight, each for H clocks. Once every local worker finished, `final` also
-//            waits for the last outer step (OnOuterStep's `outstanding`).
+//            flight, each for H clocks. Once every local worker finished,
+//            `final` also waits for the last outer step (OnOuterStep's
+//            `outstanding`).
 // It wakes on every change and at least every kPollMs (leases and notice
 // timeouts are evaluated lazily). Waits are accounted per reason.
 //
