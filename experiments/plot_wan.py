@@ -28,6 +28,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from wan_events import bytes_at  # noqa: E402
+
 ORDER = ["lan", "bsp", "all-async", "asp", "asp-ds", "avg", "diloco", "diloco-stream", "diloco-int8", "asp-int8",
          "asp-sign", "asp-varying", "bsp-varying"]
 
@@ -62,29 +64,6 @@ def accuracy_curve(events, t0):
     pts = [(e["launcher_t"] - t0, e["test_accuracy"]) for e in events
            if e.get("event") == "eval" and isinstance(e.get("test_accuracy"), (int, float))]
     return sorted(pts)
-
-
-def bytes_at(events, t):
-    """WAN bytes sent by all shards up to launcher time t (interpolated)."""
-    series = {}
-    for e in events:
-        if e.get("event") == "wan_progress":
-            series.setdefault((e.get("site"), e.get("shard")), []).append((e["launcher_t"], e["wire_bytes"]))
-    total = 0.0
-    for pts in series.values():
-        pts.sort()
-        before = [p for p in pts if p[0] <= t]
-        after = [p for p in pts if p[0] > t]
-        if not before:
-            if after:
-                total += after[0][1] * max(0.0, t) / max(after[0][0], 1e-9)
-            continue
-        if not after:
-            total += before[-1][1]
-            continue
-        (ta, ba), (tb, bb) = before[-1], after[0]
-        total += ba + (bb - ba) * (t - ta) / (tb - ta)
-    return total
 
 
 def target_time(events, target):

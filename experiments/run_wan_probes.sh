@@ -1,66 +1,77 @@
 #!/usr/bin/env bash
-# Where the harsh scenario's ASP loses clocks against its LAN baseline.
+# Single-setting probes beside the WAN comparison.
 #
-# run_wan_comparison.sh measures the modes; this script asks why asp needs
-# more clocks than the LAN run to reach the target on the harsh scenario.
-# Each probe is the committed harsh topology of one mode
-# (experiments/results/wan/harsh/topologies/) with one or two settings
+# run_wan_comparison.sh measures the modes; these probes ask why: where asp
+# loses clocks against the LAN run on the harsh scenario (the default set),
+# and how DiLoCo's bytes and accuracy move with H (diloco-h*). Each probe is
+# the committed topology of one mode and scenario
+# (experiments/results/wan/<scenario>/topologies/) with one or two settings
 # changed, launched alone, one after the other. It records, per probe,
 # the accuracy at every evaluation (every 50 clocks), the clock and time of
 # the first one at or above the target, the final accuracy at the lowest
 # site, the WAN bytes and how often a worker read from its shard instead of
 # its SSP cache.
 #
-# Writes experiments/results/wan/probes/: README.md (the table, command,
-# date, machine) and topologies/ (each probe's topology). The launch
-# folders go to a temporary directory and are removed.
+# Writes experiments/results/wan/probes/: TABLE.md (the table, command,
+# date, machine; TABLE defaults to README) and topologies/ (each probe's
+# topology). The launch folders go to a temporary directory and are
+# removed.
 #
-# Usage: bash experiments/run_wan_probes.sh [probe ...]   (default: all)
+# Usage: bash experiments/run_wan_probes.sh [probe ...]
+#   (default: the harsh-asp probes, everything but diloco-h*)
 # Environment: GEOPS (default build/cli/geops), TIMEOUT (seconds per run,
-#   default 600).
+#   default 600), TABLE (default README), TITLE (the table's heading).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 geops=${GEOPS:-build/cli/geops}
 timeout=${TIMEOUT:-600}
-src=experiments/results/wan/harsh/topologies
+src=experiments/results/wan
 results=experiments/results/wan/probes
+table=$results/${TABLE:-README}.md
 topos=$results/topologies
 runs=$(mktemp -d)
 trap 'rm -rf "$runs"' EXIT
 
-# probe -> base topology and the sed expressions that make it.
+# probe -> base topology (scenario/run) and the sed expressions that make it.
 declare -A base edits what
 add() { base[$1]=$2; edits[$1]=$3; what[$1]=$4; order+=("$1"); }
 order=()
 fp16='s/^codec = .*/codec = "fp16"/'
 t01='s/^threshold = .*/threshold = 0.01/;s/^threshold_floor = .*/threshold_floor = 0.01/'
 c200='s/^clocks = .*/clocks = 200/'
-add lan lan "" "LAN baseline: 1 site x 5 workers, SSP s 2"
-add asp asp "" "asp as committed: int4, threshold 0.05, DS 8 + allowance, SSP s 2"
-add asp-fp16 asp "$fp16" "asp with fp16 values instead of int4"
-add asp-fp16-t01 asp "$fp16;$t01" "asp, fp16, threshold 0.01 (5x lower)"
-add asp-s0 asp 's/^staleness = .*/staleness = 0/' "asp, SSP s 0 (a worker reads its shard every clock)"
-add nolinks-ds2 asp-nolinks "$fp16;$t01;s/^staleness_ds = .*/staleness_ds = 2/;s/^\[wan\]/[wan]\nmax_drift_allowance = 0/" \
+add lan harsh/lan "" "LAN baseline: 1 site x 5 workers, SSP s 2"
+add asp harsh/asp "" "asp as committed: int4, threshold 0.05, DS 8 + allowance, SSP s 2"
+add asp-fp16 harsh/asp "$fp16" "asp with fp16 values instead of int4"
+add asp-fp16-t01 harsh/asp "$fp16;$t01" "asp, fp16, threshold 0.01 (5x lower)"
+add asp-s0 harsh/asp 's/^staleness = .*/staleness = 0/' "asp, SSP s 0 (a worker reads its shard every clock)"
+add nolinks-ds2 harsh/asp-nolinks "$fp16;$t01;s/^staleness_ds = .*/staleness_ds = 2/;s/^\[wan\]/[wan]\nmax_drift_allowance = 0/" \
   "asp, every link 1000 Mbit/s 1 ms, fp16, threshold 0.01, DS 2, no allowance"
-add lan-200 lan "$c200" "LAN, 200 clocks, SSP s 2"
-add lan-200-s0 lan "$c200;s/^staleness = .*/staleness = 0/" "LAN, 200 clocks, SSP s 0"
-add bsp-200 asp-nolinks "$c200;s/^mode = .*/mode = \"bsp\"/;s/^codec = .*/codec = \"fp32\"/" \
+add lan-200 harsh/lan "$c200" "LAN, 200 clocks, SSP s 2"
+add lan-200-s0 harsh/lan "$c200;s/^staleness = .*/staleness = 0/" "LAN, 200 clocks, SSP s 0"
+add bsp-200 harsh/asp-nolinks "$c200;s/^mode = .*/mode = \"bsp\"/;s/^codec = .*/codec = \"fp32\"/" \
   "bsp, links 1000 Mbit/s 1 ms, 200 clocks, SSP s 2"
-add bsp-200-s0 asp-nolinks "$c200;s/^mode = .*/mode = \"bsp\"/;s/^codec = .*/codec = \"fp32\"/;s/^staleness = .*/staleness = 0/" \
+add bsp-200-s0 harsh/asp-nolinks "$c200;s/^mode = .*/mode = \"bsp\"/;s/^codec = .*/codec = \"fp32\"/;s/^staleness = .*/staleness = 0/" \
   "bsp, links 1000 Mbit/s 1 ms, 200 clocks, SSP s 0"
+default_probes=("${order[@]}")
+for scenario in default harsh; do
+  for h in 25 100 200 500; do
+    add "diloco-$scenario-h$h" "$scenario/diloco" "s/^averaging_period = .*/averaging_period = $h/" \
+      "$scenario: diloco, H $h, 4-bit, outer lr 0.7, Nesterov 0.9"
+  done
+done
 
 selected=("$@")
-[ ${#selected[@]} -eq 0 ] && selected=("${order[@]}")
+[ ${#selected[@]} -eq 0 ] && selected=("${default_probes[@]}")
 for p in "${selected[@]}"; do
   [ -n "${base[$p]:-}" ] || { echo "unknown probe '$p'; probes: ${order[*]}" >&2; exit 2; }
 done
 
-rm -rf "$results"
 mkdir -p "$topos"
 for p in "${selected[@]}"; do
   t=$topos/$p.toml
-  sed -e "0,/^name = .*/s//name = \"probe-$p\"/" "$src/${base[$p]}.toml" > "$t"
+  scenario=${base[$p]%%/*}
+  sed -e "0,/^name = .*/s//name = \"probe-$p\"/" "$src/$scenario/topologies/${base[$p]#*/}.toml" > "$t"
   [ -n "${edits[$p]}" ] && sed -i -e "${edits[$p]}" "$t"
   echo "=== $p ($(date -u +%H:%M:%S))"
   "$geops" launch "$t" --out "$runs/$p" --plain --timeout "$timeout" > "$runs/$p.log" 2>&1 \
@@ -69,7 +80,7 @@ for p in "${selected[@]}"; do
 done
 
 {
-  echo "# Probes: where harsh ASP loses clocks against its LAN baseline"
+  echo "# Probes: ${TITLE:-where harsh ASP loses clocks against its LAN baseline}"
   echo
   echo "command: bash experiments/run_wan_probes.sh $*"
   echo "finished: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -77,6 +88,6 @@ done
   echo "geops: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo '+local changes')"
   echo
   python3 experiments/wan_probes_table.py "$runs" "${selected[@]}"
-} > "$results/README.md"
-sed -i "s|$root/||g" "$results/README.md"
-echo "results: $results/README.md"
+} > "$table"
+sed -i "s|$root/||g" "$table"
+echo "results: $table"

@@ -1,0 +1,24 @@
+"""What the WAN experiment scripts read from a launch's events.jsonl."""
+
+
+def bytes_at(events, t):
+    """WAN bytes sent by all shards up to launcher time t (interpolated)."""
+    series = {}
+    for e in events:
+        if e.get("event") == "wan_progress":
+            series.setdefault((e.get("site"), e.get("shard")), []).append((e["launcher_t"], e["wire_bytes"]))
+    total = 0.0
+    for pts in series.values():
+        pts.sort()
+        before = [p for p in pts if p[0] <= t]
+        after = [p for p in pts if p[0] > t]
+        if not before:
+            if after:
+                total += after[0][1] * max(0.0, t) / max(after[0][0], 1e-9)
+            continue
+        if not after:
+            total += before[-1][1]
+            continue
+        (ta, ba), (tb, bb) = before[-1], after[0]
+        total += ba + (bb - ba) * (t - ta) / (tb - ta)
+    return total
