@@ -8,14 +8,8 @@
 namespace geops {
 namespace {
 
-// Floats per block. A fixed inner trip count lets GCC's cheap -O2 vectoriser
-// turn each block into a few SIMD instructions; the tail runs scalar.
-constexpr int64_t kBlock = 16;
 constexpr uint32_t kExponentMask = 0x7f800000u;
 constexpr uint32_t kMagnitudeMask = 0x7fffffffu;  // all but the sign
-
-// 1 when the float with bits `b` is NaN or +-Inf (all exponent bits set).
-inline uint32_t NonFiniteBit(uint32_t b) { return (~b & kExponentMask) == 0 ? 1u : 0u; }
 
 inline uint32_t Bits(const float* p) {
   uint32_t b;
@@ -23,7 +17,7 @@ inline uint32_t Bits(const float* p) {
   return b;
 }
 
-// The magnitude kernels work on GCC vector types of 8 floats, two at a time,
+// Every kernel works on GCC vector types of 8 floats, two at a time,
 // keeping their running maximum in vector registers to the end (a reduction
 // per block of 16 would cost a horizontal step every 16 floats). On x86-64
 // each is compiled twice (target_clones): for x86-64-v3 (AVX2), picked at
@@ -72,7 +66,11 @@ inline float FromMagnitude(int32_t m) {
 
 }  // namespace
 
-GEOPS_VECTOR_CLONES float MaxAbs(const float* v, int64_t n) {
+namespace {
+
+// The largest magnitude bits of v[0..n) (0 when n == 0): >= kExponentMask
+// exactly when some v[i] is NaN or +-Inf.
+GEOPS_VECTOR_CLONES int32_t MaxMagnitude(const float* v, int64_t n) {
   V8i m0 = {}, m1 = {};
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
@@ -81,8 +79,29 @@ GEOPS_VECTOR_CLONES float MaxAbs(const float* v, int64_t n) {
   }
   int32_t most = LargestLane(Larger(m0, m1));
   for (; i < n; ++i) most = std::max(most, Magnitude(v[i]));
-  return FromMagnitude(most);
+  return most;
 }
+
+// The same for a[i] + b[i], each sum rounded to float as AddInto rounds it.
+GEOPS_VECTOR_CLONES int32_t MaxSumMagnitude(const float* a, const float* b, int64_t n) {
+  V8i m0 = {}, m1 = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    m0 = Larger(m0, Magnitudes(Load8(a + i) + Load8(b + i)));
+    m1 = Larger(m1, Magnitudes(Load8(a + i + 8) + Load8(b + i + 8)));
+  }
+  int32_t most = LargestLane(Larger(m0, m1));
+  for (; i < n; ++i) most = std::max(most, Magnitude(a[i] + b[i]));
+  return most;
+}
+
+// The First* kernels check blocks of this many floats with the vector
+// kernels above and look for the index only inside a block that failed.
+constexpr int64_t kScanBlock = 4096;
+
+}  // namespace
+
+float MaxAbs(const float* v, int64_t n) { return FromMagnitude(MaxMagnitude(v, n)); }
 
 GEOPS_VECTOR_CLONES float AddIntoMaxAbs(float* __restrict dst, const float* __restrict src, int64_t n) {
   V8i m0 = {}, m1 = {};
@@ -104,54 +123,41 @@ GEOPS_VECTOR_CLONES float AddIntoMaxAbs(float* __restrict dst, const float* __re
   return FromMagnitude(most);
 }
 
-void AddInto(float* __restrict dst, const float* __restrict src, int64_t n) {
+GEOPS_VECTOR_CLONES void AddInto(float* __restrict dst, const float* __restrict src, int64_t n) {
   int64_t i = 0;
-  for (; i + kBlock <= n; i += kBlock) {
-    for (int64_t j = 0; j < kBlock; ++j) dst[i + j] += src[i + j];
+  for (; i + 16 <= n; i += 16) {
+    Store8(dst + i, Load8(dst + i) + Load8(src + i));
+    Store8(dst + i + 8, Load8(dst + i + 8) + Load8(src + i + 8));
   }
   for (; i < n; ++i) dst[i] += src[i];
 }
 
 bool AllFinite(const float* v, int64_t n) {
-  uint32_t bad = 0;
-  int64_t i = 0;
-  for (; i + kBlock <= n; i += kBlock) {
-    uint32_t block = 0;
-    for (int64_t j = 0; j < kBlock; ++j) block |= NonFiniteBit(Bits(v + i + j));
-    bad |= block;
-  }
-  for (; i < n; ++i) bad |= NonFiniteBit(Bits(v + i));
-  return bad == 0;
+  return MaxMagnitude(v, n) < static_cast<int32_t>(kExponentMask);
 }
 
 bool SumAllFinite(const float* a, const float* b, int64_t n) {
-  uint32_t bad = 0;
-  int64_t i = 0;
-  for (; i + kBlock <= n; i += kBlock) {
-    uint32_t block = 0;
-    for (int64_t j = 0; j < kBlock; ++j) {
-      const float s = a[i + j] + b[i + j];
-      block |= NonFiniteBit(Bits(&s));
-    }
-    bad |= block;
-  }
-  for (; i < n; ++i) {
-    const float s = a[i] + b[i];
-    bad |= NonFiniteBit(Bits(&s));
-  }
-  return bad == 0;
+  return MaxSumMagnitude(a, b, n) < static_cast<int32_t>(kExponentMask);
 }
 
 int64_t FirstNonFiniteSum(const float* a, const float* b, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    if (!std::isfinite(a[i] + b[i])) return i;
+  for (int64_t start = 0; start < n; start += kScanBlock) {
+    const int64_t len = std::min(kScanBlock, n - start);
+    if (MaxSumMagnitude(a + start, b + start, len) < static_cast<int32_t>(kExponentMask)) continue;
+    for (int64_t i = start; i < start + len; ++i) {
+      if (!std::isfinite(a[i] + b[i])) return i;
+    }
   }
   return -1;
 }
 
 int64_t FirstNonFinite(const float* v, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    if (!std::isfinite(v[i])) return i;
+  for (int64_t start = 0; start < n; start += kScanBlock) {
+    const int64_t len = std::min(kScanBlock, n - start);
+    if (MaxMagnitude(v + start, len) < static_cast<int32_t>(kExponentMask)) continue;
+    for (int64_t i = start; i < start + len; ++i) {
+      if (!std::isfinite(v[i])) return i;
+    }
   }
   return -1;
 }

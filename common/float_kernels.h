@@ -3,9 +3,12 @@
 // workers, clients), and the magnitude bounds that let a shard skip a pass
 // over its stored values (datacenter/chunk_store.h).
 //
-// Each kernel is a plain loop over contiguous floats, written in fixed blocks
-// so that the compiler vectorises it at the project's default -O2 without
-// per-file flags. No virtual calls, no allocation.
+// Each kernel is a loop over contiguous floats in GCC vector types, compiled
+// for AVX2 and for the baseline on x86-64 (the CPU picks at load time), at
+// the project's default -O2 without per-file flags. A NaN/Inf check is a
+// maximum of magnitude bits (NaN and +-Inf are the largest); the First*
+// kernels check blocks of 4096 floats that way and look for the index only
+// inside a block that failed. No virtual calls, no allocation.
 //
 // Thread-safety: pure functions; the caller guards the memory they touch.
 #ifndef GEOPS_COMMON_FLOAT_KERNELS_H_

@@ -41,6 +41,33 @@ TEST(FloatKernelsTest, FindsNonFiniteAtAnyPosition) {
   }
 }
 
+// The First* kernels check blocks of 4096 floats and search only a block
+// that failed: the first bad index wins across blocks, at each block's
+// edges, and the sum kernel finds an overflow of two finite values.
+TEST(FloatKernelsTest, FirstNonFiniteAcrossScanBlocks) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const int64_t n = 3 * 4096 + 7;
+  std::vector<float> v(n, 0.25f), zeros(n, 0.0f);
+  for (int64_t pos : {int64_t{0}, int64_t{4095}, int64_t{4096}, int64_t{8191}, int64_t{8192}, n - 8, n - 1}) {
+    std::vector<float> w = v;
+    w[pos] = nan;
+    if (pos + 5000 < n) w[pos + 5000] = -inf;  // a later one, in another block
+    ASSERT_EQ(FirstNonFinite(w.data(), n), pos);
+    ASSERT_FALSE(AllFinite(w.data(), n));
+    ASSERT_EQ(FirstNonFiniteSum(w.data(), zeros.data(), n), pos);
+    ASSERT_FALSE(SumAllFinite(zeros.data(), w.data(), n));
+    std::vector<float> big(n, 0.0f), also(n, 0.0f);
+    big[pos] = 3e38f;
+    also[pos] = 3e38f;  // finite each, +inf summed
+    ASSERT_EQ(FirstNonFinite(big.data(), n), -1);
+    ASSERT_EQ(FirstNonFiniteSum(big.data(), also.data(), n), pos);
+    ASSERT_FALSE(SumAllFinite(big.data(), also.data(), n));
+  }
+  ASSERT_EQ(FirstNonFiniteSum(v.data(), v.data(), n), -1);
+  ASSERT_TRUE(SumAllFinite(v.data(), v.data(), n));
+}
+
 TEST(FloatKernelsTest, MaxAbsIsExactAndNonFiniteMakesItInfinite) {
   const float inf = std::numeric_limits<float>::infinity();
   const float bad[] = {std::numeric_limits<float>::quiet_NaN(), inf, -inf,
