@@ -319,11 +319,19 @@ TEST_P(ValueFloorTest, ASmallValuesChangeShipsOnlyWhenTheFloorIsBelowIt) {
   ASSERT_TRUE(a->AdvanceClock(0, 1, false).ok());
   WaitTicked(sites, 1);
   ASSERT_GE(sites.replicator(0, 0)->stats().ticked_clock, 1);
+  // Site 0 holds 0.25 now: shipped when 0.25 / max(0.25, floor) > 0.5.
+  const float want = floor < 0.5f ? 0.25f : 0.0f;
+  if (want > 0) {
+    // The tick is counted once selected, before its batch is on the wire:
+    // wait (at most 10 s) until site 1 applied it.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (sites.replicator(1, 0)->stats().inbox.batches_applied < 1 && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
   ASSERT_TRUE(sites.net(0)->WaitIdle(20000));
   std::vector<std::pair<ChunkKey, std::vector<float>>> at_b;
   sites.shard(1, 0)->Snapshot(&at_b);
-  // Site 0 holds 0.25 now: shipped when 0.25 / max(0.25, floor) > 0.5.
-  const float want = floor < 0.5f ? 0.25f : 0.0f;
   // The accumulator decides (and a backlog, if the link was not up yet, decides the same).
   EXPECT_EQ(sites.replicator(0, 0)->stats().elements_selected, want > 0 ? n : 0);
   for (const auto& [key, values] : at_b) {
