@@ -43,16 +43,13 @@ void OuterStep::InitChunk(ChunkKey key, std::span<const float> values) {
   int64_t ordinal = 0;
   auto it = chunks_.find(key);
   if (it != chunks_.begin()) ordinal = std::prev(it)->second.ordinal + 1;
-  for (; it != chunks_.end(); ++it, ++ordinal) {
-    it->second.ordinal = ordinal;
-    it->second.fragment = ordinal % options_.fragments;
-  }
+  for (; it != chunks_.end(); ++it, ++ordinal) it->second.ordinal = ordinal;
 }
 
 bool OuterStep::Covers(int64_t step, ChunkKey key) const {
   auto c = chunks_.find(key);
   if (c == chunks_.end()) return false;
-  return options_.fragments <= 1 || c->second.fragment == (step - 1) % options_.fragments;
+  return options_.fragments <= 1 || c->second.ordinal % options_.fragments == (step - 1) % options_.fragments;
 }
 
 bool OuterStep::TakesPart(SiteId site, int64_t step) const {
@@ -143,7 +140,7 @@ Status OuterStep::ApplyNext(const std::function<void(ChunkKey, std::span<const f
   uint64_t digest = 1469598103934665603ull;  // FNV-1a offset basis
   for (auto& [key, c] : chunks_) {
     const size_t elements = c.theta.size();
-    const bool covered = last || c.fragment == fragment || by_chunk.count(key) > 0;
+    const bool covered = last || c.ordinal % options_.fragments == fragment || by_chunk.count(key) > 0;
     if (!covered) {
       digest = Digest(digest, c.theta);  // not this step's: theta and m stay
       continue;

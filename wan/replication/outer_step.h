@@ -131,8 +131,7 @@ class OuterStep {
   struct Chunk {
     std::vector<float> theta;
     std::vector<float> m;
-    int64_t ordinal = 0;   // its place in key order
-    int64_t fragment = 0;  // ordinal mod fragments
+    int64_t ordinal = 0;  // its place in key order; its fragment is ordinal mod fragments
   };
   Status CheckChunks(const std::string& what, std::span<const SparseChunkUpdate> chunks) const;
   // Sites that take part in `step`.
