@@ -64,10 +64,6 @@ inline float FromMagnitude(int32_t m) {
   return f;
 }
 
-}  // namespace
-
-namespace {
-
 // The largest magnitude bits of v[0..n) (0 when n == 0): >= kExponentMask
 // exactly when some v[i] is NaN or +-Inf.
 GEOPS_VECTOR_CLONES int32_t MaxMagnitude(const float* v, int64_t n) {
@@ -96,8 +92,22 @@ GEOPS_VECTOR_CLONES int32_t MaxSumMagnitude(const float* a, const float* b, int6
 }
 
 // The First* kernels check blocks of this many floats with the vector
-// kernels above and look for the index only inside a block that failed.
+// kernels above and look for the index only inside a block that failed:
+// `block_max(start, len)` is the block's largest magnitude bits, `bad(i)`
+// whether element i fails.
 constexpr int64_t kScanBlock = 4096;
+
+template <typename BlockMax, typename Bad>
+int64_t FirstFailing(int64_t n, BlockMax block_max, Bad bad) {
+  for (int64_t start = 0; start < n; start += kScanBlock) {
+    const int64_t len = std::min(kScanBlock, n - start);
+    if (block_max(start, len) < static_cast<int32_t>(kExponentMask)) continue;
+    for (int64_t i = start; i < start + len; ++i) {
+      if (bad(i)) return i;
+    }
+  }
+  return -1;
+}
 
 }  // namespace
 
@@ -141,25 +151,15 @@ bool SumAllFinite(const float* a, const float* b, int64_t n) {
 }
 
 int64_t FirstNonFiniteSum(const float* a, const float* b, int64_t n) {
-  for (int64_t start = 0; start < n; start += kScanBlock) {
-    const int64_t len = std::min(kScanBlock, n - start);
-    if (MaxSumMagnitude(a + start, b + start, len) < static_cast<int32_t>(kExponentMask)) continue;
-    for (int64_t i = start; i < start + len; ++i) {
-      if (!std::isfinite(a[i] + b[i])) return i;
-    }
-  }
-  return -1;
+  return FirstFailing(
+      n, [&](int64_t start, int64_t len) { return MaxSumMagnitude(a + start, b + start, len); },
+      [&](int64_t i) { return !std::isfinite(a[i] + b[i]); });
 }
 
 int64_t FirstNonFinite(const float* v, int64_t n) {
-  for (int64_t start = 0; start < n; start += kScanBlock) {
-    const int64_t len = std::min(kScanBlock, n - start);
-    if (MaxMagnitude(v + start, len) < static_cast<int32_t>(kExponentMask)) continue;
-    for (int64_t i = start; i < start + len; ++i) {
-      if (!std::isfinite(v[i])) return i;
-    }
-  }
-  return -1;
+  return FirstFailing(
+      n, [&](int64_t start, int64_t len) { return MaxMagnitude(v + start, len); },
+      [&](int64_t i) { return !std::isfinite(v[i]); });
 }
 
 }  // namespace geops
