@@ -91,6 +91,17 @@ class DilocoRestartTest : public WanRestartTest {
     return from_store;
   }
 
+  // Every element of every site's replica is the sum of the acknowledged
+  // updates.
+  void ExpectCounterExactAtBothSites() {
+  for (SiteId s = 0; s < kSites; ++s) {
+    const std::vector<float> v = Replica(s);
+    int64_t wrong = 0;
+    for (size_t i = 0; i < v.size(); ++i) wrong += double{v[i]} != expected_[i];
+    EXPECT_EQ(wrong, 0) << "site " << s << ": " << wrong << " elements differ from the acknowledged sum";
+  }
+  }
+
   void StopAll() {
     for (SiteId s = 0; s < kSites; ++s) sites_[s].repl->Stop();
     net_.Attach(0, nullptr);
@@ -109,12 +120,7 @@ TEST_F(DilocoRestartTest, ACrashedSiteGoesOnWithTheSameOuterStepsAndTheCounterEn
   EXPECT_TRUE(std::equal(from_store.begin(), from_store.end(), d1.begin()))
       << "the steps site 0 restored differ from its peer's";
   EXPECT_GE(d0.size(), static_cast<size_t>(kClocks / options_.averaging_period) - 1);
-  for (SiteId s = 0; s < kSites; ++s) {
-    const std::vector<float> v = Replica(s);
-    int64_t wrong = 0;
-    for (size_t i = 0; i < v.size(); ++i) wrong += double{v[i]} != expected_[i];
-    EXPECT_EQ(wrong, 0) << "site " << s << ": " << wrong << " elements differ from the acknowledged sum";
-  }
+  ExpectCounterExactAtBothSites();
   EXPECT_EQ(sites_[0].repl->stats().inbox.batches_refused, 0);
   EXPECT_EQ(sites_[1].repl->stats().inbox.batches_refused, 0);
   StopAll();
@@ -132,12 +138,7 @@ TEST_F(DilocoRestartTest, StreamingFragmentsGoOnIdenticallyAcrossACrash) {
   ASSERT_GE(d0.size(), from_store.size());
   EXPECT_TRUE(std::equal(from_store.begin(), from_store.end(), d0.begin()));
   EXPECT_GE(d0.size(), static_cast<size_t>(2 * kClocks / options_.averaging_period) - 1);
-  for (SiteId s = 0; s < kSites; ++s) {
-    const std::vector<float> v = Replica(s);
-    int64_t wrong = 0;
-    for (size_t i = 0; i < v.size(); ++i) wrong += double{v[i]} != expected_[i];
-    EXPECT_EQ(wrong, 0) << "site " << s << ": " << wrong << " elements differ from the acknowledged sum";
-  }
+  ExpectCounterExactAtBothSites();
   StopAll();
 }
 
