@@ -195,7 +195,9 @@ TEST_P(StreamingDilocoTest, FragmentsTakeTurnsAndEveryStepIsBitIdentical) {
   std::vector<std::optional<double>> err = sites.RunCounter(/*clocks=*/22, /*staleness=*/1);
   for (int s = 0; s < 3; ++s) {
     ASSERT_TRUE(err[s].has_value()) << "site " << s;
-    if (counter) EXPECT_EQ(*err[s], 0.0) << "site " << s;
+    if (counter) {
+      EXPECT_EQ(*err[s], 0.0) << "site " << s;
+    }
   }
   ExpectIdenticalOuterSteps(sites, /*min_steps=*/22 / 2);  // a step every H / 2 clocks
   // Every counter element changes every clock, so a contribution of the
