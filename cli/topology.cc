@@ -108,7 +108,7 @@ class TableReader {
 Status ParseWan(const toml::table& root, const std::string& origin, Topology* t) {
   WanSpec& w = t->wan;
   TableReader r(root["wan"].as_table(), "wan", origin);
-  r.RejectUnknown({"mode", "staleness_ds", "max_drift_allowance", "threshold", "threshold_floor", "value_floor", "codec", "compress", "averaging_period", "outer_fragments",
+  r.RejectUnknown({"mode", "staleness_ds", "max_drift_allowance", "max_hold_clocks", "threshold", "threshold_floor", "threshold_follows_lr", "value_floor", "codec", "compress", "averaging_period", "outer_fragments",
                    "outer_lr", "outer_momentum", "outer_nesterov", "outer_average_last",
                    "max_inflight_batches", "max_queue_ms", "notice_min_ms", "notice_timeout_ms", "peer_lease_ms", "time_scale",
                    "kernel_rate", "emulate",
@@ -117,8 +117,10 @@ Status ParseWan(const toml::table& root, const std::string& origin, Topology* t)
   r.Get("mode", &w.mode);
   r.Get("staleness_ds", &w.staleness_ds);
   r.Get("max_drift_allowance", &w.max_drift_allowance);
+  r.Get("max_hold_clocks", &w.max_hold_clocks);
   r.Get("threshold", &w.threshold);
   r.Get("threshold_floor", &w.threshold_floor);
+  r.Get("threshold_follows_lr", &w.threshold_follows_lr);
   r.Get("value_floor", &w.value_floor);
   r.Get("codec", &w.codec);
   r.Get("compress", &w.compress);
@@ -151,6 +153,7 @@ Status ParseWan(const toml::table& root, const std::string& origin, Topology* t)
   r.Require(w.staleness_ds >= -1, "staleness_ds", "must be >= 0, or -1 for none");
   r.Require(w.max_drift_allowance >= 0 && w.max_drift_allowance <= 1000000, "max_drift_allowance",
             "must be in [0, 1000000]");
+  r.Require(w.max_hold_clocks >= 0 && w.max_hold_clocks <= 1000000, "max_hold_clocks", "must be in [0, 1000000]");
   r.Require(w.threshold >= 0 && w.threshold < 1e6, "threshold", "must be >= 0");
   r.Require(w.threshold_floor >= 0 && w.threshold_floor < 1e6, "threshold_floor", "must be >= 0");
   r.Require(w.value_floor > 0 && w.value_floor < 1e6, "value_floor", "must be > 0");

@@ -52,8 +52,10 @@ struct WanSpec {
   std::string mode = "asp";            // "bsp", "all-async", "asp", "avg", "diloco"
   int64_t staleness_ds = 2;            // asp: drift bound DS in clocks; -1 = none
   int64_t max_drift_allowance = 24;    // asp: clocks in delivery the bound may add to DS
+  int64_t max_hold_clocks = 0;         // asp: a chunk held this many ticks ships whole (0: never)
   double threshold = 0.01;             // asp: t0 (relative change)
   double threshold_floor = 0.001;      // asp: floor of t(k)
+  bool threshold_follows_lr = false;   // asp: t(k) also decays like the learning rate
   double value_floor = 1e-6;           // asp: |w| counts as at least this in the significance
   std::string codec = "fp16";          // asp: "fp32", "fp16", "int8", "int4", "sign"
   bool compress = true;                // LZ4 over each batch

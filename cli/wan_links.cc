@@ -117,8 +117,13 @@ Result<wan::WanOptions> BuildWanOptions(const Topology& t) {
   GEOPS_ASSIGN_OR_RETURN(o.codec, wan::ParseValueCodec(w.codec));
   o.staleness_ds = w.staleness_ds;
   o.max_drift_allowance = w.max_drift_allowance;
+  o.max_hold_clocks = w.max_hold_clocks;
   o.threshold.initial = w.threshold;
   o.threshold.floor = w.threshold_floor;
+  if (w.threshold_follows_lr && t.final_learning_rate >= 0) {
+    o.threshold.lr_clocks = t.clocks;
+    o.threshold.final_lr_ratio = t.final_learning_rate / t.learning_rate;
+  }
   o.value_floor = static_cast<float>(w.value_floor);
   o.compress = w.compress;
   o.averaging_period = w.averaging_period;

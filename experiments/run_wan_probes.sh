@@ -47,6 +47,31 @@ add asp-fp16-t01 harsh/asp "$fp16;$t01" "asp, fp16, threshold 0.01 (5x lower)"
 add asp-s0 harsh/asp 's/^staleness = .*/staleness = 0/' "asp, SSP s 0 (a worker reads its shard every clock)"
 add nolinks-ds2 harsh/asp-nolinks "$fp16;$t01;s/^staleness_ds = .*/staleness_ds = 2/;s/^\[wan\]/[wan]\nmax_drift_allowance = 0/" \
   "asp, every link 1000 Mbit/s 1 ms, fp16, threshold 0.01, DS 2, no allowance"
+add nolinks-t0 harsh/asp-nolinks "s/^codec = .*/codec = \"fp32\"/;s/^threshold = .*/threshold = 0/;s/^threshold_floor = .*/threshold_floor = 0/;s/^staleness = .*/staleness = 0/;s/^staleness_ds = .*/staleness_ds = 2/;s/^\[wan\]/[wan]\nmax_drift_allowance = 0/" \
+  "asp, every link 1000 Mbit/s 1 ms, fp32, threshold 0 (every change ships), SSP s 0, DS 2, no allowance"
+for lr in 0.1 0.07 0.035; do
+  lre="s/^learning_rate = .*/learning_rate = $lr/"
+  add "asp-lr$lr" harsh/asp "$lre" "asp as committed, learning rate $lr (0.05 elsewhere)"
+  add "lan-lr$lr" harsh/lan "$lre" "LAN baseline, learning rate $lr (0.05 elsewhere)"
+done
+for hold in 10 25 50; do
+  add "asp-hold$hold" harsh/asp "s/^\\[wan\\]/[wan]\\nmax_hold_clocks = $hold/" \
+    "asp, a chunk that held unshipped updates for $hold ticks ships whole"
+done
+follow='s/^threshold_floor = .*/&\nthreshold_follows_lr = true/'
+add asp-follow harsh/asp "$follow" "asp, the threshold decays like the learning rate (0.05 to 0.005)"
+for w in 2 4; do
+  add "asp-inflight$w" harsh/asp "s/^max_inflight_batches = .*/max_inflight_batches = $w/" \
+    "asp, $w batches in flight per link (1 elsewhere)"
+  add "asp-follow-inflight$w" harsh/asp "$follow;s/^max_inflight_batches = .*/max_inflight_batches = $w/" \
+    "asp, threshold decaying like the learning rate, $w batches in flight per link"
+done
+for seed in 2 3; do
+  se="s/^seed = .*/seed = $seed/"
+  add "lan-seed$seed" harsh/lan "$se" "LAN baseline, seed $seed (initial values and data order; 1 elsewhere)"
+  add "asp-seed$seed" harsh/asp "$se" "asp as committed, seed $seed (initial values and data order; 1 elsewhere)"
+  add "asp-follow-seed$seed" harsh/asp "$se;$follow" "asp, threshold decaying like the learning rate, seed $seed"
+done
 add lan-200 harsh/lan "$c200" "LAN, 200 clocks, SSP s 2"
 add lan-200-s0 harsh/lan "$c200;s/^staleness = .*/staleness = 0/" "LAN, 200 clocks, SSP s 0"
 add bsp-200 harsh/asp-nolinks "$c200;s/^mode = .*/mode = \"bsp\"/;s/^codec = .*/codec = \"fp32\"/" \

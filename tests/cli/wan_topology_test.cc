@@ -218,6 +218,24 @@ TEST(WanTopologyTest, ABandwidthScaleAndStaggeredVariationShapeEveryLink) {
             StatusCode::kInvalidArgument);
 }
 
+// threshold_follows_lr hands the training's decay to the threshold schedule;
+// max_hold_clocks reaches the significance filter.
+TEST(WanTopologyTest, TheThresholdCanFollowTheLearningRateAndHoldsCanBeBounded) {
+  const std::string training = "[training]\nclocks = 101\nlearning_rate = 0.05\nfinal_learning_rate = 0.005\n";
+  auto t = Parse(training + "[wan]\nthreshold_follows_lr = true\nmax_hold_clocks = 40\n" + kSites);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  auto o = BuildWanOptions(*t);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->threshold.lr_clocks, 101);
+  EXPECT_NEAR(o->threshold.final_lr_ratio, 0.1, 1e-12);
+  EXPECT_EQ(o->max_hold_clocks, 40);
+  // Off by default, and a constant learning rate leaves nothing to follow.
+  EXPECT_EQ(BuildWanOptions(*Parse(training + kSites))->threshold.lr_clocks, 0);
+  EXPECT_EQ(BuildWanOptions(*Parse("[wan]\nthreshold_follows_lr = true\n" + std::string(kSites)))->threshold.lr_clocks, 0);
+  EXPECT_EQ(Parse("[wan]\nmax_hold_clocks = -1\n" + std::string(kSites)).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
 TEST(WanTopologyTest, RelativePathsAreTakenFromTheTopologyFile) {
   Topology t;
   t.path = "experiments/topologies/default.toml";

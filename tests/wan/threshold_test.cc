@@ -34,6 +34,32 @@ TEST(ThresholdScheduleTest, MultiplierScalesAndIgnoresNonsense) {
   EXPECT_DOUBLE_EQ(s.multiplier(), 4);
 }
 
+// Following the workers' half-cosine learning-rate decay (0.1 of the
+// initial rate at clock 100 of 101): the cut-off shrinks with the steps.
+TEST(ThresholdScheduleTest, FollowsTheLearningRateDecay) {
+  ThresholdOptions o;
+  o.decay = false;
+  o.initial = 0.05;
+  o.floor = 0.05;
+  o.lr_clocks = 101;
+  o.final_lr_ratio = 0.1;
+  ThresholdSchedule s = *ThresholdSchedule::Create(o);
+  EXPECT_DOUBLE_EQ(s.At(0), 0.05);
+  EXPECT_NEAR(s.At(50), 0.05 * 0.55, 1e-12);  // halfway: (1 + 0.1) / 2
+  EXPECT_NEAR(s.At(100), 0.005, 1e-12);
+  EXPECT_NEAR(s.At(5000), 0.005, 1e-12);      // past the schedule: its last value
+  EXPECT_DOUBLE_EQ(s.At(-3), 0.05);
+  for (Clock k = 1; k <= 100; ++k) EXPECT_LT(s.At(k), s.At(k - 1)) << "clock " << k;
+  s.set_multiplier(2);
+  EXPECT_NEAR(s.At(100), 0.01, 1e-12);
+  ThresholdOptions bad = o;
+  bad.final_lr_ratio = 0;
+  EXPECT_EQ(ThresholdSchedule::Create(bad).status().code(), StatusCode::kInvalidArgument);
+  bad = o;
+  bad.lr_clocks = -1;
+  EXPECT_EQ(ThresholdSchedule::Create(bad).status().code(), StatusCode::kInvalidArgument);
+}
+
 // A plant where the bytes shipped per second fall as the threshold rises:
 // bytes(m) = c / m^alpha.
 double Plant(double c, double alpha, double m) { return c / std::pow(m, alpha); }

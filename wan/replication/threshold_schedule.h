@@ -1,6 +1,11 @@
 // ThresholdSchedule: the significance cut-off t(k) used at shard clock k,
-//     t(k) = max(floor, t0 / sqrt(k + 1)) * multiplier,
-// where the multiplier is 1 unless a BandwidthController steers it.
+//     t(k) = max(floor, t0 / sqrt(k + 1)) * lr(k) * multiplier,
+// where the multiplier is 1 unless a BandwidthController steers it, and
+// lr(k) is 1 unless the cut-off follows the workers' learning rate: then it
+// is their half-cosine decay from 1 at clock 0 to final_lr_ratio at clock
+// lr_clocks - 1 (the trainer's schedule divided by its initial rate), so
+// that what a shard holds back stays about the same number of clocks'
+// updates as the steps shrink, instead of growing as they do.
 //
 // A small value type; thread-compatible.
 #ifndef GEOPS_WAN_REPLICATION_THRESHOLD_SCHEDULE_H_
@@ -15,6 +20,10 @@ struct ThresholdOptions {
   double initial = 0.01;  // t0, relative change (0.01 = 1%); >= 0
   double floor = 0.001;   // lower bound of the decayed value; 0 <= floor
   bool decay = true;      // false: t(k) = max(floor, t0) for every k
+  // Follow the learning rate's half-cosine decay over lr_clocks clocks to
+  // final_lr_ratio (in (0, 1]); lr_clocks 0 (default): do not follow it.
+  int64_t lr_clocks = 0;
+  double final_lr_ratio = 1.0;
 };
 
 class ThresholdSchedule {
@@ -22,7 +31,8 @@ class ThresholdSchedule {
   // InvalidArgument naming the field when a value is negative or not finite.
   static Result<ThresholdSchedule> Create(ThresholdOptions options = {});
 
-  // t(k) before steering. Clocks below 0 count as 0.
+  // t(k) before steering. Clocks below 0 count as 0, clocks past lr_clocks
+  // as its last.
   double Base(Clock k) const;
   // t(k) times the current multiplier.
   double At(Clock k) const { return Base(k) * multiplier_; }
@@ -31,6 +41,8 @@ class ThresholdSchedule {
   // are not finite or <= 0 are ignored.
   void set_multiplier(double m);
   double multiplier() const { return multiplier_; }
+  // lr(k) above: 1 when the cut-off does not follow the learning rate.
+  double LearningRateRatio(Clock k) const;
 
  private:
   explicit ThresholdSchedule(ThresholdOptions options) : options_(options) {}
