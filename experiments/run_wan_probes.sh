@@ -71,6 +71,8 @@ for seed in 2 3; do
   add "lan-seed$seed" harsh/lan "$se" "LAN baseline, seed $seed (initial values and data order; 1 elsewhere)"
   add "asp-seed$seed" harsh/asp "$se" "asp as committed, seed $seed (initial values and data order; 1 elsewhere)"
   add "asp-follow-seed$seed" harsh/asp "$se;$follow" "asp, threshold decaying like the learning rate, seed $seed"
+  add "asp-follow-inflight2-seed$seed" harsh/asp "$se;$follow;s/^max_inflight_batches = .*/max_inflight_batches = 2/" \
+    "asp, threshold decaying like the learning rate, 2 batches in flight per link, seed $seed"
 done
 add lan-200 harsh/lan "$c200" "LAN, 200 clocks, SSP s 2"
 add lan-200-s0 harsh/lan "$c200;s/^staleness = .*/staleness = 0/" "LAN, 200 clocks, SSP s 0"
