@@ -5,6 +5,7 @@
 #include <deque>
 
 #include "common/deadline.h"
+#include "common/decay.h"
 #include "worker/compute_backend.h"
 #include "worker/cpu_backend.h"
 #include "worker/cuda/cuda_trainer_path.h"
@@ -36,10 +37,8 @@ Status TrainerOptions::Validate() const {
 }
 
 float TrainerOptions::LearningRateAt(Clock c) const {
-  if (final_learning_rate < 0 || clocks <= 1) return learning_rate;
-  const double progress = static_cast<double>(c) / static_cast<double>(clocks - 1);
-  return static_cast<float>(final_learning_rate + 0.5 * (learning_rate - final_learning_rate) *
-                                                      (1.0 + std::cos(3.14159265358979 * progress)));
+  if (final_learning_rate < 0) return learning_rate;
+  return static_cast<float>(HalfCosineDecay(learning_rate, final_learning_rate, c, clocks));
 }
 
 namespace {

@@ -2,8 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numbers>
 #include <string>
+
+#include "common/decay.h"
 
 namespace geops::wan {
 
@@ -28,10 +29,7 @@ Result<ThresholdSchedule> ThresholdSchedule::Create(ThresholdOptions options) {
 
 double ThresholdSchedule::LearningRateRatio(Clock k) const {
   if (options_.lr_clocks <= 1) return 1.0;
-  const double last = static_cast<double>(options_.lr_clocks - 1);
-  const double progress = std::clamp(static_cast<double>(k), 0.0, last) / last;
-  const double f = options_.final_lr_ratio;
-  return f + 0.5 * (1.0 - f) * (1.0 + std::cos(std::numbers::pi * progress));
+  return HalfCosineDecay(1.0, options_.final_lr_ratio, k, options_.lr_clocks);
 }
 
 double ThresholdSchedule::Base(Clock k) const {
