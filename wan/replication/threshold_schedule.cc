@@ -28,15 +28,13 @@ Result<ThresholdSchedule> ThresholdSchedule::Create(ThresholdOptions options) {
 }
 
 double ThresholdSchedule::LearningRateRatio(Clock k) const {
-  if (options_.lr_clocks <= 1) return 1.0;
-  return HalfCosineDecay(1.0, options_.final_lr_ratio, k, options_.lr_clocks);
+  return HalfCosineDecay(1.0, options_.final_lr_ratio, k, options_.lr_clocks);  // 1 for lr_clocks <= 1
 }
 
 double ThresholdSchedule::Base(Clock k) const {
-  const double lr = LearningRateRatio(k);
-  if (!options_.decay) return std::max(options_.floor, options_.initial) * lr;
-  double kk = static_cast<double>(std::max<Clock>(k, 0));
-  return std::max(options_.floor, options_.initial / std::sqrt(kk + 1.0)) * lr;
+  const double kk = static_cast<double>(std::max<Clock>(k, 0));
+  const double t = options_.decay ? options_.initial / std::sqrt(kk + 1.0) : options_.initial;
+  return std::max(options_.floor, t) * LearningRateRatio(k);
 }
 
 void ThresholdSchedule::set_multiplier(double m) {
