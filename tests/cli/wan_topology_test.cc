@@ -229,6 +229,11 @@ TEST(WanTopologyTest, TheThresholdCanFollowTheLearningRateAndHoldsCanBeBounded) 
   EXPECT_EQ(o->threshold.lr_clocks, 101);
   EXPECT_NEAR(o->threshold.final_lr_ratio, 0.1, 1e-12);
   EXPECT_EQ(o->max_hold_clocks, 40);
+  // A rate that decays to 0 is followed to 0.
+  auto to_zero = BuildWanOptions(*Parse("[training]\nclocks = 101\nlearning_rate = 0.05\nfinal_learning_rate = 0\n"
+                                        "[wan]\nthreshold_follows_lr = true\n" + std::string(kSites)));
+  ASSERT_TRUE(to_zero.ok()) << to_zero.status().ToString();
+  EXPECT_EQ(to_zero->threshold.final_lr_ratio, 0.0);
   // Off by default, and a constant learning rate leaves nothing to follow.
   EXPECT_EQ(BuildWanOptions(*Parse(training + kSites))->threshold.lr_clocks, 0);
   EXPECT_EQ(BuildWanOptions(*Parse("[wan]\nthreshold_follows_lr = true\n" + std::string(kSites)))->threshold.lr_clocks, 0);

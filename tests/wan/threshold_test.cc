@@ -52,8 +52,14 @@ TEST(ThresholdScheduleTest, FollowsTheLearningRateDecay) {
   for (Clock k = 1; k <= 100; ++k) EXPECT_LT(s.At(k), s.At(k - 1)) << "clock " << k;
   s.set_multiplier(2);
   EXPECT_NEAR(s.At(100), 0.01, 1e-12);
+  ThresholdOptions to_zero = o;  // a rate that decays to 0
+  to_zero.final_lr_ratio = 0;
+  ASSERT_TRUE(ThresholdSchedule::Create(to_zero).ok());
+  EXPECT_DOUBLE_EQ(ThresholdSchedule::Create(to_zero)->At(100), 0.0);
   ThresholdOptions bad = o;
-  bad.final_lr_ratio = 0;
+  bad.final_lr_ratio = 1.5;  // a rate that grows is no decay
+  EXPECT_EQ(ThresholdSchedule::Create(bad).status().code(), StatusCode::kInvalidArgument);
+  bad.final_lr_ratio = -0.1;
   EXPECT_EQ(ThresholdSchedule::Create(bad).status().code(), StatusCode::kInvalidArgument);
   bad = o;
   bad.lr_clocks = -1;

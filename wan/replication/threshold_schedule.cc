@@ -20,8 +20,8 @@ Result<ThresholdSchedule> ThresholdSchedule::Create(ThresholdOptions options) {
   if (options.lr_clocks < 0) {
     return InvalidArgumentError("threshold: lr_clocks must be >= 0, got " + std::to_string(options.lr_clocks));
   }
-  if (!(options.final_lr_ratio > 0 && options.final_lr_ratio <= 1)) {
-    return InvalidArgumentError("threshold: final_lr_ratio must be in (0, 1], got " +
+  if (!(options.final_lr_ratio >= 0 && options.final_lr_ratio <= 1)) {
+    return InvalidArgumentError("threshold: final_lr_ratio must be in [0, 1], got " +
                                 std::to_string(options.final_lr_ratio));
   }
   return ThresholdSchedule(options);

@@ -21,7 +21,8 @@ struct ThresholdOptions {
   double floor = 0.001;   // lower bound of the decayed value; 0 <= floor
   bool decay = true;      // false: t(k) = max(floor, t0) for every k
   // Follow the learning rate's half-cosine decay over lr_clocks clocks to
-  // final_lr_ratio (in (0, 1]); lr_clocks 0 (default): do not follow it.
+  // final_lr_ratio (in [0, 1]; 0 for a rate that decays to 0, when every
+  // change ships at the last clock); lr_clocks 0 (default): do not follow it.
   int64_t lr_clocks = 0;
   double final_lr_ratio = 1.0;
 };
