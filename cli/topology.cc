@@ -30,7 +30,7 @@ class TableReader {
       if (auto v = node->value<std::string>()) { *out = *v; return; }
       Fail(node, key, "must be a string");
     } else if constexpr (std::is_same_v<T, bool>) {
-      if (auto v = node->value<bool>()) { *out = *v; return; }
+      if (auto v = node->value_exact<bool>()) { *out = *v; return; }
       Fail(node, key, "must be true or false");
     } else if constexpr (std::is_same_v<T, double>) {
       if (auto v = node->value<double>()) { *out = *v; return; }
