@@ -108,9 +108,9 @@ class TableReader {
 Status ParseWan(const toml::table& root, const std::string& origin, Topology* t) {
   WanSpec& w = t->wan;
   TableReader r(root["wan"].as_table(), "wan", origin);
-  r.RejectUnknown({"mode", "staleness_ds", "max_drift_allowance", "max_hold_clocks", "threshold", "threshold_floor", "threshold_follows_lr", "value_floor", "codec", "compress", "averaging_period", "outer_fragments",
+  r.RejectUnknown({"mode", "staleness_ds", "max_drift_allowance", "max_hold_clocks", "threshold", "threshold_floor", "threshold_follows_lr", "threshold_settle_clocks", "value_floor", "codec", "compress", "averaging_period", "outer_fragments",
                    "outer_lr", "outer_momentum", "outer_nesterov", "outer_average_last",
-                   "max_inflight_batches", "max_queue_ms", "notice_min_ms", "notice_timeout_ms", "peer_lease_ms", "time_scale",
+                   "max_inflight_batches", "max_queue_ms", "selective_barrier", "notice_min_ms", "notice_timeout_ms", "peer_lease_ms", "time_scale",
                    "kernel_rate", "emulate",
                    "links", "trace_dir", "skyplane_bandwidth", "bandwidth_scale", "trace_file", "variation", "variation_bin_s",
                    "variation_stagger_s"});
@@ -121,6 +121,7 @@ Status ParseWan(const toml::table& root, const std::string& origin, Topology* t)
   r.Get("threshold", &w.threshold);
   r.Get("threshold_floor", &w.threshold_floor);
   r.Get("threshold_follows_lr", &w.threshold_follows_lr);
+  r.Get("threshold_settle_clocks", &w.threshold_settle_clocks);
   r.Get("value_floor", &w.value_floor);
   r.Get("codec", &w.codec);
   r.Get("compress", &w.compress);
@@ -132,6 +133,7 @@ Status ParseWan(const toml::table& root, const std::string& origin, Topology* t)
   r.Get("outer_average_last", &w.outer_average_last);
   r.Get("max_inflight_batches", &w.max_inflight_batches);
   r.Get("max_queue_ms", &w.max_queue_ms);
+  r.Get("selective_barrier", &w.selective_barrier);
   r.Get("notice_min_ms", &w.notice_min_ms);
   r.Get("notice_timeout_ms", &w.notice_timeout_ms);
   r.Get("peer_lease_ms", &w.peer_lease_ms);
@@ -155,6 +157,8 @@ Status ParseWan(const toml::table& root, const std::string& origin, Topology* t)
             "must be in [0, 1000000]");
   r.Require(w.max_hold_clocks >= 0 && w.max_hold_clocks <= 1000000, "max_hold_clocks", "must be in [0, 1000000]");
   r.Require(w.threshold >= 0 && w.threshold < 1e6, "threshold", "must be >= 0");
+  r.Require(w.threshold_settle_clocks >= 0 && w.threshold_settle_clocks <= t->clocks, "threshold_settle_clocks",
+            "must be in [0, training.clocks = " + std::to_string(t->clocks) + "]");
   r.Require(w.threshold_floor >= 0 && w.threshold_floor < 1e6, "threshold_floor", "must be >= 0");
   r.Require(w.value_floor > 0 && w.value_floor < 1e6, "value_floor", "must be > 0");
   r.Require(w.codec == "fp32" || w.codec == "fp16" || w.codec == "int8" || w.codec == "int4" || w.codec == "sign",

@@ -56,6 +56,7 @@ struct WanSpec {
   double threshold = 0.01;             // asp: t0 (relative change)
   double threshold_floor = 0.001;      // asp: floor of t(k)
   bool threshold_follows_lr = false;   // asp: t(k) also decays like the learning rate
+  int64_t threshold_settle_clocks = 0; // asp: t(k) falls to 0 over the training's last clocks
   double value_floor = 1e-6;           // asp: |w| counts as at least this in the significance
   std::string codec = "fp16";          // asp: "fp32", "fp16", "int8", "int4", "sign"
   bool compress = true;                // LZ4 over each batch
@@ -67,6 +68,7 @@ struct WanSpec {
   bool outer_average_last = true;      // the last step averages the sites' models
   int64_t max_inflight_batches = 2;    // per peer link, before updates coalesce ...
   double max_queue_ms = 500;           // ... or once the link has this much queued
+  bool selective_barrier = true;       // asp: announce slow batches (below); false: never
   double notice_min_ms = 50;           // asp: announce batches slower than this on the wire
   int64_t notice_timeout_ms = 10000;
   int64_t peer_lease_ms = 30000;       // a silent site leaves the mirror clock after this

@@ -124,6 +124,8 @@ Result<wan::WanOptions> BuildWanOptions(const Topology& t) {
     o.threshold.lr_clocks = t.clocks;
     o.threshold.final_lr_ratio = t.final_learning_rate / t.learning_rate;
   }
+  o.threshold.settle_clocks = w.threshold_settle_clocks;
+  o.threshold.last_clock = t.clocks;
   o.value_floor = static_cast<float>(w.value_floor);
   o.compress = w.compress;
   o.averaging_period = w.averaging_period;
@@ -135,6 +137,7 @@ Result<wan::WanOptions> BuildWanOptions(const Topology& t) {
   o.max_inflight_batches = w.max_inflight_batches;
   o.max_queue_seconds = w.max_queue_ms * 1e-3;
   o.notice_min_seconds = w.notice_min_ms * 1e-3;
+  o.selective_barrier = w.selective_barrier;
   o.notice_timeout_ms = w.notice_timeout_ms;
   o.peer_lease_ms = w.peer_lease_ms;
   GEOPS_RETURN_IF_ERROR(o.Validate());

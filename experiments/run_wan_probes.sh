@@ -82,6 +82,36 @@ for seed in 2 3; do
   add "asp-follow-inflight2-seed$seed" harsh/asp "$se;$follow;$(inflight 2)" \
     "asp, threshold decaying like the learning rate, 2 batches in flight per link, seed $seed"
 done
+# Round two (settle.md): the threshold falls to 0 over the last clocks, so
+# that held-back updates leave while clocks remain to train against them.
+settle() { echo "s/^\\[wan\\]/[wan]\\nthreshold_settle_clocks = $1/"; }
+for r in 50 100 200; do
+  add "asp-follow-inflight2-settle$r" harsh/asp "$follow;$(inflight 2);$(settle $r)" \
+    "asp, threshold decaying like the learning rate and to 0 over the last $r clocks, 2 batches in flight per link"
+  add "asp-settle$r" harsh/asp "$(settle $r)" "asp as committed, threshold falling to 0 over the last $r clocks"
+  for seed in 2 3; do
+    add "asp-follow-inflight2-settle$r-seed$seed" harsh/asp "s/^seed = .*/seed = $seed/;$follow;$(inflight 2);$(settle $r)" \
+      "asp, threshold decaying like the learning rate and to 0 over the last $r clocks, 2 batches in flight per link, seed $seed"
+    add "asp-settle$r-seed$seed" harsh/asp "s/^seed = .*/seed = $seed/;$(settle $r)" \
+      "asp as committed, threshold falling to 0 over the last $r clocks, seed $seed"
+  done
+done
+# Round two (endlr.md): the learning rate decaying to 1% of its initial
+# value (0.0005) instead of 10% (0.005), the LAN and asp alike, and asp
+# without the selective barrier.
+endlr='s/^final_learning_rate = .*/final_learning_rate = 0.0005/'
+nobarrier='s/^\[wan\]/[wan]\nselective_barrier = false/'
+for seed in 1 2 3; do
+  se="s/^seed = .*/seed = $seed/"
+  sfx=$([ $seed = 1 ] || echo "-seed$seed")
+  sw=$([ $seed = 1 ] || echo ", seed $seed")
+  add "lan-endlr$sfx" harsh/lan "$se;$endlr" "LAN baseline, learning rate decaying to 0.0005$sw"
+  add "asp-endlr$sfx" harsh/asp "$se;$endlr" "asp as committed, learning rate decaying to 0.0005$sw"
+  add "asp-follow-inflight2-endlr$sfx" harsh/asp "$se;$endlr;$follow;$(inflight 2)" \
+    "asp, threshold decaying like the learning rate (to 0.0005), 2 batches in flight per link$sw"
+  add "asp-follow-inflight2-nobarrier-endlr$sfx" harsh/asp "$se;$endlr;$follow;$(inflight 2);$nobarrier" \
+    "asp, threshold decaying like the learning rate (to 0.0005), 2 batches in flight per link, no selective barrier$sw"
+done
 for scenario in default harsh; do
   for h in 25 100 200 500; do
     add "diloco-$scenario-h$h" "$scenario/diloco" "s/^averaging_period = .*/averaging_period = $h/" \

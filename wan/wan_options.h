@@ -108,6 +108,10 @@ struct WanOptions {
   // asp: a batch the link needs longer than this to deliver is announced by
   // a selective-barrier notice on the priority lane. Seconds, >= 0.
   double notice_min_seconds = 0.05;
+  // asp: false sends no notices at all: a receiver never holds reads for a
+  // batch on its way (on links where batches spend hundreds of ms on the
+  // wire the holds cost more clocks' time than the fresher values gain).
+  bool selective_barrier = true;
   // A notice blocks reads of its chunks at most this long, ms, >= 1.
   int64_t notice_timeout_ms = 10000;
   // A peer not heard from for this long leaves the mirror-clock minimum, ms.

@@ -241,6 +241,30 @@ TEST(WanTopologyTest, TheThresholdCanFollowTheLearningRateAndHoldsCanBeBounded) 
             StatusCode::kInvalidArgument);
 }
 
+// threshold_settle_clocks hands the window and the training's length to
+// the threshold schedule; a window longer than the training is refused.
+TEST(WanTopologyTest, TheThresholdCanSettleOverTheLastClocks) {
+  const std::string training = "[training]\nclocks = 101\n";
+  auto o = BuildWanOptions(*Parse(training + "[wan]\nthreshold_settle_clocks = 20\n" + kSites));
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->threshold.settle_clocks, 20);
+  EXPECT_EQ(o->threshold.last_clock, 101);
+  EXPECT_EQ(BuildWanOptions(*Parse(training + kSites))->threshold.settle_clocks, 0);
+  auto too_long = Parse(training + "[wan]\nthreshold_settle_clocks = 102\n" + kSites);
+  EXPECT_EQ(too_long.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(too_long.status().message().find("threshold_settle_clocks"), std::string::npos);
+}
+
+// selective_barrier = false reaches the replicator; it is on by default.
+TEST(WanTopologyTest, TheSelectiveBarrierCanBeTurnedOff) {
+  EXPECT_TRUE(BuildWanOptions(*Parse(std::string(kSites)))->selective_barrier);
+  auto off = BuildWanOptions(*Parse("[wan]\nselective_barrier = false\n" + std::string(kSites)));
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  EXPECT_FALSE(off->selective_barrier);
+  EXPECT_EQ(Parse("[wan]\nselective_barrier = 3\n" + std::string(kSites)).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
 TEST(WanTopologyTest, RelativePathsAreTakenFromTheTopologyFile) {
   Topology t;
   t.path = "experiments/topologies/default.toml";

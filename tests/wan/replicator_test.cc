@@ -453,6 +453,50 @@ TEST(ReplicatorTest, NoticeHoldsReadsOfExactlyTheAnnouncedChunks) {
   EXPECT_GE(sites.replicator(1, 0)->stats().gate.notices, 1);
 }
 
+// Without the selective barrier nothing is announced: a read of a chunk
+// whose batch is on its way is served at once from the replica as it is.
+TEST(ReplicatorTest, WithoutTheSelectiveBarrierReadsAreNeverHeld) {
+  WanOptions o = Mode(WanMode::kAsp);
+  o.staleness_ds = -1;
+  o.notice_min_seconds = 0;
+  o.selective_barrier = false;
+  o.threshold.initial = 0;
+  o.threshold.floor = 0;
+  LinkFaults hold;
+  hold.hold_batches = true;
+  WanSites sites(CounterModel(), {1, 1}, 1, o, hold, 2);
+  const ModelSpec& spec = sites.spec();
+  const std::vector<ChunkKey> keys = spec.ChunksOfShard(0, 1);
+  ASSERT_FALSE(keys.empty());
+  datacenter::Shard* a = sites.shard(0, 0);
+  datacenter::Shard* b = sites.shard(1, 0);
+  ASSERT_TRUE(a->RegisterWorker(0, 0, "").ok());
+  ASSERT_TRUE(b->RegisterWorker(0, 0, "").ok());
+  const std::vector<ChunkKey> touched = {keys[0]};
+  std::vector<float> values(spec.ChunkElements(keys[0]), 2.0f);
+  ASSERT_TRUE(a->Update(0, 0, touched, values).ok());
+  ASSERT_TRUE(a->AdvanceClock(0, 1, false).ok());
+  // The batch is selected and held on the link.
+  for (int i = 0; i < 200 && sites.replicator(0, 0)->stats().elements_selected == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_GT(sites.replicator(0, 0)->stats().elements_selected, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // time for a notice, were one sent
+  EXPECT_TRUE(sites.replicator(1, 0)->gate()->NoticedChunks().empty());
+  std::vector<float> out(4096);
+  auto now = b->Read(0, 0, 0, touched, out.data(), Deadline::InMs(1000));
+  ASSERT_TRUE(now.ok()) << now.status().ToString();
+  EXPECT_EQ(out[0], 0.0f);  // the batch has not landed
+  EXPECT_EQ(sites.replicator(1, 0)->stats().gate.notices, 0);
+  sites.net(0)->ReleaseHeld(0, 1);
+  for (int i = 0; i < 400; ++i) {
+    ASSERT_TRUE(b->Read(0, 0, 0, touched, out.data(), Deadline::InMs(1000)).ok());
+    if (out[0] == 2.0f) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(out[0], 2.0f);
+}
+
 // Records the clock reports a site receives.
 class ReportRecorder : public WanReceiver {
  public:

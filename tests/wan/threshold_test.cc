@@ -66,6 +66,34 @@ TEST(ThresholdScheduleTest, FollowsTheLearningRateDecay) {
   EXPECT_EQ(ThresholdSchedule::Create(bad).status().code(), StatusCode::kInvalidArgument);
 }
 
+// The settle window takes t(k) linearly to 0 over the training's last
+// clocks, whatever else shapes it; before the window nothing changes.
+TEST(ThresholdScheduleTest, SettlesToZeroOverTheLastClocks) {
+  ThresholdOptions o;
+  o.decay = false;
+  o.initial = 0.05;
+  o.floor = 0.05;
+  o.settle_clocks = 10;
+  o.last_clock = 100;  // clocks 0..99; the window is 89..99
+  ThresholdSchedule s = *ThresholdSchedule::Create(o);
+  EXPECT_DOUBLE_EQ(s.At(0), 0.05);
+  EXPECT_DOUBLE_EQ(s.At(89), 0.05);
+  EXPECT_NEAR(s.At(94), 0.05 * 0.5, 1e-12);
+  EXPECT_DOUBLE_EQ(s.At(99), 0.0);
+  EXPECT_DOUBLE_EQ(s.At(150), 0.0);
+  for (Clock k = 90; k <= 99; ++k) EXPECT_LT(s.At(k), s.At(k - 1)) << "clock " << k;
+  ThresholdOptions follow = o;  // with the learning rate: both factors
+  follow.lr_clocks = 100;
+  follow.final_lr_ratio = 0.1;
+  ThresholdSchedule f = *ThresholdSchedule::Create(follow);
+  EXPECT_NEAR(f.At(94), 0.05 * f.LearningRateRatio(94) * 0.5, 1e-12);
+  ThresholdOptions bad = o;
+  bad.settle_clocks = 101;  // longer than the training
+  EXPECT_EQ(ThresholdSchedule::Create(bad).status().code(), StatusCode::kInvalidArgument);
+  bad.settle_clocks = -1;
+  EXPECT_EQ(ThresholdSchedule::Create(bad).status().code(), StatusCode::kInvalidArgument);
+}
+
 // A plant where the bytes shipped per second fall as the threshold rises:
 // bytes(m) = c / m^alpha.
 double Plant(double c, double alpha, double m) { return c / std::pow(m, alpha); }

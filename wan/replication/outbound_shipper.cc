@@ -54,7 +54,7 @@ bool OutboundShipper::AllLinksFull(bool finishing) const {
 
 void OutboundShipper::MaybeNotice(PeerOutbox& out, uint64_t seq, const std::vector<ChunkKey>& keys, int64_t bytes,
                                   bool finishing) {
-  if (options_.mode != WanMode::kAsp || finishing || keys.empty()) return;
+  if (options_.mode != WanMode::kAsp || !options_.selective_barrier || finishing || keys.empty()) return;
   const double eta = config_.transport->EstimateDeliverySeconds(out.peer(), bytes);
   if (!(eta > options_.notice_min_seconds)) return;
   WanNotice n;

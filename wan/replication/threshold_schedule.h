@@ -1,11 +1,19 @@
 // ThresholdSchedule: the significance cut-off t(k) used at shard clock k,
-//     t(k) = max(floor, t0 / sqrt(k + 1)) * lr(k) * multiplier,
+//     t(k) = max(floor, t0 / sqrt(k + 1)) * lr(k) * settle(k) * multiplier,
 // where the multiplier is 1 unless a BandwidthController steers it, and
-// lr(k) is 1 unless the cut-off follows the workers' learning rate: then it
-// is their half-cosine decay from 1 at clock 0 to final_lr_ratio at clock
+// settle(k) is 1 outside a settle window (below), and lr(k) is 1 unless
+// the cut-off follows the workers' learning rate: then it is their
+// half-cosine decay from 1 at clock 0 to final_lr_ratio at clock
 // lr_clocks - 1 (the trainer's schedule divided by its initial rate), so
 // that what a shard holds back stays about the same number of clocks'
 // updates as the steps shrink, instead of growing as they do.
+//
+// With a settle window of R clocks before the training's last clock L - 1,
+// t(k) is further multiplied by (L - 1 - k) / R over those clocks, falling
+// to 0 at the last one: what a shard has held back leaves while clocks
+// remain for every site to train against it, instead of arriving all at
+// once in the final drain, where five sites' progress on the same weights
+// adds up with nothing left to correct it.
 //
 // A small value type; thread-compatible.
 #ifndef GEOPS_WAN_REPLICATION_THRESHOLD_SCHEDULE_H_
@@ -25,6 +33,11 @@ struct ThresholdOptions {
   // change ships at the last clock); lr_clocks 0 (default): do not follow it.
   int64_t lr_clocks = 0;
   double final_lr_ratio = 1.0;
+  // Settle window: over the last settle_clocks of last_clock clocks, t(k)
+  // falls linearly to 0 (above); settle_clocks 0 (default): no window.
+  // settle_clocks > 0 needs last_clock >= settle_clocks.
+  int64_t settle_clocks = 0;
+  int64_t last_clock = 0;  // the training's clock count L
 };
 
 class ThresholdSchedule {
@@ -44,6 +57,9 @@ class ThresholdSchedule {
   double multiplier() const { return multiplier_; }
   // lr(k) above: 1 when the cut-off does not follow the learning rate.
   double LearningRateRatio(Clock k) const;
+  // The settle window's factor at clock k: 1 before it, (L - 1 - k) / R in
+  // it, 0 from the last clock on.
+  double SettleRatio(Clock k) const;
 
  private:
   explicit ThresholdSchedule(ThresholdOptions options) : options_(options) {}
