@@ -112,6 +112,15 @@ for seed in 1 2 3; do
   add "asp-follow-inflight2-nobarrier-endlr$sfx" harsh/asp "$se;$endlr;$follow;$(inflight 2);$nobarrier" \
     "asp, threshold decaying like the learning rate (to 0.0005), 2 batches in flight per link, no selective barrier$sw"
 done
+for seed in 1 2 3; do
+  se="s/^seed = .*/seed = $seed/"
+  sfx=$([ $seed = 1 ] || echo "-seed$seed")
+  sw=$([ $seed = 1 ] || echo ", seed $seed")
+  add "asp-varying-endlr$sfx" harsh/asp-varying "$se;$endlr" \
+    "asp as committed, links varying like Verizon-EVDO-driving (outages), learning rate decaying to 0.0005$sw"
+  add "asp-varying-follow-inflight2-nobarrier-endlr$sfx" harsh/asp-varying "$se;$endlr;$follow;$(inflight 2);$nobarrier" \
+    "asp, links varying like Verizon-EVDO-driving (outages), threshold decaying like the learning rate (to 0.0005), 2 batches in flight per link, no selective barrier$sw"
+done
 for scenario in default harsh; do
   for h in 25 100 200 500; do
     add "diloco-$scenario-h$h" "$scenario/diloco" "s/^averaging_period = .*/averaging_period = $h/" \
