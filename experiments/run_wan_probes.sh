@@ -121,6 +121,21 @@ for seed in 1 2 3; do
   add "asp-varying-follow-inflight2-nobarrier-endlr$sfx" harsh/asp-varying "$se;$endlr;$follow;$(inflight 2);$nobarrier" \
     "asp, links varying like Verizon-EVDO-driving (outages), threshold decaying like the learning rate (to 0.0005), 2 batches in flight per link, no selective barrier$sw"
 done
+# Round three (bound.md): from the harsh settings of 2026-11-27 (the
+# committed topologies since), a tighter drift bound and SSP s 0.
+for seed in 1 2 3; do
+  se="s/^seed = .*/seed = $seed/"
+  sfx=$([ $seed = 1 ] || echo "-seed$seed")
+  sw=$([ $seed = 1 ] || echo ", seed $seed")
+  add "lan-new$sfx" harsh/lan "$se" "LAN baseline (rate decaying to 0.0005)$sw"
+  add "asp-new$sfx" harsh/asp "$se" "asp with the harsh settings of 2026-11-27: DS 8 + allowance, SSP s 2$sw"
+  for ds in 2 4; do
+    add "asp-new-ds$ds$sfx" harsh/asp "$se;s/^staleness_ds = .*/staleness_ds = $ds/" \
+      "asp with the harsh settings of 2026-11-27, DS $ds + allowance$sw"
+  done
+  add "asp-new-s0$sfx" harsh/asp "$se;s/^staleness = .*/staleness = 0/" \
+    "asp with the harsh settings of 2026-11-27, SSP s 0 (the worker reads every clock)$sw"
+done
 for scenario in default harsh; do
   for h in 25 100 200 500; do
     add "diloco-$scenario-h$h" "$scenario/diloco" "s/^averaging_period = .*/averaging_period = $h/" \
