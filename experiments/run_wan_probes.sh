@@ -136,6 +136,12 @@ for seed in 1 2 3; do
   add "asp-new-s0$sfx" harsh/asp "$se;s/^staleness = .*/staleness = 0/" \
     "asp with the harsh settings of 2026-11-27, SSP s 0 (the worker reads every clock)$sw"
 done
+# Round three (diloco_h_new.md): DiLoCo's period at the harsh rate of
+# 2026-11-27 (decaying to 0.0005).
+for h in 10 25 100 200; do
+  add "diloco-harsh-new-h$h" harsh/diloco "s/^averaging_period = .*/averaging_period = $h/" \
+    "harsh (rate decaying to 0.0005): diloco, H $h, 4-bit, outer lr 0.7, Nesterov 0.9"
+done
 for scenario in default harsh; do
   for h in 25 100 200 500; do
     add "diloco-$scenario-h$h" "$scenario/diloco" "s/^averaging_period = .*/averaging_period = $h/" \
