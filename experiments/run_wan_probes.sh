@@ -136,6 +136,16 @@ for seed in 1 2 3; do
   add "asp-new-s0$sfx" harsh/asp "$se;s/^staleness = .*/staleness = 0/" \
     "asp with the harsh settings of 2026-11-27, SSP s 0 (the worker reads every clock)$sw"
 done
+# Round three (threshold_new.md): a lower cut-off with the 2026-11-27 settings.
+for seed in 1 2 3; do
+  se="s/^seed = .*/seed = $seed/"
+  sfx=$([ $seed = 1 ] || echo "-seed$seed")
+  sw=$([ $seed = 1 ] || echo ", seed $seed")
+  for t in 0.03 0.02; do
+    add "asp-new-t$t$sfx" harsh/asp "$se;s/^threshold = .*/threshold = $t/;s/^threshold_floor = .*/threshold_floor = $t/" \
+      "asp with the harsh settings of 2026-11-27, threshold $t (0.05 elsewhere)$sw"
+  done
+done
 # Round three (diloco_h_new.md): DiLoCo's period at the harsh rate of
 # 2026-11-27 (decaying to 0.0005).
 for h in 10 25 100 200; do
