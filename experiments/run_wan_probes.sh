@@ -17,10 +17,17 @@
 # topology). The launch folders go to a temporary directory and are
 # removed.
 #
+# The harsh scenario's settings changed on 2026-11-27 (the learning rate
+# decaying to 1%, asp's threshold following it, two batches in flight, no
+# selective barrier). The probes of the rounds before that first take the
+# committed harsh topologies back to the earlier settings, so that they
+# still make the topologies their tables ran (topologies/).
+#
 # Usage: bash experiments/run_wan_probes.sh [probe ...]
 #   (default: the first round of harsh-asp probes, README.md's table)
 # Environment: GEOPS (default build/cli/geops), TIMEOUT (seconds per run,
-#   default 600), TABLE (default README), TITLE (the table's heading).
+#   default 600), TABLE (default README), TITLE (the table's heading),
+#   DRY_RUN=1 (write the topologies, launch nothing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -35,7 +42,13 @@ trap 'rm -rf "$runs"' EXIT
 
 # probe -> base topology (scenario/run) and the sed expressions that make it.
 declare -A base edits what
-add() { base[$1]=$2; edits[$1]=$3; what[$1]=$4; order+=("$1"); }
+add() {
+  local e=$3
+  [[ $2 == harsh/* && -n $before ]] && e="$before${e:+;$e}"
+  base[$1]=$2; edits[$1]=$e; what[$1]=$4; order+=("$1")
+}
+# The harsh settings before 2026-11-27, for the probes of rounds one and two.
+before='s/^final_learning_rate = .*/final_learning_rate = 0.005/;/^threshold_follows_lr = /d;s/^max_inflight_batches = .*/max_inflight_batches = 1/;/^selective_barrier = /d'
 order=()
 fp16='s/^codec = .*/codec = "fp16"/'
 t01='s/^threshold = .*/threshold = 0.01/;s/^threshold_floor = .*/threshold_floor = 0.01/'
@@ -96,15 +109,20 @@ for r in 50 100 200; do
       "asp as committed, threshold falling to 0 over the last $r clocks, seed $seed"
   done
 done
+# seeded N: the seed's edit (se), name suffix (sfx, none for seed 1) and
+# description suffix (sw).
+seeded() {
+  se="s/^seed = .*/seed = $1/"
+  sfx=$([ "$1" = 1 ] || echo "-seed$1")
+  sw=$([ "$1" = 1 ] || echo ", seed $1")
+}
 # Round two (endlr.md): the learning rate decaying to 1% of its initial
 # value (0.0005) instead of 10% (0.005), the LAN and asp alike, and asp
 # without the selective barrier.
 endlr='s/^final_learning_rate = .*/final_learning_rate = 0.0005/'
 nobarrier='s/^\[wan\]/[wan]\nselective_barrier = false/'
 for seed in 1 2 3; do
-  se="s/^seed = .*/seed = $seed/"
-  sfx=$([ $seed = 1 ] || echo "-seed$seed")
-  sw=$([ $seed = 1 ] || echo ", seed $seed")
+  seeded $seed
   add "lan-endlr$sfx" harsh/lan "$se;$endlr" "LAN baseline, learning rate decaying to 0.0005$sw"
   add "asp-endlr$sfx" harsh/asp "$se;$endlr" "asp as committed, learning rate decaying to 0.0005$sw"
   add "asp-follow-inflight2-endlr$sfx" harsh/asp "$se;$endlr;$follow;$(inflight 2)" \
@@ -113,20 +131,24 @@ for seed in 1 2 3; do
     "asp, threshold decaying like the learning rate (to 0.0005), 2 batches in flight per link, no selective barrier$sw"
 done
 for seed in 1 2 3; do
-  se="s/^seed = .*/seed = $seed/"
-  sfx=$([ $seed = 1 ] || echo "-seed$seed")
-  sw=$([ $seed = 1 ] || echo ", seed $seed")
+  seeded $seed
   add "asp-varying-endlr$sfx" harsh/asp-varying "$se;$endlr" \
     "asp as committed, links varying like Verizon-EVDO-driving (outages), learning rate decaying to 0.0005$sw"
   add "asp-varying-follow-inflight2-nobarrier-endlr$sfx" harsh/asp-varying "$se;$endlr;$follow;$(inflight 2);$nobarrier" \
     "asp, links varying like Verizon-EVDO-driving (outages), threshold decaying like the learning rate (to 0.0005), 2 batches in flight per link, no selective barrier$sw"
 done
+# DiLoCo's period (diloco_h.md), at the settings of its day.
+for scenario in default harsh; do
+  for h in 25 100 200 500; do
+    add "diloco-$scenario-h$h" "$scenario/diloco" "s/^averaging_period = .*/averaging_period = $h/" \
+      "$scenario: diloco, H $h, 4-bit, outer lr 0.7, Nesterov 0.9"
+  done
+done
 # Round three (bound.md): from the harsh settings of 2026-11-27 (the
 # committed topologies since), a tighter drift bound and SSP s 0.
+before=
 for seed in 1 2 3; do
-  se="s/^seed = .*/seed = $seed/"
-  sfx=$([ $seed = 1 ] || echo "-seed$seed")
-  sw=$([ $seed = 1 ] || echo ", seed $seed")
+  seeded $seed
   add "lan-new$sfx" harsh/lan "$se" "LAN baseline (rate decaying to 0.0005)$sw"
   add "asp-new$sfx" harsh/asp "$se" "asp with the harsh settings of 2026-11-27: DS 8 + allowance, SSP s 2$sw"
   for ds in 2 4; do
@@ -138,9 +160,7 @@ for seed in 1 2 3; do
 done
 # Round three (threshold_new.md): a lower cut-off with the 2026-11-27 settings.
 for seed in 1 2 3; do
-  se="s/^seed = .*/seed = $seed/"
-  sfx=$([ $seed = 1 ] || echo "-seed$seed")
-  sw=$([ $seed = 1 ] || echo ", seed $seed")
+  seeded $seed
   for t in 0.03 0.02; do
     add "asp-new-t$t$sfx" harsh/asp "$se;s/^threshold = .*/threshold = $t/;s/^threshold_floor = .*/threshold_floor = $t/" \
       "asp with the harsh settings of 2026-11-27, threshold $t (0.05 elsewhere)$sw"
@@ -151,12 +171,6 @@ done
 for h in 10 25 100 200; do
   add "diloco-harsh-new-h$h" harsh/diloco "s/^averaging_period = .*/averaging_period = $h/" \
     "harsh (rate decaying to 0.0005): diloco, H $h, 4-bit, outer lr 0.7, Nesterov 0.9"
-done
-for scenario in default harsh; do
-  for h in 25 100 200 500; do
-    add "diloco-$scenario-h$h" "$scenario/diloco" "s/^averaging_period = .*/averaging_period = $h/" \
-      "$scenario: diloco, H $h, 4-bit, outer lr 0.7, Nesterov 0.9"
-  done
 done
 
 selected=("$@")
@@ -171,11 +185,13 @@ for p in "${selected[@]}"; do
   scenario=${base[$p]%%/*}
   sed -e "0,/^name = .*/s//name = \"probe-$p\"/" "$src/$scenario/topologies/${base[$p]#*/}.toml" > "$t"
   [ -n "${edits[$p]}" ] && sed -i -e "${edits[$p]}" "$t"
+  [ -n "${DRY_RUN:-}" ] && continue
   echo "=== $p ($(date -u +%H:%M:%S))"
   "$geops" launch "$t" --out "$runs/$p" --plain --timeout "$timeout" > "$runs/$p.log" 2>&1 \
     || echo "probe $p exited with $?" >&2
   printf '%s\n' "${what[$p]}" > "$runs/$p/what.txt"
 done
+[ -n "${DRY_RUN:-}" ] && { echo "topologies: $topos"; exit 0; }
 
 {
   echo "# Probes: ${TITLE:-where harsh ASP loses clocks against its LAN baseline}"
