@@ -413,15 +413,27 @@ TEST(ReplicatorTest, WithoutTheBoundTheFastSiteRunsAhead) {
   EXPECT_GT(MaxDrift(WanMode::kAllAsync, -1, &violated), 3);
 }
 
-TEST(ReplicatorTest, NoticeHoldsReadsOfExactlyTheAnnouncedChunks) {
+// asp with every change significant and every batch announced, no drift
+// bound; `selective_barrier` as given.
+WanOptions AnnouncingAsp(bool selective_barrier) {
   WanOptions o = Mode(WanMode::kAsp);
   o.staleness_ds = -1;
   o.notice_min_seconds = 0;
+  o.selective_barrier = selective_barrier;
   o.threshold.initial = 0;
   o.threshold.floor = 0;
+  return o;
+}
+
+// Links that hold every batch until ReleaseHeld (notices and reports pass).
+LinkFaults HeldBatches() {
   LinkFaults hold;
   hold.hold_batches = true;
-  WanSites sites(CounterModel(), {1, 1}, 1, o, hold, 2);
+  return hold;
+}
+
+TEST(ReplicatorTest, NoticeHoldsReadsOfExactlyTheAnnouncedChunks) {
+  WanSites sites(CounterModel(), {1, 1}, 1, AnnouncingAsp(true), HeldBatches(), 2);
   const ModelSpec& spec = sites.spec();
   std::vector<ChunkKey> keys = spec.ChunksOfShard(0, 1);
   ASSERT_GE(keys.size(), 3u);
@@ -456,15 +468,7 @@ TEST(ReplicatorTest, NoticeHoldsReadsOfExactlyTheAnnouncedChunks) {
 // Without the selective barrier nothing is announced: a read of a chunk
 // whose batch is on its way is served at once from the replica as it is.
 TEST(ReplicatorTest, WithoutTheSelectiveBarrierReadsAreNeverHeld) {
-  WanOptions o = Mode(WanMode::kAsp);
-  o.staleness_ds = -1;
-  o.notice_min_seconds = 0;
-  o.selective_barrier = false;
-  o.threshold.initial = 0;
-  o.threshold.floor = 0;
-  LinkFaults hold;
-  hold.hold_batches = true;
-  WanSites sites(CounterModel(), {1, 1}, 1, o, hold, 2);
+  WanSites sites(CounterModel(), {1, 1}, 1, AnnouncingAsp(false), HeldBatches(), 2);
   const ModelSpec& spec = sites.spec();
   const std::vector<ChunkKey> keys = spec.ChunksOfShard(0, 1);
   ASSERT_FALSE(keys.empty());
