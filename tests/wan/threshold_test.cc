@@ -74,7 +74,7 @@ TEST(ThresholdScheduleTest, SettlesToZeroOverTheLastClocks) {
   o.initial = 0.05;
   o.floor = 0.05;
   o.settle_clocks = 10;
-  o.last_clock = 100;  // clocks 0..99; the window is 89..99
+  o.last_clock = 100;  // clocks 0..99: the factor falls from 1 at clock 89 to 0 at 99
   ThresholdSchedule s = *ThresholdSchedule::Create(o);
   EXPECT_DOUBLE_EQ(s.At(0), 0.05);
   EXPECT_DOUBLE_EQ(s.At(89), 0.05);
