@@ -166,6 +166,14 @@ for seed in 1 2 3; do
       "asp with the harsh settings of 2026-11-27, threshold $t (0.05 elsewhere)$sw"
   done
 done
+# Round three (inflight_new.md): more batches in flight with the 2026-11-27 settings.
+for seed in 1 2 3; do
+  seeded $seed
+  for w in 3 4; do
+    add "asp-new-inflight$w$sfx" harsh/asp "$se;$(inflight $w)" \
+      "asp with the harsh settings of 2026-11-27, $w batches in flight per link (2 elsewhere)$sw"
+  done
+done
 # Round three (diloco_h_new.md): DiLoCo's period at the harsh rate of
 # 2026-11-27 (decaying to 0.0005).
 for h in 10 25 100 200; do
