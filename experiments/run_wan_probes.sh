@@ -144,8 +144,9 @@ for scenario in default harsh; do
       "$scenario: diloco, H $h, 4-bit, outer lr 0.7, Nesterov 0.9"
   done
 done
-# Round three (bound.md): from the harsh settings of 2026-11-27 (the
-# committed topologies since), a tighter drift bound and SSP s 0.
+# Round three (bound.md, threshold_new.md, inflight_new.md): from the harsh
+# settings of 2026-11-27 (the committed topologies since), one setting
+# changed: a tighter drift bound, SSP s 0, a lower cut-off, more in flight.
 before=
 for seed in 1 2 3; do
   seeded $seed
@@ -157,18 +158,12 @@ for seed in 1 2 3; do
   done
   add "asp-new-s0$sfx" harsh/asp "$se;s/^staleness = .*/staleness = 0/" \
     "asp with the harsh settings of 2026-11-27, SSP s 0 (the worker reads every clock)$sw"
-done
-# Round three (threshold_new.md): a lower cut-off with the 2026-11-27 settings.
-for seed in 1 2 3; do
-  seeded $seed
+  # threshold_new.md: a lower cut-off.
   for t in 0.03 0.02; do
     add "asp-new-t$t$sfx" harsh/asp "$se;s/^threshold = .*/threshold = $t/;s/^threshold_floor = .*/threshold_floor = $t/" \
       "asp with the harsh settings of 2026-11-27, threshold $t (0.05 elsewhere)$sw"
   done
-done
-# Round three (inflight_new.md): more batches in flight with the 2026-11-27 settings.
-for seed in 1 2 3; do
-  seeded $seed
+  # inflight_new.md: more batches in flight.
   for w in 3 4; do
     add "asp-new-inflight$w$sfx" harsh/asp "$se;$(inflight $w)" \
       "asp with the harsh settings of 2026-11-27, $w batches in flight per link (2 elsewhere)$sw"
