@@ -16,7 +16,7 @@ namespace {
 using Clock_ = std::chrono::steady_clock;
 
 struct Arrival {
-  char kind;  // 'b' batch, 'c' clock, 'n' notice
+  char kind;  // 'b' batch, 'c' clock, 'n' notice, 'h' heartbeat
   uint64_t seq;
   double t;  // real seconds since the transport started
 };
@@ -40,7 +40,7 @@ class FakeChannel : public PeerChannel {
   }
   Status SendClock(const WanClockReport& c) override { return Record('c', c.last_seq, 40); }
   Status SendNotice(const WanNotice& n) override { return Record('n', n.seq, 40); }
-  Status Heartbeat() override { return Status::Ok(); }
+  Status Heartbeat() override { return Record('h', 0, 0); }
   int64_t wire_bytes() const override { return bytes_; }
 
  private:
@@ -163,6 +163,33 @@ TEST(ShapedTransportTest, ClockReportsWaitOutAnOutageButNotTheQueue) {
   }
 }
 
+TEST(ShapedTransportTest, HeartbeatsDoNotCrossAnOutage) {
+  // 0.6 s of link, 1 s of outage, then the link again; 50 ms one-way; a
+  // heartbeat every 50 ms while the priority lane is idle.
+  Recorder r;
+  ShapedTransportOptions o;
+  o.heartbeat_ms = 50;
+  Result<LinkSchedule> sched = LinkSchedule::Create({{0, 8e6, 0.05}, {0.6, 0, 0.05}, {1.6, 8e6, 0.05}}, 100.0);
+  ASSERT_TRUE(sched.ok());
+  auto t = ShapedTransport::Start({PeerLink{1, "a->b", *sched}}, o,
+                                  [&r](SiteId, Lane) { return std::make_unique<FakeChannel>(&r); });
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  r.start = Clock_::now();
+  std::this_thread::sleep_for(std::chrono::milliseconds(2300));
+  (*t)->Stop();
+  std::vector<double> before, during, after;
+  std::lock_guard<std::mutex> lock(r.mu);
+  for (const Arrival& a : r.arrivals) {
+    ASSERT_EQ(a.kind, 'h');
+    // A heartbeat arrives when the link carried anything a delay earlier:
+    // none in [0.65, 1.65) s (margins for scheduling).
+    (a.t < 0.6 ? before : a.t < 1.75 ? during : after).push_back(a.t);
+  }
+  EXPECT_GE(before.size(), 5u);
+  for (double x : during) EXPECT_TRUE(x < 0.7 || x > 1.62) << "a heartbeat at " << x << " s crossed the outage";
+  EXPECT_GE(after.size(), 5u) << "heartbeats resume once the outage ends";
+}
+
 TEST(ShapedTransportTest, RetriesUnavailableSendsWithoutReordering) {
   Recorder r;
   r.fail_first = 3;
@@ -280,6 +307,30 @@ TEST(LaneSenderTest, OneInFlightWhenTheChannelCannotPipeline) {
   for (int i = 0; i < 500 && !lane.Idle(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_TRUE(lane.Idle());
   EXPECT_EQ(sent, (std::vector<uint64_t>{1, 2, 3, 4, 5}));
+}
+
+TEST(LaneSenderTest, AnIdleLaneSendsNoHeartbeatWhileItsLinkIsDown) {
+  Recorder r;
+  std::atomic<bool> up{false};
+  LaneSenderOptions o;
+  o.heartbeat_ms = 20;
+  o.link_up = [&] { return up.load(); };
+  LaneSender lane(1, Lane::kPriority, [&](SiteId, Lane) { return std::make_unique<FakeChannel>(&r); }, o, nullptr);
+  auto heartbeats = [&] {
+    std::lock_guard<std::mutex> lock(r.mu);
+    return r.arrivals.size();
+  };
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(heartbeats(), 0u) << "no heartbeat while the link is down";
+  up = true;
+  for (int i = 0; i < 200 && heartbeats() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_GE(heartbeats(), 3u) << "heartbeats once the link is up";
+  up = false;
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));  // one in progress may still land
+  const size_t at_outage = heartbeats();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(heartbeats(), at_outage);
+  lane.Stop();
 }
 
 TEST(ShapedTransportTest, RealLinksHoldNothingButStillInformTheEstimates) {

@@ -7,6 +7,11 @@
 
 namespace geops::wan {
 
+namespace {
+// How often an idle lane looks whether an outage ended, ms.
+constexpr int64_t kOutagePollMs = 20;
+}  // namespace
+
 LaneSender::LaneSender(SiteId peer, Lane lane, PeerChannelFactory factory, LaneSenderOptions options,
                        SentCallback on_sent)
     : peer_(peer), lane_(lane), factory_(std::move(factory)), options_(options), on_sent_(std::move(on_sent)) {
@@ -139,6 +144,12 @@ void LaneSender::Loop() {
         cv_.wait_until(lock, due, [this] { return stop_ || !queue_.empty(); });
         if (stop_) break;
         if (queue_.empty() && std::chrono::steady_clock::now() >= due) {
+          if (options_.link_up && !options_.link_up()) {
+            // The link is out: no heartbeat gets through. Look again soon.
+            last_sent = std::chrono::steady_clock::now() - std::chrono::milliseconds(options_.heartbeat_ms) +
+                        std::chrono::milliseconds(std::min<int64_t>(options_.heartbeat_ms, kOutagePollMs));
+            continue;
+          }
           lock.unlock();
           if (!channel_) channel_ = factory_(peer_, lane_);
           if (channel_) {

@@ -3,7 +3,8 @@
 // (Unavailable, ResourceExhausted) is retried with exponential back-off
 // until it goes or the sender stops, and holds back those behind it, so the
 // lane stays ordered; one the peer refuses is logged and dropped. With a
-// heartbeat period, an idle lane sends a heartbeat that often. A clock
+// heartbeat period, an idle lane sends a heartbeat that often while the
+// link is up (LaneSenderOptions::link_up). A clock
 // report replaces any report still queued (the newer one says more).
 //
 // Thread-safety: Push, Stop and the counters may be called from any thread.
@@ -37,6 +38,12 @@ struct LaneSenderOptions {
   // pipeline, PeerChannel::max_in_flight): enough to keep a long link busy
   // during a round trip. 1 = one batch per round trip.
   int64_t max_in_flight_batches = 8;
+  // Whether a heartbeat sent now would reach the peer (null: always). An
+  // emulated link answers false while it is in an outage, so that a peer
+  // behind one goes silent as it would over a real WAN (its lease runs
+  // out) instead of hearing heartbeats that skip the link model. Called on
+  // the sender thread; must be thread-safe.
+  std::function<bool()> link_up;
 };
 
 class LaneSender {

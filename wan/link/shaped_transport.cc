@@ -109,6 +109,7 @@ Result<std::unique_ptr<ShapedTransport>> ShapedTransport::Start(std::vector<Peer
       LaneSenderOptions lo = options.sender;
       lo.heartbeat_ms = lane == 1 ? options.heartbeat_ms : 0;
       ShapedTransport* self = t.get();
+      if (lane == 1 && options.emulate_links) lo.link_up = [self, raw] { return self->HeartbeatArrives(*raw); };
       p->sender[lane] = std::make_unique<LaneSender>(l.peer, lane == 0 ? Lane::kBulk : Lane::kPriority, channels, lo,
                                                      [self, raw](const WanMessage& m, const BatchAck& ack) {
                                                        self->OnSent(raw, m, ack);
@@ -152,6 +153,14 @@ ShapedTransport::Peer* ShapedTransport::Find(SiteId peer) const {
 
 double ShapedTransport::TraceNow() const {
   return std::chrono::duration<double>(SteadyClock::now() - origin_).count() * options_.time_scale;
+}
+
+bool ShapedTransport::HeartbeatArrives(const Peer& p) const {
+  // A heartbeat put on the connection now stands for one that entered the
+  // link a delay ago: it arrives when the link carried anything then (an
+  // outage carries nothing).
+  const double now = TraceNow();
+  return p.priority.BandwidthAt(std::max(0.0, now - p.priority.DelayAt(now))) > 0;
 }
 
 void ShapedTransport::SetDeliveryCallback(DeliveryCallback callback) {

@@ -10,6 +10,9 @@
 //   lane sends it through a PeerChannel (a Thrift mirror connection) and,
 //   for a batch the peer accepted, calls the delivery callback.
 //
+// Heartbeats go straight to the connection when the priority lane is
+// idle, but only while the link model carries anything: a peer behind an
+// outage hears nothing, as over a real WAN, and its lease runs out.
 // Clock reports take the priority lane: a receiver holds a report until
 // the batches through its last_seq have landed, so it need not queue behind
 // them. `time_scale` runs the link model that many times
@@ -123,6 +126,9 @@ class ShapedTransport : public WanTransport {
   void Submit(SiteId peer, Lane lane, WanMessage message, int64_t bytes);
   Peer* Find(SiteId peer) const;
   double TraceNow() const;
+  // Whether the emulated link to `p` would carry a heartbeat sent now (any
+  // thread): false while it is in an outage.
+  bool HeartbeatArrives(const Peer& p) const;
   static void OnWake(uv_async_t* handle);
   void DrainSubmissions();  // loop thread
   void OnSent(Peer* p, const WanMessage& m, const BatchAck& ack);
