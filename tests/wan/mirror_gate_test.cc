@@ -321,6 +321,32 @@ TEST(MirrorGateTest, AResetPeerStartsOverAtClockZero) {
   EXPECT_EQ(g.MinMirrorClock(), 10);
 }
 
+// A peer back from a silence (a link outage, or a restart) counts again
+// from its next clock report, not from the first message heard: until
+// then its old clock would hold everyone back for nothing.
+TEST(MirrorGateTest, APeerBackFromSilenceCountsFromItsNextReport) {
+  ManualTime time;
+  MirrorGate g({1, 2}, 2, milliseconds(100), &time);
+  g.SetOwnClock(20, false);
+  g.OnPeerClock(1, 20, false);
+  g.OnPeerClock(2, 20, false);
+  time.Advance(milliseconds(60));  // peer 1's link is out, peer 2's is not
+  g.OnPeerClock(2, 25, false);
+  time.Advance(milliseconds(60));
+  g.OnPeerClock(2, 29, false);
+  g.SetOwnClock(30, false);
+  EXPECT_TRUE(Probe(g, time, {kA}, 30, false).ok()) << "peer 1 is down";
+  ASSERT_EQ(g.stats().down_events.size(), 1u);
+  EXPECT_EQ(g.stats().down_events[0].peer, 1);
+  g.OnPeerHeard(1);  // a heartbeat: the link is back
+  EXPECT_EQ(g.MinMirrorClock(), 29) << "its clock of before the outage does not count";
+  EXPECT_TRUE(Probe(g, time, {kA}, 30, false).ok());
+  EXPECT_GT(g.stats().down_events[0].back_unix, 0.0);
+  g.OnPeerClock(1, 26, false);  // its held report
+  EXPECT_EQ(g.MinMirrorClock(), 26) << "counted again from its report, as it is";
+  EXPECT_EQ(Probe(g, time, {kA}, 30, false).code(), StatusCode::kDeadlineExceeded);
+}
+
 // With a drift bound: a peer that restarted from its store (back after a
 // down event) rejoins at its lower clock and the others wait for it; a peer
 // that lost its store (reset, starting over at 0) stays out of the mirror

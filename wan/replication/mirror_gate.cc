@@ -33,6 +33,11 @@ MirrorGate::Peer& MirrorGate::HeardLocked(SiteId peer, SteadyClock::time_point n
   if (p.down) {
     p.down = false;
     p.rejoining = true;
+    // What it reported before it went silent is old news: it counts again
+    // from its next report (a link that was out delivers the held report
+    // a moment after the first heartbeat; a restarted site reports its
+    // clock at once).
+    p.awaiting_report = true;
     for (auto it = stats_.down_events.rbegin(); it != stats_.down_events.rend(); ++it) {
       if (it->peer == peer) {
         if (it->back_unix == 0) it->back_unix = UnixSeconds();
@@ -59,7 +64,7 @@ Clock MirrorGate::MinMirrorLocked(SteadyClock::time_point now) const {
   bool any = false;
   Clock min = own_clock_;
   for (const auto& [id, p] : peers_) {
-    if (p.drained || p.catching_up || now - p.heard > lease_) continue;
+    if (!CountsLocked(p, now)) continue;
     min = any ? std::min(min, p.clock) : p.clock;
     any = true;
   }
@@ -109,7 +114,7 @@ std::string MirrorGate::DescribeLocked(Hold hold, std::span<const ChunkKey> keys
       std::string behind;
       const Clock min = MinMirrorLocked(now);
       for (const auto& [id, p] : peers_) {
-        if (!p.drained && !p.catching_up && now - p.heard <= lease_ && p.clock == min) {
+        if (CountsLocked(p, now) && p.clock == min) {
           behind += (behind.empty() ? "" : ", ") + std::to_string(id);
         }
       }
@@ -182,7 +187,7 @@ Status MirrorGate::WaitAdvance(Clock new_clock, Deadline deadline, double* waite
   // falls back to the own clock when there is none: nothing to wait for).
   auto held = [&] {
     bool any = false;
-    for (const auto& [id, p] : peers_) any = any || !(p.drained || p.catching_up || now - p.heard > lease_);
+    for (const auto& [id, p] : peers_) any = any || CountsLocked(p, now);
     return any && new_clock - 1 - MinMirrorLocked(now) > BoundLocked();
   };
   if (!interrupted_.empty()) return UnavailableError(interrupted_);
@@ -270,6 +275,7 @@ void MirrorGate::OnPeerClock(SiteId peer, Clock clock, bool drained) {
     Peer& p = HeardLocked(peer, time_->Now());
     p.clock = p.rejoining ? clock : std::max(p.clock, clock);
     p.rejoining = false;
+    p.awaiting_report = false;
     p.reported = true;
     p.drained = p.drained || drained;
     if (p.catching_up && own_clock_ - p.clock <= ds_) {

@@ -12,8 +12,11 @@
 //            the lease) that have not drained and are in step; a drained
 //            peer never holds anyone back. A peer silent past the lease is
 //            recorded as down (PeerDownEvent); when it is heard again it
-//            rejoins with the clock it then reports, even if lower than
-//            before (a site that restarted from its store resumes at its
+//            counts from its next clock report on (not from the first
+//            heartbeat: the clock it reported before the silence is old,
+//            and a link back from an outage delivers the held reports a
+//            moment later), with the clock it then reports, even if lower
+//            than before (a site that restarted from its store resumes at its
 //            last durable clock, a few clocks back: the others wait at DS
 //            while it catches up). A peer that lost its store and starts
 //            over at clock 0 (ResetPeer) is catching up instead: it stays
@@ -160,6 +163,7 @@ class MirrorGate : public ReadGate {
     bool down = false;       // silent past the lease (recorded in down_events)
     bool rejoining = false;  // heard again after being down: take its next clock as is
     bool catching_up = false;  // reset (lost its store): out of the mirror clock until within DS
+    bool awaiting_report = false;  // back from down: out of the mirror clock until it reports
     uint64_t applied = 0;
     SteadyClock::time_point heard;
   };
@@ -170,6 +174,12 @@ class MirrorGate : public ReadGate {
   };
   enum class Hold { kNone, kFinal, kDrift, kNotice, kOuter };
 
+  // Whether `p` holds the mirror clock now: live (heard within the lease),
+  // not drained, not catching up after a reset, and reported since it was
+  // last down.
+  bool CountsLocked(const Peer& p, SteadyClock::time_point now) const {
+    return !p.drained && !p.catching_up && !p.awaiting_report && now - p.heard <= lease_;
+  }
   Clock MinMirrorLocked(SteadyClock::time_point now) const;
   int64_t BoundLocked() const { return ds_ < 0 ? -1 : ds_ + allowance_; }
   // Notes the drift of a read or advance that passes.
