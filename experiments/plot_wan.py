@@ -28,7 +28,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from wan_events import bytes_at  # noqa: E402
+from wan_events import bytes_at, peer_silences  # noqa: E402
 
 ORDER = ["lan", "bsp", "all-async", "asp", "asp-ds", "avg", "diloco", "diloco-stream", "diloco-int8", "asp-int8",
          "asp-sign", "asp-varying", "bsp-varying"]
@@ -180,6 +180,18 @@ def main():
     lines.append("Drift check (every shard's wan_progress events): " +
                  ("no site ever worked more than its cap ahead of its slowest mirror clock." if drift_ok else
                   "VIOLATED: " + "; ".join(drift_notes)))
+    silences = []
+    for n in names:
+        silent = peer_silences(runs[n]["events"])
+        if silent:
+            known = [x for _, _, x in silent if x is not None]
+            silences.append(f"{n}: {len(silent)} times, {sum(known):.1f} s in all, longest "
+                            f"{max(known) if known else 0:.1f} s" +
+                            (f", {len(silent) - len(known)} not heard again" if len(known) < len(silent) else ""))
+    lines.append("")
+    lines.append("Peers silent past their lease (a link outage or a failed site; the silent peer is out of the "
+                 "mirror clock of the site that cannot hear it until its next report): " +
+                 ("; ".join(silences) + "." if silences else "none."))
     lines.append("")
 
     def ratio(a, b):

@@ -22,3 +22,25 @@ def bytes_at(events, t):
         (ta, ba), (tb, bb) = before[-1], after[0]
         total += ba + (bb - ba) * (t - ta) / (tb - ta)
     return total
+
+
+def peer_silences(events):
+    """Every time a shard's peer went silent past its lease (down events in
+    the shards' final stats): a list of (site, peer, seconds silent), the
+    seconds from its last message to the first one after; None when it was
+    not heard again."""
+    out = []
+    for e in events:
+        if e.get("event") != "shard_stats":
+            continue
+        for p in (e.get("wan") or {}).get("peers", []):
+            for d in p.get("down_events", []):
+                back = d.get("back_unix") or 0
+                out.append((e.get("site"), p.get("peer"), back - d["last_heard_unix"] if back else None))
+    return out
+
+
+def drift_wait_seconds(events):
+    """Seconds the shards' reads and advances waited at the drift bound, summed."""
+    return sum(((e.get("wan") or {}).get("gate") or {}).get("drift_wait_seconds", 0.0)
+               for e in events if e.get("event") == "shard_stats")

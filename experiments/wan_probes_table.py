@@ -6,14 +6,17 @@ RUNS_DIR holds one `geops launch` folder per probe (events.jsonl,
 summary.json, what.txt). Prints markdown: one row per probe with its
 clocks and seconds to the target, final accuracy at the lowest site, WAN
 megabytes (all, and up to the target), the share of worker clocks that
-read from the shard (the rest were served by the worker's SSP cache) and
-the accuracy at every evaluation of the evaluating site.
+read from the shard (the rest were served by the worker's SSP cache), the
+seconds the shards waited at the drift bound, how often and how long a
+peer was silent past its lease (out of the mirror clock of the site that
+could not hear it) and the accuracy at every evaluation of the evaluating
+site.
 """
 import json
 import os
 import sys
 
-from wan_events import bytes_at
+from wan_events import bytes_at, drift_wait_seconds, peer_silences
 
 
 def load(folder):
@@ -45,26 +48,28 @@ def row(name, folder):
     curve = " ".join("%d:%.3f" % (e["clock"], e["test_accuracy"]) for e in along)
     wan_mb = (summary.get("wan_bytes") or 0) / 1e6
     to_target = "%.2f" % (bytes_at(events, hit["launcher_t"]) / 1e6) if hit and wan_mb > 0 else "-"
-    return "| %s | %s | %s | %s | %.4f | %.1f | %.2f | %s | %.2f | %s |" % (
+    silent = peer_silences(events)
+    silent_s = "%d, %.1f" % (len(silent), sum(s for _, _, s in silent if s is not None)) if silent else "0"
+    return "| %s | %s | %s | %s | %.4f | %.1f | %.2f | %s | %.2f | %.1f | %s | %s |" % (
         name, what,
         hit["clock"] if hit else "-",
         "%.1f" % hit["launcher_t"] if hit else "-",
         final, summary.get("wall_seconds") or 0.0,
-        wan_mb, to_target, reads, curve)
+        wan_mb, to_target, reads, drift_wait_seconds(events), silent_s, curve)
 
 
 def main():
     runs, probes = sys.argv[1], sys.argv[2:]
     print("| probe | what | clocks to target | s to target | final accuracy (lowest site) "
-          "| wall s | WAN MB | WAN MB to target | reads / worker clock "
-          "| accuracy at each evaluation (clock:accuracy) |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
+          "| wall s | WAN MB | WAN MB to target | reads / worker clock | drift wait s (all shards) "
+          "| peers silent past the lease (times, s) | accuracy at each evaluation (clock:accuracy) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for p in probes:
         folder = os.path.join(runs, p)
         try:
             print(row(p, folder))
         except (OSError, ValueError, KeyError) as e:
-            print("| %s | failed: %s | - | - | - | - | - | - | - | - |" % (p, e))
+            print("| %s | failed: %s | - | - | - | - | - | - | - | - | - | - |" % (p, e))
 
 
 if __name__ == "__main__":
