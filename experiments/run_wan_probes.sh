@@ -19,9 +19,10 @@
 #
 # The harsh scenario's settings changed on 2026-11-27 (the learning rate
 # decaying to 1%, asp's threshold following it, two batches in flight, no
-# selective barrier). The probes of the rounds before that first take the
-# committed harsh topologies back to the earlier settings, so that they
-# still make the topologies their tables ran (topologies/).
+# selective barrier; later a 1 s peer lease). The probes of the rounds
+# before a change first take the committed harsh topologies back to the
+# earlier settings, so that they still make the topologies their tables
+# ran (topologies/).
 #
 # Usage: bash experiments/run_wan_probes.sh [probe ...]
 #   (default: the first round of harsh-asp probes, README.md's table)
@@ -47,8 +48,11 @@ add() {
   [[ $2 == harsh/* && -n $before ]] && e="$before${e:+;$e}"
   base[$1]=$2; edits[$1]=$e; what[$1]=$4; order+=("$1")
 }
+# The harsh peer lease before round four (the default 30 s), for the
+# probes of rounds one to four.
+lease30='/^peer_lease_ms = /d'
 # The harsh settings before 2026-11-27, for the probes of rounds one and two.
-before='s/^final_learning_rate = .*/final_learning_rate = 0.005/;/^threshold_follows_lr = /d;s/^max_inflight_batches = .*/max_inflight_batches = 1/;/^selective_barrier = /d'
+before="s/^final_learning_rate = .*/final_learning_rate = 0.005/;/^threshold_follows_lr = /d;s/^max_inflight_batches = .*/max_inflight_batches = 1/;/^selective_barrier = /d;$lease30"
 order=()
 fp16='s/^codec = .*/codec = "fp16"/'
 t01='s/^threshold = .*/threshold = 0.01/;s/^threshold_floor = .*/threshold_floor = 0.01/'
@@ -147,7 +151,7 @@ done
 # Round three (bound.md, threshold_new.md, inflight_new.md): from the harsh
 # settings of 2026-11-27 (the committed topologies since), one setting
 # changed: a tighter drift bound, SSP s 0, a lower cut-off, more in flight.
-before=
+before=$lease30
 for seed in 1 2 3; do
   seeded $seed
   add "lan-new$sfx" harsh/lan "$se" "LAN baseline (rate decaying to 0.0005)$sw"
