@@ -347,6 +347,32 @@ TEST(MirrorGateTest, APeerBackFromSilenceCountsFromItsNextReport) {
   EXPECT_EQ(Probe(g, time, {kA}, 30, false).code(), StatusCode::kDeadlineExceeded);
 }
 
+// A peer back from a silence that reports nothing (it makes no progress)
+// counts again at its old clock once a lease has passed: it must not fall
+// out of the bound for good.
+TEST(MirrorGateTest, APeerBackWithoutAReportCountsAgainAfterALease) {
+  ManualTime time;
+  MirrorGate g({1, 2}, 2, milliseconds(100), &time);
+  g.SetOwnClock(20, false);
+  g.OnPeerClock(1, 20, false);
+  g.OnPeerClock(2, 20, false);
+  time.Advance(milliseconds(60));
+  g.OnPeerClock(2, 25, false);
+  time.Advance(milliseconds(60));
+  g.OnPeerClock(2, 30, false);
+  g.SetOwnClock(30, false);
+  EXPECT_TRUE(Probe(g, time, {kA}, 30, false).ok()) << "peer 1 is down";
+  g.OnPeerHeard(1);  // back, but stuck at clock 20: heartbeats only
+  EXPECT_EQ(g.MinMirrorClock(), 30);
+  for (int i = 0; i < 3; ++i) {  // 120 ms, heard all along
+    time.Advance(milliseconds(40));
+    g.OnPeerHeard(1);
+    g.OnPeerClock(2, 30, false);
+  }
+  EXPECT_EQ(g.MinMirrorClock(), 20) << "a lease after it came back it holds the others again";
+  EXPECT_EQ(Probe(g, time, {kA}, 30, false).code(), StatusCode::kDeadlineExceeded);
+}
+
 // With a drift bound: a peer that restarted from its store (back after a
 // down event) rejoins at its lower clock and the others wait for it; a peer
 // that lost its store (reset, starting over at 0) stays out of the mirror

@@ -38,6 +38,7 @@ MirrorGate::Peer& MirrorGate::HeardLocked(SiteId peer, SteadyClock::time_point n
     // a moment after the first heartbeat; a restarted site reports its
     // clock at once).
     p.awaiting_report = true;
+    p.back = now;
     for (auto it = stats_.down_events.rbegin(); it != stats_.down_events.rend(); ++it) {
       if (it->peer == peer) {
         if (it->back_unix == 0) it->back_unix = UnixSeconds();

@@ -15,7 +15,8 @@
 //            counts from its next clock report on (not from the first
 //            heartbeat: the clock it reported before the silence is old,
 //            and a link back from an outage delivers the held reports a
-//            moment later), with the clock it then reports, even if lower
+//            moment later; without a report within a lease it counts at
+//            its old clock), with the clock it then reports, even if lower
 //            than before (a site that restarted from its store resumes at its
 //            last durable clock, a few clocks back: the others wait at DS
 //            while it catches up). A peer that lost its store and starts
@@ -166,6 +167,7 @@ class MirrorGate : public ReadGate {
     bool awaiting_report = false;  // back from down: out of the mirror clock until it reports
     uint64_t applied = 0;
     SteadyClock::time_point heard;
+    SteadyClock::time_point back;  // when it was last heard again after being down
   };
   struct Notice {
     SiteId peer = 0;
@@ -175,10 +177,13 @@ class MirrorGate : public ReadGate {
   enum class Hold { kNone, kFinal, kDrift, kNotice, kOuter };
 
   // Whether `p` holds the mirror clock now: live (heard within the lease),
-  // not drained, not catching up after a reset, and reported since it was
-  // last down.
+  // not drained, not catching up after a reset, and, when it was down,
+  // reported since it was heard again (or heard again a lease ago: a peer
+  // that makes no progress sends no report, and it must hold the others
+  // back at its last clock, not fall out of the bound).
   bool CountsLocked(const Peer& p, SteadyClock::time_point now) const {
-    return !p.drained && !p.catching_up && !p.awaiting_report && now - p.heard <= lease_;
+    return !p.drained && !p.catching_up && !(p.awaiting_report && now - p.back <= lease_) &&
+           now - p.heard <= lease_;
   }
   Clock MinMirrorLocked(SteadyClock::time_point now) const;
   int64_t BoundLocked() const { return ds_ < 0 ? -1 : ds_ + allowance_; }
