@@ -109,7 +109,7 @@ Status ParseWan(const toml::table& root, const std::string& origin, Topology* t)
   WanSpec& w = t->wan;
   TableReader r(root["wan"].as_table(), "wan", origin);
   r.RejectUnknown({"mode", "staleness_ds", "max_drift_allowance", "max_hold_clocks", "threshold", "threshold_floor", "threshold_follows_lr", "threshold_settle_clocks", "value_floor", "codec", "compress", "averaging_period", "outer_fragments",
-                   "outer_lr", "outer_momentum", "outer_nesterov", "outer_average_last",
+                   "outer_lr", "outer_momentum", "outer_nesterov", "outer_average_last", "outer_overlap",
                    "max_inflight_batches", "max_queue_ms", "selective_barrier", "notice_min_ms", "notice_timeout_ms", "peer_lease_ms", "time_scale",
                    "kernel_rate", "emulate",
                    "links", "trace_dir", "skyplane_bandwidth", "bandwidth_scale", "trace_file", "variation", "variation_bin_s",
@@ -130,6 +130,7 @@ Status ParseWan(const toml::table& root, const std::string& origin, Topology* t)
   r.Get("outer_lr", &w.outer_lr);
   r.Get("outer_momentum", &w.outer_momentum);
   r.Get("outer_nesterov", &w.outer_nesterov);
+  r.Get("outer_overlap", &w.outer_overlap);
   r.Get("outer_average_last", &w.outer_average_last);
   r.Get("max_inflight_batches", &w.max_inflight_batches);
   r.Get("max_queue_ms", &w.max_queue_ms);
@@ -166,6 +167,8 @@ Status ParseWan(const toml::table& root, const std::string& origin, Topology* t)
   r.Require(w.averaging_period >= 1, "averaging_period", "must be >= 1");
   r.Require(w.outer_fragments >= 1 && w.averaging_period % std::max<int64_t>(1, w.outer_fragments) == 0,
             "outer_fragments", "must be >= 1 and divide averaging_period (" + std::to_string(w.averaging_period) + ")");
+  r.Require(w.outer_overlap || w.outer_fragments == 1, "outer_overlap",
+            "false needs outer_fragments = 1 (streaming overlaps by design)");
   r.Require(w.max_inflight_batches >= 1, "max_inflight_batches", "must be >= 1");
   r.Require(w.max_queue_ms > 0, "max_queue_ms", "must be > 0");
   r.Require(w.notice_min_ms >= 0, "notice_min_ms", "must be >= 0");

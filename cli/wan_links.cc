@@ -133,6 +133,7 @@ Result<wan::WanOptions> BuildWanOptions(const Topology& t) {
   o.outer_lr = w.outer_lr;
   o.outer_momentum = w.outer_momentum;
   o.outer_nesterov = w.outer_nesterov;
+  o.outer_overlap = w.outer_overlap;
   o.outer_average_last = w.outer_average_last;
   o.max_inflight_batches = w.max_inflight_batches;
   o.max_queue_seconds = w.max_queue_ms * 1e-3;

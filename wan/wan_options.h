@@ -19,7 +19,8 @@
 //              outer_momentum), so the synchronised model is bit-identical
 //              everywhere. One outer step may be in flight while the next H
 //              clocks run: reads at shard clock c wait until step
-//              floor(c / H) - 1 is applied. With outer_fragments F > 1
+//              floor(c / H) - 1 is applied (outer_overlap = false: step
+//              floor(c / H), the paper's synchronous step). With outer_fragments F > 1
 //              (streaming DiLoCo) the shard's chunks form F fragments and
 //              every H / F clocks one of them, in turn, takes its outer
 //              step: each fragment still synchronises every H clocks, and
@@ -81,6 +82,13 @@ struct WanOptions {
   // steps in turn, one every H / F clocks (streaming DiLoCo). >= 1 and
   // dividing H; 1: the whole shard every H clocks.
   int64_t outer_fragments = 1;
+  // avg, diloco: true lets one outer step be in flight while the next H
+  // clocks run (the WAN exchange hides behind them; each site's progress
+  // then starts from a model one step old). false is the DiLoCo paper's
+  // synchronous step: a read at clock c waits for step floor(c / H)
+  // itself, so each round starts from the synchronised model, and the
+  // sites wait out every exchange. false needs outer_fragments = 1.
+  bool outer_overlap = true;
   // diloco: the outer optimiser (defaults of the DiLoCo paper).
   double outer_lr = 0.7;                // > 0
   double outer_momentum = 0.9;          // in [0, 1)

@@ -122,6 +122,8 @@ TEST(WanTopologyTest, RefusesBadWanSettingsNamingTheLine) {
       {"[wan]\nvalue_floor = 0.0\n", "wan.value_floor"},
       {"[wan]\naveraging_period = 10\nouter_fragments = 3\n", "wan.outer_fragments must be >= 1 and divide"},
       {"[wan]\nouter_fragments = 0\n", "wan.outer_fragments"},
+      {"[wan]\naveraging_period = 10\nouter_fragments = 2\nouter_overlap = false\n", "wan.outer_overlap false needs"},
+      {"[wan]\nouter_overlap = 0\n", "wan.outer_overlap"},
       {"[wan]\ntime_scale = 0.0\n", "wan.time_scale"},
       {"[wan]\nlinks = \"skyplane\"\n", "wan.trace_dir"},
       {"[wan]\nwhat = 1\n", "wan.what is not a known key"},
@@ -156,6 +158,18 @@ TEST(WanTopologyTest, StreamingFragmentsReachTheOuterStep) {
   wan::WanOptions bad = *o;
   bad.outer_fragments = 7;
   EXPECT_EQ(bad.Validate().code(), StatusCode::kInvalidArgument) << "7 does not divide 50";
+}
+
+TEST(WanTopologyTest, TheSynchronousOuterStepReachesTheOptions) {
+  auto t = Parse("[wan]\nmode = \"diloco\"\naveraging_period = 50\nouter_overlap = false\n" + std::string(kSites));
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  auto o = BuildWanOptions(*t);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_FALSE(o->outer_overlap);
+  EXPECT_TRUE(BuildWanOptions(*Parse(std::string(kSites)))->outer_overlap) << "overlap is the default";
+  wan::WanOptions bad = *o;
+  bad.outer_fragments = 5;
+  EXPECT_EQ(bad.Validate().code(), StatusCode::kInvalidArgument) << "streaming overlaps by design";
 }
 
 TEST(WanTopologyTest, MissingLinkIsNamed) {

@@ -209,6 +209,21 @@ TEST(MirrorGateTest, OuterStepsHoldReadsOneRoundBehind) {
   EXPECT_EQ(Probe(streaming, time, {kA}, 14, false).code(), StatusCode::kDeadlineExceeded) << "needs step 2";
 }
 
+// No overlap (the synchronous step): a read at clock c needs step c / H
+// itself, so every round starts from the synchronised model.
+TEST(MirrorGateTest, WithoutOverlapAReadWaitsForTheStepJustGiven) {
+  ManualTime time;
+  MirrorGate g({1}, /*ds=*/-1, milliseconds(60000), &time);
+  g.SetOuterPeriod(10, /*in_flight=*/0);
+  EXPECT_TRUE(Probe(g, time, {kA}, 9, false).ok());
+  Status held = Probe(g, time, {kA}, 10, false);
+  EXPECT_EQ(held.code(), StatusCode::kDeadlineExceeded) << "needs step 1 at clock 10";
+  EXPECT_NE(held.message().find("needs outer step 1"), std::string::npos) << held.message();
+  g.OnOuterStep(1, true);
+  EXPECT_TRUE(Probe(g, time, {kA}, 19, false).ok());
+  EXPECT_EQ(Probe(g, time, {kA}, 20, false).code(), StatusCode::kDeadlineExceeded) << "needs step 2";
+}
+
 TEST(MirrorGateTest, NegativeDsNeverHoldsForDrift) {
   MirrorGate g({1}, -1, milliseconds(60000));
   EXPECT_TRUE(Wait(g, {kA}, 1000, false, 10).ok());

@@ -221,6 +221,34 @@ TEST_P(StreamingDilocoTest, FragmentsTakeTurnsAndEveryStepIsBitIdentical) {
 INSTANTIATE_TEST_SUITE_P(Optimisers, StreamingDilocoTest, ::testing::Bool(),
                          [](const auto& info) { return std::string(info.param ? "Counter" : "Nesterov"); });
 
+// The synchronous step (outer_overlap = false): the counter is exact with
+// lr = N and no momentum, and DiLoCo's optimiser leaves bit-identical
+// models after every step, as with the overlap.
+class SynchronousDilocoTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(SynchronousDilocoTest, EveryStepIsBitIdenticalAndTheCounterExact) {
+  const bool counter = GetParam();
+  WanOptions o = Mode(WanMode::kDiloco);
+  o.outer_overlap = false;
+  if (!counter) {
+    o.outer_lr = 0.7;
+    o.outer_momentum = 0.9;
+    o.codec = ValueCodec::kInt8;
+  }
+  WanSites sites(CounterModel(), {2, 1, 2}, /*shards=*/2, o, Faulty(), 29);
+  std::vector<std::optional<double>> err = sites.RunCounter(/*clocks=*/22, /*staleness=*/1);
+  for (int s = 0; s < 3; ++s) {
+    ASSERT_TRUE(err[s].has_value()) << "site " << s;
+    if (counter) {
+      EXPECT_EQ(*err[s], 0.0) << "site " << s;
+    }
+  }
+  ExpectIdenticalOuterSteps(sites, /*min_steps=*/22 / 4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Optimisers, SynchronousDilocoTest, ::testing::Bool(),
+                         [](const auto& info) { return std::string(info.param ? "Counter" : "Nesterov"); });
+
 TEST(ReplicatorTest, SlowLinkBacklogStaysBoundedAndEndsExact) {
   WanOptions o = Mode(WanMode::kAsp);
   o.codec = ValueCodec::kInt8;

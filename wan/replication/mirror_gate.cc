@@ -232,7 +232,7 @@ void MirrorGate::Interrupt(const std::string& why) {
 void MirrorGate::SetOuterPeriod(int64_t period, int64_t in_flight) {
   std::lock_guard<std::mutex> lock(mu_);
   outer_period_ = period;
-  outer_in_flight_ = std::max<int64_t>(1, in_flight);
+  outer_in_flight_ = std::max<int64_t>(0, in_flight);
 }
 
 void MirrorGate::OnOuterStep(int64_t applied, bool outstanding) {

@@ -28,7 +28,8 @@
 //   outer    (avg, diloco: SetOuterPeriod(P, L)) own shard clock c needs
 //            outer step floor(c / P) - L and an earlier one is the last
 //            applied: with P = H and L = 1, one step may be in flight while
-//            the next H clocks run, not two; streaming with F fragments
+//            the next H clocks run, not two; with L = 0 (no overlap) a read
+//            at clock c waits for step floor(c / H) itself; streaming with F fragments
 //            (P = H / F, L = F) lets one step of every fragment be in
 //            flight, each for H clocks. Once every local worker finished,
 //            `final` also waits for the last outer step (OnOuterStep's
@@ -133,7 +134,8 @@ class MirrorGate : public ReadGate {
   void ResetPeer(SiteId peer);
 
   // avg, diloco: an outer step every `period` clocks, of which `in_flight`
-  // (>= 1) may be unapplied, gates reads (period 0: none).
+  // (>= 0; 0: none, the synchronous step) may be unapplied, gates reads
+  // (period 0: none).
   void SetOuterPeriod(int64_t period, int64_t in_flight = 1);
   // Outer steps 1..applied are applied; `outstanding`: a contribution waits
   // for a step not applied yet (or this site's final one is still to come).

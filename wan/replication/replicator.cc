@@ -124,7 +124,7 @@ Result<std::unique_ptr<Replicator>> Replicator::Create(const ModelSpec* spec, Re
       std::lock_guard<std::mutex> lock(r->mu_);
       r->PublishOuterLocked();
     }
-    r->gate_.SetOuterPeriod(r->SyncPeriod(), r->options_.outer_fragments);
+    r->gate_.SetOuterPeriod(r->SyncPeriod(), r->options_.outer_overlap ? r->options_.outer_fragments : 0);
     r->inbox_.SetBatchSink([self](SiteId origin, uint64_t seq, const DecodedBatch& batch) {
       return self->OnContribution(origin, seq, batch);
     });
