@@ -336,21 +336,28 @@ TEST(MirrorGateTest, AResetPeerStartsOverAtClockZero) {
   EXPECT_EQ(g.MinMirrorClock(), 10);
 }
 
+// Peers 1 and 2 at clock 20 with this site (DS 2, lease 100 ms), then 120
+// ms in which only peer 2 is heard (peer 1's link is out), reaching
+// `peer2_clock`; this site at 30, peer 1 down.
+void PeerOneGoesSilent(MirrorGate& g, ManualTime& time, Clock peer2_clock) {
+  g.SetOwnClock(20, false);
+  g.OnPeerClock(1, 20, false);
+  g.OnPeerClock(2, 20, false);
+  time.Advance(milliseconds(60));
+  g.OnPeerClock(2, 25, false);
+  time.Advance(milliseconds(60));
+  g.OnPeerClock(2, peer2_clock, false);
+  g.SetOwnClock(30, false);
+  EXPECT_TRUE(Probe(g, time, {kA}, 30, false).ok()) << "peer 1 is down";
+}
+
 // A peer back from a silence (a link outage, or a restart) counts again
 // from its next clock report, not from the first message heard: until
 // then its old clock would hold everyone back for nothing.
 TEST(MirrorGateTest, APeerBackFromSilenceCountsFromItsNextReport) {
   ManualTime time;
   MirrorGate g({1, 2}, 2, milliseconds(100), &time);
-  g.SetOwnClock(20, false);
-  g.OnPeerClock(1, 20, false);
-  g.OnPeerClock(2, 20, false);
-  time.Advance(milliseconds(60));  // peer 1's link is out, peer 2's is not
-  g.OnPeerClock(2, 25, false);
-  time.Advance(milliseconds(60));
-  g.OnPeerClock(2, 29, false);
-  g.SetOwnClock(30, false);
-  EXPECT_TRUE(Probe(g, time, {kA}, 30, false).ok()) << "peer 1 is down";
+  PeerOneGoesSilent(g, time, 29);
   ASSERT_EQ(g.stats().down_events.size(), 1u);
   EXPECT_EQ(g.stats().down_events[0].peer, 1);
   g.OnPeerHeard(1);  // a heartbeat: the link is back
@@ -368,15 +375,7 @@ TEST(MirrorGateTest, APeerBackFromSilenceCountsFromItsNextReport) {
 TEST(MirrorGateTest, APeerBackWithoutAReportCountsAgainAfterALease) {
   ManualTime time;
   MirrorGate g({1, 2}, 2, milliseconds(100), &time);
-  g.SetOwnClock(20, false);
-  g.OnPeerClock(1, 20, false);
-  g.OnPeerClock(2, 20, false);
-  time.Advance(milliseconds(60));
-  g.OnPeerClock(2, 25, false);
-  time.Advance(milliseconds(60));
-  g.OnPeerClock(2, 30, false);
-  g.SetOwnClock(30, false);
-  EXPECT_TRUE(Probe(g, time, {kA}, 30, false).ok()) << "peer 1 is down";
+  PeerOneGoesSilent(g, time, 30);
   g.OnPeerHeard(1);  // back, but stuck at clock 20: heartbeats only
   EXPECT_EQ(g.MinMirrorClock(), 30);
   for (int i = 0; i < 3; ++i) {  // 120 ms, heard all along
