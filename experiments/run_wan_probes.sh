@@ -198,6 +198,24 @@ for seed in 1 2 3; do
       "asp on the static links, harsh settings of 2026-11-27, peer lease $l ms$sw"
   done
 done
+# Round five (diloco_sync.md): DiLoCo as the paper runs it, each outer step
+# synchronous (outer_overlap = false: every round starts from the
+# synchronised model), beside the overlapped step of the committed
+# topology, asp and the LAN, from the harsh settings as committed since
+# the 1 s lease. Three seeds.
+before=
+sync='s/^\[wan\]/[wan]\nouter_overlap = false/'
+for seed in 1 2 3; do
+  seeded $seed
+  add "lan-now$sfx" harsh/lan "$se" "LAN baseline (rate decaying to 0.0005)$sw"
+  add "asp-now$sfx" harsh/asp "$se" "asp as committed (1 s peer lease)$sw"
+  add "diloco-h50-overlap$sfx" harsh/diloco "$se" \
+    "diloco, H 50, one outer step in flight (as committed), 4-bit, outer lr 0.7, Nesterov 0.9$sw"
+  for h in 25 50; do
+    add "diloco-h$h-sync$sfx" harsh/diloco "$se;$sync;s/^averaging_period = .*/averaging_period = $h/" \
+      "diloco, H $h, synchronous outer step (the paper's), 4-bit, outer lr 0.7, Nesterov 0.9$sw"
+  done
+done
 
 selected=("$@")
 [ ${#selected[@]} -eq 0 ] && selected=("${default_probes[@]}")
