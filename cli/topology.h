@@ -64,7 +64,7 @@ struct WanSpec {
   int64_t outer_fragments = 1;         // avg, diloco: streaming fragments (divides H)
   double outer_lr = 0.7;               // diloco: the outer optimiser (Nesterov momentum)
   double outer_momentum = 0.9;
-  bool outer_overlap = true;          // one outer step in flight while the next H clocks run
+  bool outer_overlap = true;           // one outer step in flight while the next H clocks run
   bool outer_nesterov = true;
   bool outer_average_last = true;      // the last step averages the sites' models
   int64_t max_inflight_batches = 2;    // per peer link, before updates coalesce ...

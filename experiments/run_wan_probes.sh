@@ -179,11 +179,12 @@ for h in 10 25 100 200; do
   add "diloco-harsh-new-h$h" harsh/diloco "s/^averaging_period = .*/averaging_period = $h/" \
     "harsh (rate decaying to 0.0005): diloco, H $h, 4-bit, outer lr 0.7, Nesterov 0.9"
 done
-# Round four (lease.md, lease500.md): since 2026-11-27 heartbeats no longer cross an
-# emulated outage, so a peer behind one falls silent and, once its lease
-# runs out, leaves the mirror clock of the site it cannot reach; a shorter
-# lease than the default 30 s lets that site go on instead of waiting the
-# outage out. The varying links and the static ones, three seeds.
+# Round four (lease.md, lease500.md): since 2026-11-27 heartbeats no
+# longer cross an emulated outage, so a peer behind one falls silent and,
+# once its lease runs out, leaves the mirror clock of the site it cannot
+# reach; a shorter lease than the default 30 s lets that site go on
+# instead of waiting the outage out. The varying links and the static
+# ones, three seeds.
 lease() { echo "s/^\\[wan\\]/[wan]\\npeer_lease_ms = $1/"; }
 for seed in 1 2 3; do
   seeded $seed

@@ -35,8 +35,8 @@ MirrorGate::Peer& MirrorGate::HeardLocked(SiteId peer, SteadyClock::time_point n
     p.rejoining = true;
     // What it reported before it went silent is old news: it counts again
     // from its next report (a link that was out delivers the held report
-    // a moment after the first heartbeat; a restarted site reports its
-    // clock at once).
+    // a moment after the first heartbeat), or a lease from now if none
+    // comes (CountsLocked).
     p.awaiting_report = true;
     p.back = now;
     for (auto it = stats_.down_events.rbegin(); it != stats_.down_events.rend(); ++it) {
