@@ -30,8 +30,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from wan_events import bytes_at, peer_silences  # noqa: E402
 
-ORDER = ["lan", "bsp", "all-async", "asp", "asp-ds", "avg", "diloco", "diloco-stream", "diloco-int8", "asp-int8",
-         "asp-sign", "asp-varying", "bsp-varying"]
+ORDER = ["lan", "bsp", "all-async", "asp", "asp-ds", "avg", "diloco", "diloco-sync", "diloco-stream", "diloco-int8",
+         "asp-int8", "asp-sign", "asp-varying", "bsp-varying"]
 
 
 def load_run(folder):
@@ -202,8 +202,8 @@ def main():
 
     lines.append("Ratios (time to target = first evaluation at or above the target accuracy):")
     lines.append("")
-    for name in ("asp", "asp-ds", "asp-int8", "asp-sign", "asp-varying", "all-async", "diloco", "diloco-stream",
-                 "diloco-int8", "avg"):
+    for name in ("asp", "asp-ds", "asp-int8", "asp-sign", "asp-varying", "all-async", "diloco", "diloco-sync",
+                 "diloco-stream", "diloco-int8", "avg"):
         if name not in runs or lan is None:
             continue
         r = runs[name]
@@ -214,7 +214,8 @@ def main():
         lines.append(f"- {name}: {reached}; final accuracy {fmt(acc(name), 4)} at the lowest site vs LAN "
                      f"{fmt(acc('lan'), 4)} ({d:+.2f} points)")
     for name, other in (("bsp", "asp"), ("bsp", "diloco"), ("bsp-varying", "asp-varying"), ("diloco", "asp"),
-                        ("diloco-stream", "asp"), ("diloco-int8", "asp"), ("all-async", "asp")):
+                        ("diloco-sync", "asp"), ("diloco-stream", "asp"), ("diloco-int8", "asp"),
+                        ("all-async", "asp")):
         if name not in runs or other not in runs:
             continue
         a, b = runs[name], runs[other]

@@ -18,14 +18,17 @@
 #                clocks a report spends in delivery (at most 24 more)
 #   diloco       DiLoCo: every 50 clocks each site's progress (4-bit, error
 #                feedback) goes to every other, and every site applies the
-#                same outer step (lr 0.7, Nesterov momentum 0.9)
+#                same outer step (lr 0.7, Nesterov momentum 0.9), one step
+#                in flight while the next 50 clocks run
 #   asp-varying  asp with every link's bandwidth varying over time like a
 #                cellular trace scaled to the link's mean, with its outages:
 #                default, T-Mobile LTE driving; harsh, Verizon EVDO driving,
 #                each link starting 37 s further into the trace than the last
 #   and, on request: avg (models averaged every 10 clocks), diloco-int8
 #   (every 20 clocks, 8-bit), diloco-stream (streaming DiLoCo: H 50 in 5
-#   fragments, one every 10 clocks), asp-int8, asp-sign (8-bit and 1-bit values),
+#   fragments, one every 10 clocks), diloco-sync (the DiLoCo paper's
+#   synchronous step, every 25 clocks: the best H in
+#   experiments/results/wan/probes/diloco_sync.md), asp-int8, asp-sign (8-bit and 1-bit values),
 #   bsp-varying, asp-ds (asp with the bound at DS alone: no allowance),
 #   asp-nolinks and all-async-nolinks (every link 1000 Mbit/s and 1 ms: what
 #   the mode costs apart from the WAN's latency and bandwidth).
@@ -90,6 +93,7 @@ make_topology() {
   mode=${mode%-ds}
   mode=${mode%-nolinks}
   mode=${mode%-stream}
+  mode=${mode%-sync}
   sed -e "0,/^name = .*/s//name = \"$scenario-$run\"/" \
       -e "s/^eval_every = .*/eval_every = $eval_every/" \
       -e "s|^trace_dir = .*|trace_dir = \"$(realpath --relative-to="$topos" "$link_dir")\"|" \
@@ -105,7 +109,8 @@ make_topology() {
     asp) what="asp: significant updates (value floor 0.03), 4-bit, DS 8 + up to 24 clocks in delivery" ;;
     asp-ds) what="asp: significant updates (value floor 0.03), 4-bit, DS 8 (no delivery allowance)" ;;
     avg) what="avg: models averaged every 10 clocks, fp32" ;;
-    diloco) what="diloco: H 50, 4-bit, outer lr 0.7, Nesterov 0.9" ;;
+    diloco) what="diloco: H 50, 4-bit, outer lr 0.7, Nesterov 0.9, one step in flight" ;;
+    diloco-sync) what="diloco: H 25, synchronous outer step (the paper's), 4-bit, outer lr 0.7, Nesterov 0.9" ;;
     diloco-int8) what="diloco: H 20, 8-bit, outer lr 0.7, Nesterov 0.9" ;;
     diloco-stream) what="streaming diloco: H 50 in 5 fragments (one every 10 clocks), 4-bit, outer lr 0.7, Nesterov 0.9" ;;
     asp-int8) what="asp, 8-bit values" ;;
@@ -122,6 +127,7 @@ make_topology() {
   if [[ $run == asp-ds ]]; then sed -i 's/^\[wan\]/[wan]\nmax_drift_allowance = 0/' "$out"; fi
   if [[ $run == diloco ]]; then sed -i 's/^\[wan\]/[wan]\naveraging_period = 50/' "$out"; fi
   if [[ $run == diloco-int8 ]]; then sed -i 's/^\[wan\]/[wan]\naveraging_period = 20/' "$out"; fi
+  if [[ $run == diloco-sync ]]; then sed -i 's/^\[wan\]/[wan]\naveraging_period = 25\nouter_overlap = false/' "$out"; fi
   if [[ $run == diloco-stream ]]; then sed -i 's/^\[wan\]/[wan]\naveraging_period = 50\nouter_fragments = 5/' "$out"; fi
   if [[ $run == avg ]]; then sed -i 's/^\[wan\]/[wan]\naveraging_period = 10/' "$out"; fi
   if [[ $run == *-nolinks ]]; then
