@@ -249,6 +249,26 @@ TEST_P(SynchronousDilocoTest, EveryStepIsBitIdenticalAndTheCounterExact) {
 INSTANTIATE_TEST_SUITE_P(Optimisers, SynchronousDilocoTest, ::testing::Bool(),
                          [](const auto& info) { return std::string(info.param ? "Counter" : "Nesterov"); });
 
+// The replicator hands the overlap setting to its gate: before any outer
+// step, a read at clock H passes with one step in flight and waits for
+// step 1 without.
+TEST(ReplicatorTest, TheSynchronousStepHoldsTheFirstReadOfTheNextRound) {
+  for (const bool overlap : {true, false}) {
+    WanOptions o = Mode(WanMode::kDiloco);
+    o.outer_overlap = overlap;
+    WanSites sites(CounterModel(), {1, 1}, 1, o, Faulty(), 31);
+    const std::vector<ChunkKey> keys = sites.spec().ChunksOfShard(0, 1);
+    double waited = 0;
+    const Status read = sites.replicator(0, 0)->gate()->WaitReadable(keys, o.averaging_period, false,
+                                                                     Deadline::InMs(0), &waited);
+    if (overlap) {
+      EXPECT_TRUE(read.ok()) << read.ToString();
+    } else {
+      EXPECT_EQ(read.code(), StatusCode::kDeadlineExceeded) << read.ToString();
+    }
+  }
+}
+
 TEST(ReplicatorTest, SlowLinkBacklogStaysBoundedAndEndsExact) {
   WanOptions o = Mode(WanMode::kAsp);
   o.codec = ValueCodec::kInt8;
