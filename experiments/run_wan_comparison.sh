@@ -28,8 +28,8 @@
 #   (every 20 clocks, 8-bit), diloco-stream (streaming DiLoCo: H 50 in 5
 #   fragments, one every 10 clocks), diloco-sync (the DiLoCo paper's
 #   synchronous step, every 25 clocks: the best H in
-#   experiments/results/wan/probes/diloco_sync.md), asp-int8, asp-sign (8-bit and 1-bit values),
-#   bsp-varying, asp-ds (asp with the bound at DS alone: no allowance),
+#   experiments/results/wan/probes/diloco_sync.md), asp-int8, asp-sign
+#   (8-bit and 1-bit values), bsp-varying, asp-ds (asp with the bound at DS alone: no allowance),
 #   asp-nolinks and all-async-nolinks (every link 1000 Mbit/s and 1 ms: what
 #   the mode costs apart from the WAN's latency and bandwidth).
 #
