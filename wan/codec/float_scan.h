@@ -1,10 +1,14 @@
 // The significance selection scan behind the significance filter (adding
 // deltas and checking for NaN/Inf are common/float_kernels.h).
 //
-// The selection scan computes one 64-bit "take" mask per group of 64
-// elements (SSE2 compares where available, a plain loop elsewhere) and only
-// visits the set bits, so its cost is a streaming read of acc and w plus a
-// little per selected element. No allocation.
+// Where the CPU has AVX-512 (checked at run time), the selection scan takes
+// sixteen elements per step: a compare gives the take mask and compress
+// instructions pack the taken values and indices, with no branch per taken
+// element. Elsewhere it computes one 64-bit "take" mask per group of 64
+// elements (SSE2 compares where available, a plain loop elsewhere) and
+// visits the set bits. Either way its cost is a streaming read of acc and w
+// plus a little per selected element, and both select the same elements in
+// the same order. No allocation.
 //
 // Thread-safety: pure functions; the caller guards the memory they touch.
 #ifndef GEOPS_WAN_CODEC_FLOAT_SCAN_H_
@@ -20,8 +24,9 @@ struct ScanResult {
 };
 
 // For each i in [0, n) with |acc[i]| > t * max(|w[i]|, eps): appends i to idx
-// and acc[i] to val, and sets acc[i] = 0. REQUIRES: idx and val hold n
-// entries; t >= 0; eps > 0.
+// and acc[i] to val, and sets acc[i] = 0 (a NaN w[i] counts as eps; a NaN
+// acc[i] is never taken). REQUIRES: idx and val hold n entries; t >= 0;
+// eps > 0.
 ScanResult SelectRelative(float* __restrict acc, const float* __restrict w, uint32_t n, float t,
                           float eps, uint32_t* __restrict idx, float* __restrict val);
 
@@ -29,6 +34,13 @@ ScanResult SelectRelative(float* __restrict acc, const float* __restrict w, uint
 // takes every non-zero element).
 ScanResult SelectAbsolute(float* __restrict acc, uint32_t n, float limit, uint32_t* __restrict idx,
                           float* __restrict val);
+
+// The same without AVX-512 (what CPUs without it run; tests compare the two).
+ScanResult SelectRelativePortable(float* __restrict acc, const float* __restrict w, uint32_t n,
+                                  float t, float eps, uint32_t* __restrict idx,
+                                  float* __restrict val);
+ScanResult SelectAbsolutePortable(float* __restrict acc, uint32_t n, float limit,
+                                  uint32_t* __restrict idx, float* __restrict val);
 
 }  // namespace geops::wan
 
