@@ -217,6 +217,18 @@ for seed in 1 2 3; do
       "diloco, H $h, synchronous outer step (the paper's), 4-bit, outer lr 0.7, Nesterov 0.9$sw"
   done
 done
+# Round six (five_seeds.md): asp as committed on the static and the varying
+# links beside the LAN run, five seeds in one invocation, for the spread
+# of the time ratio (the selection scan's AVX-512 path since this round).
+for seed in 1 2 3 4 5; do
+  seeded $seed
+  if [ "$seed" -gt 3 ]; then
+    add "lan-now$sfx" harsh/lan "$se" "LAN baseline (rate decaying to 0.0005)$sw"
+    add "asp-now$sfx" harsh/asp "$se" "asp as committed (1 s peer lease)$sw"
+  fi
+  add "asp-varying-now$sfx" harsh/asp-varying "$se" \
+    "asp as committed (1 s peer lease) on the varying links (outages)$sw"
+done
 
 selected=("$@")
 [ ${#selected[@]} -eq 0 ] && selected=("${default_probes[@]}")
