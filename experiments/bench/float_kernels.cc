@@ -10,27 +10,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <string>
 #include <vector>
 
 #include "common/float_kernels.h"
-
-namespace {
-
-int64_t Flag(int argc, char** argv, const char* name, int64_t fallback) {
-  const std::string prefix = std::string("--") + name + "=";
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) return std::atoll(argv[i] + prefix.size());
-  }
-  return fallback;
-}
-
-}  // namespace
+#include "experiments/bench/measure.h"
 
 int main(int argc, char** argv) {
-  const int64_t n = Flag(argc, argv, "elements", 535818);
-  const int64_t reps = Flag(argc, argv, "reps", 2000);
+  const int64_t n = geops::bench::IntFlag(argc, argv, "elements", 535818);
+  const int64_t reps = geops::bench::IntFlag(argc, argv, "reps", 2000);
   if (n < 1 || reps < 1) {
     std::fprintf(stderr, "--elements and --reps must be >= 1\n");
     return 2;

@@ -17,28 +17,16 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cmath>
-#include <cstring>
-#include <string>
 #include <vector>
 
+#include "common/splitmix.h"
+#include "experiments/bench/measure.h"
 #include "wan/codec/float_scan.h"
 
-namespace {
-
-int64_t Flag(int argc, char** argv, const char* name, int64_t fallback) {
-  const std::string prefix = std::string("--") + name + "=";
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) return std::atoll(argv[i] + prefix.size());
-  }
-  return fallback;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
-  const int64_t n = Flag(argc, argv, "elements", 535818);
-  const int64_t reps = Flag(argc, argv, "reps", 2000);
-  const int64_t take_percent = Flag(argc, argv, "take-percent", 4);
+  const int64_t n = geops::bench::IntFlag(argc, argv, "elements", 535818);
+  const int64_t reps = geops::bench::IntFlag(argc, argv, "reps", 2000);
+  const int64_t take_percent = geops::bench::IntFlag(argc, argv, "take-percent", 4);
   if (n < 1 || n > UINT32_MAX || reps < 1 || take_percent < 0 || take_percent > 100) {
     std::fprintf(stderr, "--elements in [1, 2^32), --reps >= 1, --take-percent in [0, 100]\n");
     return 2;
@@ -48,13 +36,8 @@ int main(int argc, char** argv) {
   std::vector<uint32_t> idx(count);
   const float t = 0.05f;
   const float eps = 1e-3f;
-  uint64_t state = 0x9e3779b97f4a7c15ull;
-  auto next = [&state] {
-    state ^= state << 13;
-    state ^= state >> 7;
-    state ^= state << 17;
-    return state;
-  };
+  uint64_t state = 1;
+  auto next = [&state] { return geops::SplitMix64(&state); };
   for (uint32_t i = 0; i < count; ++i) {
     w[i] = 0.02f * static_cast<float>(static_cast<int64_t>(next() % 2001) - 1000) / 1000.0f;
     const float limit = t * std::max(std::abs(w[i]), eps);

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <thread>
@@ -36,6 +37,15 @@ inline void Must(const Status& s, const char* what) {
     std::fprintf(stderr, "%s: %s\n", what, s.ToString().c_str());
     std::exit(1);
   }
+}
+
+// The value of `--name=N` among the program's arguments, or `fallback`.
+inline int64_t IntFlag(int argc, char** argv, const char* name, int64_t fallback) {
+  const std::string prefix = std::string("--") + name + "=";
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) return std::atoll(argv[i] + prefix.size());
+  }
+  return fallback;
 }
 
 inline double Since(SteadyTime t) {
