@@ -229,6 +229,16 @@ for seed in 1 2 3 4 5; do
   add "asp-varying-now$sfx" harsh/asp-varying "$se" \
     "asp as committed (1 s peer lease) on the varying links (outages)$sw"
 done
+# Round seven (default_seeds.md): the default topology (three regions, two
+# workers each) as committed, asp on its static and its varying links
+# beside its LAN run, three seeds.
+for seed in 1 2 3; do
+  seeded $seed
+  add "default-lan$sfx" default/lan "$se" "default topology: LAN baseline, 1 site x 6 workers$sw"
+  add "default-asp$sfx" default/asp "$se" "default topology: asp as committed$sw"
+  add "default-asp-varying$sfx" default/asp-varying "$se" \
+    "default topology: asp as committed on the varying links (outages)$sw"
+done
 
 selected=("$@")
 [ ${#selected[@]} -eq 0 ] && selected=("${default_probes[@]}")
