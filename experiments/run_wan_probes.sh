@@ -238,6 +238,15 @@ for seed in 1 2 3; do
   add "default-asp$sfx" default/asp "$se" "default topology: asp as committed$sw"
   add "default-asp-varying$sfx" default/asp-varying "$se" \
     "default topology: asp as committed on the varying links (outages)$sw"
+  # The harsh scenario's settings of 2026-11-27 (probes/endlr.md): the rate
+  # decaying to 1%, the threshold following it, two batches in flight.
+  endlr='s/^final_learning_rate = .*/final_learning_rate = 0.0005/'
+  add "default-lan-endlr$sfx" default/lan "$se;$endlr" \
+    "default topology: LAN baseline, rate decaying to 0.0005$sw"
+  add "default-asp-endlr$sfx" default/asp "$se;$endlr;$follow;$(inflight 2)" \
+    "default topology: asp, rate decaying to 0.0005, threshold following it, 2 batches in flight$sw"
+  add "default-asp-varying-endlr$sfx" default/asp-varying "$se;$endlr;$follow;$(inflight 2)" \
+    "default topology: asp on the varying links, rate decaying to 0.0005, threshold following it, 2 batches in flight$sw"
 done
 
 selected=("$@")
