@@ -252,6 +252,19 @@ for seed in 1 2 3; do
   add "default-asp-varying-endlr$sfx" default/asp-varying "$dbefore;$se;$endlr;$follow;$(inflight 2)" \
     "default topology: asp on the varying links, rate decaying to 0.0005, threshold following it, 2 batches in flight$sw"
 done
+# Round eight (default_diloco.md): DiLoCo against asp on the default
+# topology with its settings of 2026-11-27 (the rate decaying to 1%), three
+# seeds: the synchronous step with H 25 (the best H on the harsh links) and
+# streaming DiLoCo as the comparison runs it.
+for seed in 1 2 3; do
+  seeded $seed
+  add "default-lan-now$sfx" default/lan "$se" "default topology: LAN baseline (rate decaying to 0.0005)$sw"
+  add "default-asp-now$sfx" default/asp "$se" "default topology: asp as committed$sw"
+  add "default-diloco-h25-sync$sfx" default/diloco "$se;$sync;s/^averaging_period = .*/averaging_period = 25/" \
+    "default topology: diloco, H 25, synchronous outer step, 4-bit, outer lr 0.7, Nesterov 0.9$sw"
+  add "default-diloco-stream$sfx" default/diloco-stream "$se" \
+    "default topology: streaming diloco, H 50 in 5 fragments, 4-bit, outer lr 0.7, Nesterov 0.9$sw"
+done
 
 selected=("$@")
 [ ${#selected[@]} -eq 0 ] && selected=("${default_probes[@]}")
