@@ -135,7 +135,9 @@ __attribute__((target("avx512f"))) ScanResult SelectAvx512(float* __restrict acc
   for (; i + 16 <= n; i += 16) {
     const __m512 a = _mm512_loadu_ps(acc + i);
     __m512 lim = vlimit;
-    if constexpr (kRelative) lim = _mm512_mul_ps(vt, _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(w + i)), veps));
+    if constexpr (kRelative) {
+      lim = _mm512_mul_ps(vt, _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(w + i)), veps));
+    }
     const __mmask16 take = _mm512_cmp_ps_mask(_mm512_abs_ps(a), lim, _CMP_GT_OQ);
     const __mmask16 nz = _mm512_cmp_ps_mask(a, zero, _CMP_NEQ_UQ);
     left |= static_cast<uint32_t>(nz & static_cast<__mmask16>(~take));
