@@ -53,6 +53,9 @@ add() {
 lease30='/^peer_lease_ms = /d'
 # The harsh settings before 2026-11-27, for the probes of rounds one and two.
 before="s/^final_learning_rate = .*/final_learning_rate = 0.005/;/^threshold_follows_lr = /d;s/^max_inflight_batches = .*/max_inflight_batches = 1/;/^selective_barrier = /d;$lease30"
+# The default scenario's settings before 2026-11-27 (the rate decaying to
+# 10%, a fixed cut-off, one batch in flight), for its probes of before.
+dbefore='s/^final_learning_rate = .*/final_learning_rate = 0.005/;/^threshold_follows_lr = /d;s/^max_inflight_batches = .*/max_inflight_batches = 1/'
 order=()
 fp16='s/^codec = .*/codec = "fp16"/'
 t01='s/^threshold = .*/threshold = 0.01/;s/^threshold_floor = .*/threshold_floor = 0.01/'
@@ -144,7 +147,7 @@ done
 # DiLoCo's period (diloco_h.md), at the settings of its day.
 for scenario in default harsh; do
   for h in 25 100 200 500; do
-    add "diloco-$scenario-h$h" "$scenario/diloco" "s/^averaging_period = .*/averaging_period = $h/" \
+    add "diloco-$scenario-h$h" "$scenario/diloco" "$([ "$scenario" = harsh ] || echo "$dbefore;")s/^averaging_period = .*/averaging_period = $h/" \
       "$scenario: diloco, H $h, 4-bit, outer lr 0.7, Nesterov 0.9"
   done
 done
@@ -234,8 +237,7 @@ done
 # beside its LAN run, three seeds.
 # The default scenario took the harsh settings below on 2026-11-27; these
 # probes first take its committed topologies back to the settings before
-# (dbefore), so that they still make the topologies their tables ran.
-dbefore='s/^final_learning_rate = .*/final_learning_rate = 0.005/;/^threshold_follows_lr = /d;s/^max_inflight_batches = .*/max_inflight_batches = 1/'
+# (dbefore, above), so that they still make the topologies their tables ran.
 for seed in 1 2 3; do
   seeded $seed
   add "default-lan$sfx" default/lan "$dbefore;$se" "default topology: LAN baseline, 1 site x 6 workers$sw"
