@@ -245,8 +245,8 @@ for seed in 1 2 3; do
   add "default-asp-varying$sfx" default/asp-varying "$dbefore;$se" \
     "default topology: asp as committed on the varying links (outages)$sw"
   # The harsh scenario's settings of 2026-11-27 (probes/endlr.md): the rate
-  # decaying to 1%, the threshold following it, two batches in flight.
-  endlr='s/^final_learning_rate = .*/final_learning_rate = 0.0005/'
+  # decaying to 1% (endlr, round two's), the threshold following it, two
+  # batches in flight.
   add "default-lan-endlr$sfx" default/lan "$dbefore;$se;$endlr" \
     "default topology: LAN baseline, rate decaying to 0.0005$sw"
   add "default-asp-endlr$sfx" default/asp "$dbefore;$se;$endlr;$follow;$(inflight 2)" \

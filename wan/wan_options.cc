@@ -85,8 +85,8 @@ Status WanOptions::Validate() const {
                                 std::to_string(averaging_period) + "), got " + std::to_string(outer_fragments));
   }
   if (!outer_overlap && outer_fragments > 1) {
-    return InvalidArgumentError(p + "outer_overlap = false needs outer_fragments = 1 (streaming overlaps by design), got " +
-                                std::to_string(outer_fragments));
+    return InvalidArgumentError(p + "outer_overlap = false needs outer_fragments = 1 "
+                                "(streaming overlaps by design), got " + std::to_string(outer_fragments));
   }
   if (!(outer_lr > 0) || !std::isfinite(outer_lr)) return InvalidArgumentError(p + "outer_lr must be > 0");
   if (!(outer_momentum >= 0 && outer_momentum < 1)) {

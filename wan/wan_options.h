@@ -20,8 +20,9 @@
 //              everywhere. One outer step may be in flight while the next H
 //              clocks run: reads at shard clock c wait until step
 //              floor(c / H) - 1 is applied (outer_overlap = false: step
-//              floor(c / H), the paper's synchronous step). With outer_fragments F > 1
-//              (streaming DiLoCo) the shard's chunks form F fragments and
+//              floor(c / H), the paper's synchronous step). With
+//              outer_fragments F > 1 (streaming DiLoCo) the shard's
+//              chunks form F fragments and
 //              every H / F clocks one of them, in turn, takes its outer
 //              step: each fragment still synchronises every H clocks, and
 //              the WAN carries 1/F of the contribution at a time.

@@ -29,8 +29,8 @@
 //            outer step floor(c / P) - L and an earlier one is the last
 //            applied: with P = H and L = 1, one step may be in flight while
 //            the next H clocks run, not two; with L = 0 (no overlap) a read
-//            at clock c waits for step floor(c / H) itself; streaming with F fragments
-//            (P = H / F, L = F) lets one step of every fragment be in
+//            at clock c waits for step floor(c / H) itself; streaming with
+//            F fragments (P = H / F, L = F) lets one step of every fragment be in
 //            flight, each for H clocks. Once every local worker finished,
 //            `final` also waits for the last outer step (OnOuterStep's
 //            `outstanding`).
