@@ -14,6 +14,7 @@
 #include "cli/model_from_topology.h"
 #include "cli/shard_metrics.h"
 #include "cli/tls_options.h"
+#include "common/process_cpu.h"
 #include "thrift/shard_connection_factory.h"
 #include "worker/blas_core.h"
 #include "worker/ps_client.h"
@@ -227,7 +228,8 @@ int RunWorker(const WorkerArgs& args) {
                  {"flush_seconds", report->client.flush_seconds},
                  {"refreshes", report->client.refreshes},
                  {"cache_hits", report->client.cache_hits},
-                 {"retries", report->client.retries}});
+                 {"retries", report->client.retries},
+                 {"cpu_seconds", ProcessCpuSeconds()}});
   return 0;
 }
 

@@ -10,6 +10,7 @@
 #include "cli/model_from_topology.h"
 #include "cli/shard_metrics.h"
 #include "cli/tls_options.h"
+#include "common/process_cpu.h"
 #include "common/process_memory.h"
 #include "storage/client_model_file.h"
 #include "storage/rocksdb_shard_store.h"
@@ -292,6 +293,9 @@ SiteProcess::Stopped SiteProcess::Stop() {
                        {"max_frame_bytes", server_options_.transport.max_frame_bytes}};
   stats["site"] = spec_site_.name;
   stats["shard"] = options_.shard;
+  // Everything this process ran (serving, applying, the WAN tick loop),
+  // for the summary's CPU per clock.
+  stats["cpu_seconds"] = ProcessCpuSeconds();
   if (wan_) {
     stats["wan"] = wan_->StatsJson();
     if (json recovery = wan_->RecoveryJson(); !recovery.is_null()) stats["recovery"] = recovery;

@@ -43,6 +43,20 @@ std::string Pad(const std::string& s, size_t width, bool right) {
   return right ? fill + s : s + fill;
 }
 
+// CPU seconds summed over the worker and shard processes that reported
+// theirs at exit (null where none did): what the machine spent on
+// training, and on serving and replicating the model.
+json CpuSeconds(const std::vector<json>& finals, const std::vector<json>& shard_stats) {
+  auto sum = [](const std::vector<json>& events) -> std::optional<double> {
+    std::optional<double> total;
+    for (const json& e : events) {
+      if (auto c = NumberField(e, "cpu_seconds"); c && *c >= 0) total = total.value_or(0) + *c;
+    }
+    return total;
+  };
+  return {{"workers", OrNull(sum(finals))}, {"shards", OrNull(sum(shard_stats))}};
+}
+
 }  // namespace
 
 json BuildSummary(const Topology& topology, const LaunchStats& stats, const LaunchOutcome& outcome) {
@@ -100,6 +114,7 @@ json BuildSummary(const Topology& topology, const LaunchStats& stats, const Laun
   s["examples_per_second"] = wall && *wall > 0 ? json(examples / *wall) : json(nullptr);
   s["per_worker"] = finals;
   s["shard_stats"] = stats.shard_stats();
+  s["cpu_seconds"] = CpuSeconds(finals, stats.shard_stats());
   s["exit"] = outcome.exit;
   s["failure"] = outcome.failure.empty() ? json(nullptr) : json(outcome.failure);
   s["interrupted"] = outcome.exit == "interrupted";
@@ -187,6 +202,14 @@ std::string FormatSummaryTable(const Topology& topology, const json& summary) {
   out += ", LAN " + Bytes(NumberField(summary, "lan_bytes").value_or(0));
   if (auto st = IntField(summary, "max_staleness_observed")) out += ", max staleness " + std::to_string(*st);
   out += "\n";
+  if (summary.contains("cpu_seconds") && summary["cpu_seconds"].is_object()) {
+    const json& cpu = summary["cpu_seconds"];
+    auto workers = NumberField(cpu, "workers"), shards = NumberField(cpu, "shards");
+    if (workers || shards) {
+      out += "CPU: workers " + (workers ? Fixed(*workers, 1) + " s" : std::string("-")) + ", shards " +
+             (shards ? Fixed(*shards, 1) + " s" : std::string("-")) + "\n";
+    }
+  }
   out += FormatWanSummary(summary);
   out += FormatFaultSummary(summary);
   out += "exit: " + StringField(summary, "exit").value_or("?");

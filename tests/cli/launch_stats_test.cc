@@ -132,6 +132,33 @@ TEST(SummaryTest, AggregatesFinalReports) {
   EXPECT_NE(table.find("reached after 3.0 s"), std::string::npos);
 }
 
+TEST(SummaryTest, SumsTheCpuSecondsEachProcessReported) {
+  Topology topo = TwoSites();
+  LaunchStats stats(topo);
+  json a = Final("east", 0, 0.5, 1000, 1, 0.88), b = Final("east", 1, 0.5, 1000, 1, std::nullopt);
+  a["cpu_seconds"] = 4.5;
+  b["cpu_seconds"] = 1.5;
+  stats.OnWorkerEvent(0, 0, a, 9.0);
+  stats.OnWorkerEvent(0, 1, b, 9.0);
+  // A worker that did not report (an older binary) and a shard that could
+  // not read its clock (-1) add nothing.
+  stats.OnWorkerEvent(1, 0, Final("west", 0, 0.5, 1000, 1, std::nullopt), 9.0);
+  stats.OnShardEvent(0, 0, {{"event", "shard_stats"}, {"site", "east"}, {"cpu_seconds", 2.5}});
+  stats.OnShardEvent(1, 0, {{"event", "shard_stats"}, {"site", "west"}, {"cpu_seconds", -1}});
+  LaunchOutcome outcome;
+  json s = BuildSummary(topo, stats, outcome);
+  EXPECT_DOUBLE_EQ(s["cpu_seconds"]["workers"].get<double>(), 6.0);
+  EXPECT_DOUBLE_EQ(s["cpu_seconds"]["shards"].get<double>(), 2.5);
+  EXPECT_NE(FormatSummaryTable(topo, s).find("CPU: workers 6.0 s, shards 2.5 s"), std::string::npos);
+
+  // No process reported: null, and no CPU line.
+  LaunchStats none(topo);
+  json t = BuildSummary(topo, none, outcome);
+  EXPECT_TRUE(t["cpu_seconds"]["workers"].is_null());
+  EXPECT_TRUE(t["cpu_seconds"]["shards"].is_null());
+  EXPECT_EQ(FormatSummaryTable(topo, t).find("CPU:"), std::string::npos);
+}
+
 TEST(SummaryTest, PartialRunFallsBackToTheLatestEvaluation) {
   Topology topo = TwoSites();
   LaunchStats stats(topo);
