@@ -110,7 +110,7 @@ Status ParseWan(const toml::table& root, const std::string& origin, Topology* t)
   TableReader r(root["wan"].as_table(), "wan", origin);
   r.RejectUnknown({"mode", "staleness_ds", "max_drift_allowance", "max_hold_clocks", "threshold", "threshold_floor", "threshold_follows_lr", "threshold_settle_clocks", "value_floor", "codec", "compress", "averaging_period", "outer_fragments",
                    "outer_lr", "outer_momentum", "outer_nesterov", "outer_average_last", "outer_overlap",
-                   "max_inflight_batches", "max_queue_ms", "selective_barrier", "notice_min_ms", "notice_timeout_ms", "peer_lease_ms", "time_scale",
+                   "max_inflight_batches", "max_queue_ms", "backlog_revisit", "selective_barrier", "notice_min_ms", "notice_timeout_ms", "peer_lease_ms", "time_scale",
                    "kernel_rate", "emulate",
                    "links", "trace_dir", "skyplane_bandwidth", "bandwidth_scale", "trace_file", "variation", "variation_bin_s",
                    "variation_stagger_s"});
@@ -134,6 +134,7 @@ Status ParseWan(const toml::table& root, const std::string& origin, Topology* t)
   r.Get("outer_average_last", &w.outer_average_last);
   r.Get("max_inflight_batches", &w.max_inflight_batches);
   r.Get("max_queue_ms", &w.max_queue_ms);
+  r.Get("backlog_revisit", &w.backlog_revisit);
   r.Get("selective_barrier", &w.selective_barrier);
   r.Get("notice_min_ms", &w.notice_min_ms);
   r.Get("notice_timeout_ms", &w.notice_timeout_ms);
@@ -171,6 +172,7 @@ Status ParseWan(const toml::table& root, const std::string& origin, Topology* t)
             "false needs outer_fragments = 1 (streaming overlaps by design)");
   r.Require(w.max_inflight_batches >= 1, "max_inflight_batches", "must be >= 1");
   r.Require(w.max_queue_ms > 0, "max_queue_ms", "must be > 0");
+  r.Require(w.backlog_revisit >= 1 && w.backlog_revisit <= 1000000, "backlog_revisit", "must be in [1, 1000000]");
   r.Require(w.notice_min_ms >= 0, "notice_min_ms", "must be >= 0");
   r.Require(w.notice_timeout_ms >= 1, "notice_timeout_ms", "must be >= 1");
   r.Require(w.peer_lease_ms >= 10, "peer_lease_ms", "must be >= 10");

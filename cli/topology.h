@@ -69,6 +69,7 @@ struct WanSpec {
   bool outer_average_last = true;      // the last step averages the sites' models
   int64_t max_inflight_batches = 2;    // per peer link, before updates coalesce ...
   double max_queue_ms = 500;           // ... or once the link has this much queued
+  int64_t backlog_revisit = 8;         // a backlog cut looks at each chunk whole every this many cuts
   bool selective_barrier = true;       // asp: announce slow batches (below); false: never
   double notice_min_ms = 50;           // asp: announce batches slower than this on the wire
   int64_t notice_timeout_ms = 10000;

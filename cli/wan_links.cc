@@ -137,6 +137,7 @@ Result<wan::WanOptions> BuildWanOptions(const Topology& t) {
   o.outer_average_last = w.outer_average_last;
   o.max_inflight_batches = w.max_inflight_batches;
   o.max_queue_seconds = w.max_queue_ms * 1e-3;
+  o.backlog_revisit = w.backlog_revisit;
   o.notice_min_seconds = w.notice_min_ms * 1e-3;
   o.selective_barrier = w.selective_barrier;
   o.notice_timeout_ms = w.notice_timeout_ms;

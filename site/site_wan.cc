@@ -159,6 +159,8 @@ json SiteWan::StatsJson() const {
                      {"bytes_sent", p.out.bytes_sent},
                      {"elements_sent", p.out.elements_sent},
                      {"backlog_batches", p.out.backlog_batches},
+                     {"backlog_scans", p.out.backlog_scans},
+                     {"backlog_elements_scanned", p.out.backlog_elements_scanned},
                      {"max_backlog_chunks", p.out.max_backlog_chunks},
                      {"notices_sent", p.out.notices_sent},
                      {"quarantined_by_peer", p.quarantined_by_peer},

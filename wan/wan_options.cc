@@ -93,6 +93,9 @@ Status WanOptions::Validate() const {
     return InvalidArgumentError(p + "outer_momentum must be in [0, 1)");
   }
   if (max_inflight_batches < 1) return InvalidArgumentError(p + "max_inflight_batches must be >= 1");
+  if (backlog_revisit < 1 || backlog_revisit > 1000000) {
+    return InvalidArgumentError(p + "backlog_revisit must be in [1, 1000000]");
+  }
   if (!(max_queue_seconds > 0) || !std::isfinite(max_queue_seconds)) {
     return InvalidArgumentError(p + "max_queue_seconds must be > 0");
   }

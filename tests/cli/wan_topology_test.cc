@@ -122,6 +122,7 @@ TEST(WanTopologyTest, RefusesBadWanSettingsNamingTheLine) {
       {"[wan]\nvalue_floor = 0.0\n", "wan.value_floor"},
       {"[wan]\naveraging_period = 10\nouter_fragments = 3\n", "wan.outer_fragments must be >= 1 and divide"},
       {"[wan]\nouter_fragments = 0\n", "wan.outer_fragments"},
+      {"[wan]\nbacklog_revisit = 0\n", "wan.backlog_revisit must be in [1, 1000000]"},
       {"[wan]\naveraging_period = 10\nouter_fragments = 2\nouter_overlap = false\n", "wan.outer_overlap false needs"},
       {"[wan]\nouter_overlap = 0\n", "wan.outer_overlap"},
       {"[wan]\ntime_scale = 0.0\n", "wan.time_scale"},
@@ -135,6 +136,20 @@ TEST(WanTopologyTest, RefusesBadWanSettingsNamingTheLine) {
     ASSERT_FALSE(t.ok()) << c.text;
     EXPECT_NE(t.status().message().find(c.want), std::string::npos) << t.status().message();
   }
+}
+
+TEST(WanTopologyTest, TheBacklogRevisitReachesTheShipper) {
+  auto t = Parse("[wan]\nbacklog_revisit = 3\n" + std::string(kSites));
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  auto o = BuildWanOptions(*t);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->backlog_revisit, 3);
+  auto d = BuildWanOptions(*Parse(std::string(kSites)));
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->backlog_revisit, 8);
+  wan::WanOptions bad = *d;
+  bad.backlog_revisit = 0;
+  EXPECT_EQ(bad.Validate().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(WanTopologyTest, TheSignificanceValueFloorReachesTheReplicator) {

@@ -139,6 +139,39 @@ TEST(FloatScanTest, MatchesTheRuleAndThePortablePathAtEveryLength) {
   }
 }
 
+TEST(FloatScanTest, SelectListedAppliesTheRuleToTheListedElementsOnly) {
+  for (size_t n : {1u, 63u, 64u, 200u}) {
+    std::vector<float> acc, w;
+    Fill(n, n, 0.5, &acc, &w);
+    // Every third element, ascending: the same selection as the whole scan
+    // of a copy in which the others are zero, and the others untouched.
+    std::vector<uint32_t> at;
+    std::vector<float> only(n, 0.0f);
+    for (uint32_t i = 0; i < n; i += 3) {
+      at.push_back(i);
+      only[i] = acc[i];
+    }
+    for (bool relative : {true, false}) {
+      const std::string what = "n " + std::to_string(n) + (relative ? " relative" : " absolute");
+      const Selection want = Reference(only, relative ? &w : nullptr, relative ? 0.05f : 0.05f * 0.001f, 0.001f);
+      std::vector<float> a = acc;
+      std::vector<uint32_t> idx(at.size());
+      std::vector<float> val(at.size());
+      const uint32_t taken = SelectListed(a.data(), relative ? w.data() : nullptr, at.data(),
+                                          static_cast<uint32_t>(at.size()), 0.05f, 0.001f, idx.data(), val.data());
+      idx.resize(taken);
+      val.resize(taken);
+      EXPECT_EQ(idx, want.idx) << what;
+      EXPECT_EQ(Bits(val), Bits(want.val)) << what;
+      for (uint32_t i = 0; i < n; ++i) {
+        const float expect = i % 3 == 0 ? want.acc_after[i] : acc[i];
+        EXPECT_EQ(Bits({a[i]}), Bits({expect})) << what << " element " << i;
+      }
+      if (testing::Test::HasFailure()) return;
+    }
+  }
+}
+
 TEST(FloatScanTest, MatchesThePortablePathOnAModelSizedChunk) {
   std::vector<float> acc, w;
   Fill(99, 535818, 0.02, &acc, &w);

@@ -125,6 +125,38 @@ TEST(PeerOutboxTest, LimitedCutsMoveOnThroughTheBacklogAndLoseNothing) {
   }
 }
 
+// A cut that looks only at what came since the last one still finds what
+// the last cut put back to keep within its budget.
+TEST(PeerOutboxTest, WhatACutPutsBackTheNextCutLooksAtAgain) {
+  auto out = PeerOutbox::Create(1, {});
+  ASSERT_TRUE(out.ok());
+  std::vector<SparseChunkUpdate> updates;
+  for (ChunkId c = 0; c < 3; ++c) updates.push_back(Dense({0, c}, std::vector<float>(256, 0.5f + 0.1f * c)));
+  ASSERT_TRUE(out->AddToBacklog(updates).ok());
+  std::vector<float> ones(256, 1.0f);
+  ChunkValueLookup lookup = [&](ChunkKey) { return ones.data(); };
+  BacklogCut cut;
+  cut.codec = ValueCodec::kFp32;
+  cut.threshold = 0.1f;
+  cut.budget_bytes = 1400;  // about one chunk of 256 fp32 values
+  cut.lookup = &lookup;
+  cut.revisit = 1000000;    // no whole look within this test
+  std::vector<ChunkKey> seen;
+  std::vector<ChunkKey> keys;
+  for (int i = 0; i < 3; ++i) {
+    auto b = out->CutFromBacklog(cut, &keys);
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    ASSERT_TRUE(b->has_value()) << "cut " << i;
+    ASSERT_EQ(keys.size(), 1u);
+    seen.push_back(keys[0]);
+  }
+  // Most significant first, each chunk once.
+  EXPECT_EQ(seen, (std::vector<ChunkKey>{{0, 2}, {0, 1}, {0, 0}}));
+  auto none = out->CutFromBacklog(cut, &keys);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+}
+
 TEST(PeerOutboxTest, NothingToCutGivesNoBatch) {
   auto out = PeerOutbox::Create(1, {});
   ASSERT_TRUE(out.ok());

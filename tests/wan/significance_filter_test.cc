@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -229,6 +230,126 @@ TEST(SignificanceFilterTest, RejectsBadDeltasWithoutChangingState) {
   SignificanceFilterOptions bad;
   bad.value_epsilon = 0;
   EXPECT_FALSE(SignificanceFilter::Create(bad).ok());
+}
+
+TEST(SignificanceFilterTest, AddFiniteAddsAsAddAndKeepsTheShapeChecks) {
+  SignificanceFilter checked = MakeFilter(), trusted = MakeFilter();
+  const std::vector<float> a = {1.5f, -2.0f, 0.0f, 0.25f}, b = {0.5f, 1.0f, -3.0f, 0.25f};
+  for (const std::vector<float>* d : {&a, &b}) {
+    ASSERT_TRUE(checked.Add({0, 0}, *d).ok());
+    ASSERT_TRUE(trusted.AddFinite({0, 0}, *d).ok());
+  }
+  std::vector<float> sums(trusted.Accumulated({0, 0}).begin(), trusted.Accumulated({0, 0}).end());
+  EXPECT_EQ(sums, std::vector<float>(checked.Accumulated({0, 0}).begin(), checked.Accumulated({0, 0}).end()));
+  EXPECT_EQ(sums, (std::vector<float>{2.0f, -1.0f, -3.0f, 0.5f}));
+  EXPECT_EQ(trusted.dirty_chunks(), 1);
+  // Only the NaN/Inf check is the caller's: a wrong size or an empty delta
+  // is still refused, and changes nothing.
+  EXPECT_EQ(trusted.AddFinite({0, 0}, std::vector<float>(5, 1.0f)).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(trusted.AddFinite({0, 1}, std::vector<float>{}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(std::vector<float>(trusted.Accumulated({0, 0}).begin(), trusted.Accumulated({0, 0}).end()), sums);
+  EXPECT_EQ(trusted.tracked_chunks(), 1);
+}
+
+TEST(SignificanceFilterTest, SelectFreshLooksAtMarkedElementsAndAtEachChunkWholeInTurn) {
+  const std::vector<float> w(128, 1.0f);
+  const ChunkValueLookup lookup = ConstantValues(&w);
+  SignificanceFilter f = MakeFilter();
+  // Chunk 0: element 5 significant but unmarked (a residual), element 9
+  // significant and marked, element 11 marked but small.
+  std::vector<uint32_t> unmarked_idx = {5};
+  std::vector<float> unmarked_val = {0.5f};
+  ASSERT_TRUE(f.AddSparse({0, 0}, 128, unmarked_idx, unmarked_val).ok());
+  std::vector<uint32_t> idx = {9, 11};
+  std::vector<float> val = {0.5f, 0.01f};
+  ASSERT_TRUE(f.AddSparse({0, 0}, 128, idx, val, /*fresh=*/true).ok());
+
+  const int64_t revisit = 4;
+  std::vector<SparseChunkUpdate> out;
+  int whole_at = -1;
+  for (int call = 0; call < revisit; ++call) {
+    SelectStats st = f.SelectFresh(call, lookup, 0.1f, revisit, &out);
+    if (st.elements_scanned == 128) {  // this call looked at the chunk whole
+      ASSERT_EQ(whole_at, -1) << "looked at whole twice in " << revisit << " calls";
+      whole_at = call;
+      ASSERT_EQ(out.size(), 1u);
+      EXPECT_TRUE(std::find(out[0].indices.begin(), out[0].indices.end(), 5u) != out[0].indices.end());
+    } else if (!out.empty()) {
+      // A partial look takes the marked, significant element only.
+      EXPECT_EQ(out[0].indices, (std::vector<uint32_t>{9}));
+      EXPECT_EQ(st.elements_scanned, 2);
+    } else {
+      EXPECT_EQ(st.elements_scanned, 0);  // nothing marked: not looked at
+    }
+    // The small marked element and nothing else stays until the whole look.
+    EXPECT_EQ(f.dirty_chunks(), 1);
+  }
+  EXPECT_GE(whole_at, 0) << "never looked at whole in " << revisit << " calls";
+  EXPECT_EQ(f.Accumulated({0, 0})[5], 0.0f);
+  EXPECT_EQ(f.Accumulated({0, 0})[9], 0.0f);
+  EXPECT_EQ(f.Accumulated({0, 0})[11], 0.01f);  // never significant: kept, not lost
+}
+
+TEST(SignificanceFilterTest, SelectFreshWithRevisitOneIsSelect) {
+  std::vector<float> w(512);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.01f * static_cast<float>(i % 97) - 0.3f;
+  const ChunkValueLookup lookup = ConstantValues(&w);
+  SignificanceFilter a = MakeFilter(), b = MakeFilter();
+  std::mt19937 rng(3);
+  std::normal_distribution<float> noise(0.0f, 0.01f);
+  for (int round = 0; round < 5; ++round) {
+    for (ChunkId c = 0; c < 3; ++c) {
+      std::vector<uint32_t> idx;
+      std::vector<float> val;
+      for (uint32_t i = static_cast<uint32_t>(round); i < 512; i += 3) {
+        idx.push_back(i);
+        val.push_back(noise(rng));
+      }
+      ASSERT_TRUE(a.AddSparse({0, c}, 512, idx, val).ok());
+      ASSERT_TRUE(b.AddSparse({0, c}, 512, idx, val, round % 2 == 0).ok());
+    }
+    std::vector<SparseChunkUpdate> x, y;
+    a.Select(round, lookup, 0.05f, &x);
+    b.SelectFresh(round, lookup, 0.05f, /*revisit=*/1, &y);
+    ASSERT_EQ(x.size(), y.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      EXPECT_EQ(x[i].key, y[i].key);
+      EXPECT_EQ(x[i].indices, y[i].indices);
+      EXPECT_EQ(x[i].values, y[i].values);
+    }
+  }
+}
+
+TEST(SignificanceFilterTest, SelectFreshConservesMass) {
+  // Integer counters: whatever the looks took plus what is left is exactly
+  // what was added, marked or not.
+  const std::vector<float> w(300, 1.0f);
+  const ChunkValueLookup lookup = ConstantValues(&w);
+  SignificanceFilter f = MakeFilter();
+  std::map<std::pair<ChunkId, uint32_t>, double> added, taken;
+  std::mt19937 rng(7);
+  for (int round = 0; round < 40; ++round) {
+    for (ChunkId c = 0; c < 4; ++c) {
+      std::vector<uint32_t> idx;
+      std::vector<float> val;
+      for (uint32_t i = 0; i < 300; ++i) {
+        if (rng() % 5 != 0) continue;
+        idx.push_back(i);
+        val.push_back(static_cast<float>(static_cast<int>(rng() % 5) - 2));
+        added[{c, i}] += val.back();
+      }
+      ASSERT_TRUE(f.AddSparse({0, c}, 300, idx, val, rng() % 2 == 0).ok());
+    }
+    std::vector<SparseChunkUpdate> out;
+    f.SelectFresh(round, lookup, 2.5f, /*revisit=*/3, &out);
+    for (const SparseChunkUpdate& u : out) {
+      for (size_t k = 0; k < u.indices.size(); ++k) taken[{u.key.chunk, u.indices[k]}] += u.values[k];
+    }
+  }
+  for (const auto& [where, sum] : added) {
+    const double left = f.Accumulated({0, where.first})[where.second];
+    EXPECT_EQ(taken[where] + left, sum) << "chunk " << where.first << " element " << where.second;
+  }
 }
 
 TEST(SignificanceFilterTest, AddSparseFeedsResidualsBack) {

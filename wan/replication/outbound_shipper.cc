@@ -126,6 +126,7 @@ void OutboundShipper::ServeBacklogs(Clock k, bool finishing, float threshold, co
       cut.threshold = threshold;
       cut.budget_bytes = BudgetBytes(out.peer(), finishing);
       cut.max_elements = 2 * options_.slice_elements;
+      cut.revisit = options_.backlog_revisit;
       cut.lookup = lookup;
       Result<std::optional<WanBatch>> batch = out.CutFromBacklog(cut, &keys_);
       if (!batch.ok()) {

@@ -53,7 +53,7 @@ void PeerOutbox::OnAcked(uint64_t seq) {
 Status PeerOutbox::AddToBacklog(std::span<const SparseChunkUpdate> updates) {
   Status first;
   for (const SparseChunkUpdate& u : updates) {
-    Status s = backlog_.AddSparse(u);
+    Status s = backlog_.AddSparse(u, /*fresh=*/true);
     if (!s.ok() && first.ok()) first = s;
   }
   stats_.max_backlog_chunks = std::max(stats_.max_backlog_chunks, backlog_.dirty_chunks());
@@ -87,7 +87,7 @@ void PeerOutbox::TrimToBudget(const BacklogCut& cut, std::vector<SparseChunkUpda
       bytes += b;
       keep.push_back(std::move(u));
     } else {
-      backlog_.AddSparse(u).IgnoreError();  // came out of this filter: same shape
+      backlog_.AddSparse(u, /*fresh=*/true).IgnoreError();  // came out of this filter: same shape
     }
   }
   ++stats_.backlog_trimmed;
@@ -99,10 +99,13 @@ Result<std::optional<WanBatch>> PeerOutbox::CutFromBacklog(const BacklogCut& cut
   if (!backlogged()) return std::optional<WanBatch>();
   const ChunkValueLookup empty;
   const auto take = [&](const SelectSlice& slice) {
-    return cut.threshold < 0
-               ? backlog_.DrainAll(&taken_, slice)
-               : backlog_.Select(cut.clock, cut.lookup != nullptr ? *cut.lookup : empty, cut.threshold, &taken_,
-                                 slice);
+    SelectStats st = cut.threshold < 0
+                         ? backlog_.DrainAll(&taken_, slice)
+                         : backlog_.SelectFresh(cut.clock, cut.lookup != nullptr ? *cut.lookup : empty, cut.threshold,
+                                                cut.revisit, &taken_, slice);
+    ++stats_.backlog_scans;
+    stats_.backlog_elements_scanned += st.elements_scanned;
+    return st;
   };
   SelectSlice slice = next_;
   slice.max_elements = cut.max_elements;
@@ -132,7 +135,7 @@ Result<std::optional<WanBatch>> PeerOutbox::CutFromBacklog(const BacklogCut& cut
   encoder_ = BatchEncoder(eo);
   Result<EncodeStats> st = encoder_.Encode(header, taken_, &batch.payload, &residuals_);
   if (!st.ok()) {
-    for (const SparseChunkUpdate& u : taken_) backlog_.AddSparse(u).IgnoreError();
+    for (const SparseChunkUpdate& u : taken_) backlog_.AddSparse(u, /*fresh=*/true).IgnoreError();
     return st.status();
   }
   for (const SparseChunkUpdate& r : residuals_) backlog_.AddSparse(r).IgnoreError();

@@ -7,8 +7,10 @@
 // tick's shipped content goes into the backlog instead, a per-peer
 // SignificanceFilter in which queued updates of the same chunk coalesce, so
 // memory stays bounded by one copy of the shard's chunks however slow the
-// link. When the window opens, CutFromBacklog() takes what is significant
-// (or everything), puts the least significant chunks back when the batch
+// link (plus one bit per element: which ones came since the last cut). When
+// the window opens, CutFromBacklog() takes what is significant among what
+// came since (and, every BacklogCut::revisit cuts, among everything in a
+// chunk; or everything), puts the least significant chunks back when the batch
 // would exceed its byte budget (most significant first), encodes it, and
 // puts the codec's residuals back into the backlog (error feedback). For
 // every element: (decoded values sent) + (backlog) == (content given).
@@ -38,6 +40,8 @@ struct OutboxStats {
   int64_t elements_sent = 0;       // values carried
   int64_t batches_acked = 0;
   int64_t backlog_batches = 0;     // batches cut from the backlog
+  int64_t backlog_scans = 0;       // significance scans of the backlog made for cuts
+  int64_t backlog_elements_scanned = 0;  // floats those scans visited
   int64_t backlog_trimmed = 0;     // cuts that left less significant chunks behind
   int64_t notices_sent = 0;
   int64_t max_backlog_chunks = 0;  // largest number of chunks waiting at once
@@ -57,6 +61,12 @@ struct BacklogCut {
   // (in key order, wrapping around), so that what a cut holds stays bounded
   // however large the backlog.
   int64_t max_elements = 0;
+  // A cut looks, in each chunk, only at what was added to the backlog since
+  // the chunk was last looked at whole, and at each chunk whole every
+  // `revisit` cuts (SignificanceFilter::SelectFresh): what the codec left
+  // behind, or what was not significant against the values then, is looked
+  // at again within that many cuts. <= 1: every cut looks at everything.
+  int64_t revisit = 1;
 };
 
 class PeerOutbox {

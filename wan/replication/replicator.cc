@@ -267,7 +267,8 @@ void Replicator::OnLocalUpdate(std::span<const ChunkKey> keys, std::span<const f
   for (const ChunkKey key : keys) {
     const size_t n = static_cast<size_t>(spec_->ChunkElements(key));
     if (offset + n > values.size()) break;  // the shard validated the batch; never happens
-    Status s = filter_.Add(key, values.subspan(offset, n));
+    // The shard refused the whole update had any value been NaN/Inf.
+    Status s = filter_.AddFinite(key, values.subspan(offset, n));
     if (!s.ok()) spdlog::error("wan shard {}: local update not accumulated: {}", config_.shard, s.ToString());
     journal_.AccumulatorChanged(key);
     offset += n;

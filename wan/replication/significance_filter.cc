@@ -1,6 +1,7 @@
 #include "wan/replication/significance_filter.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -61,6 +62,7 @@ Result<SignificanceFilter::Slot*> SignificanceFilter::SlotFor(ChunkKey key, uint
   if (scratch_idx_.size() < num_elements) {
     scratch_idx_.resize(num_elements);
     scratch_val_.resize(num_elements);
+    scratch_at_.resize(num_elements);
   }
   return &slot;
 }
@@ -83,6 +85,14 @@ Status SignificanceFilter::Add(ChunkKey key, std::span<const float> delta) {
     return InvalidArgumentError(KeyName(key) + ": delta element " + std::to_string(bad) +
                                 " is not finite");
   }
+  return AddFinite(key, delta);
+}
+
+Status SignificanceFilter::AddFinite(ChunkKey key, std::span<const float> delta) {
+  if (delta.size() > options_.max_chunk_elements) {
+    return InvalidArgumentError(KeyName(key) + ": " + std::to_string(delta.size()) +
+                                " elements exceeds max_chunk_elements");
+  }
   std::lock_guard<std::mutex> lock(*mu_);
   GEOPS_ASSIGN_OR_RETURN(Slot * slot, SlotFor(key, static_cast<uint32_t>(delta.size())));
   WillWrite(key, slot->acc);
@@ -93,7 +103,7 @@ Status SignificanceFilter::Add(ChunkKey key, std::span<const float> delta) {
 
 Status SignificanceFilter::AddSparse(ChunkKey key, uint32_t num_elements,
                                      std::span<const uint32_t> indices,
-                                     std::span<const float> values) {
+                                     std::span<const float> values, bool fresh) {
   if (indices.size() != values.size()) {
     return InvalidArgumentError(KeyName(key) + ": " + std::to_string(indices.size()) +
                                 " indices but " + std::to_string(values.size()) + " values");
@@ -114,22 +124,40 @@ Status SignificanceFilter::AddSparse(ChunkKey key, uint32_t num_elements,
   WillWrite(key, slot->acc);
   float* acc = slot->acc.data();
   for (size_t i = 0; i < indices.size(); ++i) acc[indices[i]] += values[i];
+  if (fresh) {
+    if (slot->fresh.empty()) slot->fresh.assign((slot->acc.size() + 63) / 64, 0);
+    for (uint32_t i : indices) slot->fresh[i / 64] |= uint64_t{1} << (i % 64);
+    slot->any_fresh = true;
+  }
   MarkDirty(key, slot);
   return Status::Ok();
+}
+
+void SignificanceFilter::ClearFresh(Slot* slot) {
+  if (!slot->any_fresh) return;
+  std::fill(slot->fresh.begin(), slot->fresh.end(), 0);
+  slot->any_fresh = false;
 }
 
 SelectStats SignificanceFilter::Select(Clock clock, const ChunkValueLookup& lookup, float threshold,
                                        std::vector<SparseChunkUpdate>* out, const SelectSlice& slice) {
   if (!(threshold >= 0.0f)) threshold = 0.0f;  // NaN or negative: take all non-zero
-  return Scan(clock, lookup ? &lookup : nullptr, threshold, /*take_all=*/false, slice, out);
+  return Scan(clock, lookup ? &lookup : nullptr, threshold, /*take_all=*/false, /*revisit=*/0, slice, out);
+}
+
+SelectStats SignificanceFilter::SelectFresh(Clock clock, const ChunkValueLookup& lookup, float threshold,
+                                            int64_t revisit, std::vector<SparseChunkUpdate>* out,
+                                            const SelectSlice& slice) {
+  if (!(threshold >= 0.0f)) threshold = 0.0f;
+  return Scan(clock, lookup ? &lookup : nullptr, threshold, /*take_all=*/false, revisit, slice, out);
 }
 
 SelectStats SignificanceFilter::DrainAll(std::vector<SparseChunkUpdate>* out, const SelectSlice& slice) {
-  return Scan(0, nullptr, 0.0f, /*take_all=*/true, slice, out);
+  return Scan(0, nullptr, 0.0f, /*take_all=*/true, /*revisit=*/0, slice, out);
 }
 
 SelectStats SignificanceFilter::Scan(Clock clock, const ChunkValueLookup* lookup, float threshold,
-                                     bool take_all, const SelectSlice& slice,
+                                     bool take_all, int64_t revisit, const SelectSlice& slice,
                                      std::vector<SparseChunkUpdate>* out) {
   std::lock_guard<std::mutex> lock(*mu_);
   SelectStats stats;
@@ -152,19 +180,46 @@ SelectStats SignificanceFilter::Scan(Clock clock, const ChunkValueLookup* lookup
     if (slot.dirty_since < 0) slot.dirty_since = clock;
     bool whole = take_all || (options_.max_hold_clocks > 0 &&
                               clock - slot.dirty_since >= options_.max_hold_clocks);
+    // SelectFresh: only the marked elements, but for every revisit-th look
+    // (the first look's turn set by the key, so that chunks take turns).
+    bool partial = false;
+    if (revisit > 1 && !whole) {
+      if (slot.looks == 0) slot.looks = ChunkKeyHash()(key) % static_cast<uint64_t>(revisit) + 1;
+      partial = slot.looks++ % static_cast<uint64_t>(revisit) != 0;
+    }
+    if (partial && !slot.any_fresh) {
+      dirty_[still_dirty++] = key;  // nothing marked: nothing to look at
+      continue;
+    }
     const float* w = (whole || lookup == nullptr) ? nullptr : (*lookup)(key);
     float t = whole ? 0.0f : threshold;
     WillWrite(key, slot.acc);
     ScanResult r;
-    if (w != nullptr) {
+    if (partial) {
+      uint32_t count = 0;
+      for (size_t word = 0; word < slot.fresh.size(); ++word) {
+        for (uint64_t bits = slot.fresh[word]; bits != 0; bits &= bits - 1) {
+          scratch_at_[count++] = static_cast<uint32_t>(word * 64 + static_cast<size_t>(std::countr_zero(bits)));
+        }
+      }
+      ClearFresh(&slot);
+      r.taken = SelectListed(slot.acc.data(), w, scratch_at_.data(), count, t, options_.value_epsilon,
+                             scratch_idx_.data(), scratch_val_.data());
+      r.any_left = true;  // not looked at whole: may still hold mass
+      ++stats.chunks_scanned;
+      stats.elements_scanned += count;
+    } else if (w != nullptr) {
       r = SelectRelative(slot.acc.data(), w, n, t, options_.value_epsilon, scratch_idx_.data(),
                          scratch_val_.data());
     } else {
       r = SelectAbsolute(slot.acc.data(), n, t * options_.value_epsilon, scratch_idx_.data(),
                          scratch_val_.data());
     }
-    ++stats.chunks_scanned;
-    stats.elements_scanned += n;
+    if (!partial) {
+      ClearFresh(&slot);
+      ++stats.chunks_scanned;
+      stats.elements_scanned += n;
+    }
     if (r.taken > 0) {
       if (used == out->size()) out->emplace_back();
       SparseChunkUpdate& u = (*out)[used++];

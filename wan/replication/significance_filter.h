@@ -97,14 +97,20 @@ class SignificanceFilter {
   // than max_chunk_elements, differs in size from the chunk's earlier
   // deltas, or holds a NaN/Inf.
   Status Add(ChunkKey key, std::span<const float> delta);
+  // The same for a delta the caller has already checked to be finite (a
+  // shard's update, refused whole before it reaches the filter when any
+  // value is NaN/Inf), without a second pass over it. Same errors but the
+  // NaN/Inf one; a non-finite value breaks the filter's invariants.
+  Status AddFinite(ChunkKey key, std::span<const float> delta);
 
   // acc[key][indices[i]] += values[i]: the sparse form, used to put codec
   // residuals back (error feedback). Same errors as Add, plus InvalidArgument
   // when an index is >= num_elements or the spans differ in length.
+  // With `fresh`, the elements added are also marked for SelectFresh.
   Status AddSparse(ChunkKey key, uint32_t num_elements, std::span<const uint32_t> indices,
-                   std::span<const float> values);
-  Status AddSparse(const SparseChunkUpdate& update) {
-    return AddSparse(update.key, update.num_elements, update.indices, update.values);
+                   std::span<const float> values, bool fresh = false);
+  Status AddSparse(const SparseChunkUpdate& update, bool fresh = false) {
+    return AddSparse(update.key, update.num_elements, update.indices, update.values, fresh);
   }
 
   // Takes out every element with |acc| > threshold * max(|w|, eps) from each
@@ -116,6 +122,18 @@ class SignificanceFilter {
   // non-zero element. Never fails.
   SelectStats Select(Clock clock, const ChunkValueLookup& lookup, float threshold,
                      std::vector<SparseChunkUpdate>* out, const SelectSlice& slice = {});
+
+  // Select for a backlog, at a cost that follows what was added rather than
+  // the chunks' size: in each dirty chunk it looks only at the elements
+  // marked fresh (AddSparse with fresh) since the chunk was last looked at
+  // whole, and takes those that are significant, as Select would. Every
+  // `revisit`-th call that reaches a chunk looks at it whole instead (the
+  // chunks' turns staggered by key), so an element added without the mark
+  // (a codec residual) or not significant when marked waits at most
+  // `revisit` calls. A chunk looked at in part stays dirty. Marks cost one
+  // bit per element of a chunk that ever had one. revisit <= 1: Select.
+  SelectStats SelectFresh(Clock clock, const ChunkValueLookup& lookup, float threshold, int64_t revisit,
+                          std::vector<SparseChunkUpdate>* out, const SelectSlice& slice = {});
 
   // Takes out every non-zero element of every chunk (lossless end-of-run
   // drain). Same output convention as Select(). Afterwards no chunk is dirty.
@@ -174,14 +192,19 @@ class SignificanceFilter {
     std::vector<float> acc;
     bool dirty = false;
     Clock dirty_since = -1;  // clock of the first Select() that saw it dirty; -1 unseen
+    std::vector<uint64_t> fresh;  // SelectFresh's marks, one bit per element (empty until the first)
+    bool any_fresh = false;
+    uint64_t looks = 0;  // SelectFresh calls that reached the chunk (from a per-key offset)
   };
 
   explicit SignificanceFilter(SignificanceFilterOptions options) : options_(options) {}
 
   Result<Slot*> SlotFor(ChunkKey key, uint32_t num_elements);
   void MarkDirty(ChunkKey key, Slot* slot);
+  // revisit > 1: SelectFresh's partial looks.
   SelectStats Scan(Clock clock, const ChunkValueLookup* lookup, float threshold, bool take_all,
-                   const SelectSlice& slice, std::vector<SparseChunkUpdate>* out);
+                   int64_t revisit, const SelectSlice& slice, std::vector<SparseChunkUpdate>* out);
+  static void ClearFresh(Slot* slot);
 
   // Under mu_: tells the hook that `key`'s row is about to change.
   void WillWrite(ChunkKey key, std::span<const float> current) {
@@ -197,6 +220,7 @@ class SignificanceFilter {
   // Scratch for one chunk's selection, sized to the largest chunk seen.
   std::vector<uint32_t> scratch_idx_;
   std::vector<float> scratch_val_;
+  std::vector<uint32_t> scratch_at_;  // a chunk's marked elements
 };
 
 }  // namespace geops::wan
