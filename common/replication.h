@@ -186,6 +186,11 @@ class ReplicaTarget {
   // Copies the current value of `key` (ChunkElements floats) to `out`.
   // InvalidArgument for a chunk this shard does not hold.
   virtual Status ReadChunkValue(ChunkKey key, float* out) const = 0;
+  // Copies the current values of the elements `at` (each < ChunkElements)
+  // of `key` to out[0..at.size()), as one read under the chunk's lock.
+  // InvalidArgument for a chunk this shard does not hold or an index past
+  // its end.
+  virtual Status ReadChunkElements(ChunkKey key, std::span<const uint32_t> at, float* out) const = 0;
 
   // Replaces the value of `key` with `values` (ChunkElements floats) under
   // the chunk's lock, as one change to persistent state (the outer step of

@@ -514,6 +514,25 @@ class ShardImpl final : public Shard {
     return Status::Ok();
   }
 
+  Status ReadChunkElements(ChunkKey key, std::span<const uint32_t> at, float* out) const override {
+    if (!spec_.HasChunk(key) || store_->LocalIndex(key) < 0) {
+      return InvalidArgumentError("shard " + std::to_string(options_.shard_id) + " does not hold chunk (" +
+                                  std::to_string(key.table) + ", " + std::to_string(key.chunk) + ")");
+    }
+    Status s;
+    store_->Inspect(store_->LocalIndex(key), [&](std::span<const float> values) {
+      for (size_t k = 0; k < at.size(); ++k) {
+        if (at[k] >= values.size()) {
+          s = InvalidArgumentError("element " + std::to_string(at[k]) + " past the end of chunk (" +
+                                   std::to_string(key.table) + ", " + std::to_string(key.chunk) + ")");
+          return;
+        }
+        out[k] = values[at[k]];
+      }
+    });
+    return s;
+  }
+
   Status CheckReadKeys(std::span<const ChunkKey> keys, int64_t* elements) const override {
     return validator_->CheckRead(keys, elements);
   }

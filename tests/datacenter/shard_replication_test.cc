@@ -178,6 +178,24 @@ TEST_F(ShardReplicationTest, RefusesChunksOfAnotherShard) {
   EXPECT_EQ(other->ReadChunkValue({0, 0}, v.data()).code(), StatusCode::kInvalidArgument);
 }
 
+TEST_F(ShardReplicationTest, ReadsSingleElementsAsTheWholeChunkHasThem) {
+  std::vector<RemoteChunkDelta> d = {Delta({0, 1}, {0, 5, 9}, {1.5f, -2.0f, 0.25f})};
+  ASSERT_TRUE(shard_->ApplyRemote(1, 1, d).ok());
+  std::vector<float> whole(spec_.ChunkElements({0, 1}));
+  ASSERT_TRUE(shard_->ReadChunkValue({0, 1}, whole.data()).ok());
+  const std::vector<uint32_t> at = {9, 0, 7, 5};  // any order, untouched ones too
+  std::vector<float> got(at.size(), -1.0f);
+  ASSERT_TRUE(shard_->ReadChunkElements({0, 1}, at, got.data()).ok());
+  for (size_t k = 0; k < at.size(); ++k) EXPECT_EQ(got[k], whole[at[k]]) << "element " << at[k];
+  EXPECT_EQ(got[0], 0.25f);
+  const std::vector<uint32_t> past = {static_cast<uint32_t>(whole.size())};
+  Status s = shard_->ReadChunkElements({0, 1}, past, got.data());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("past the end"), std::string::npos) << s.message();
+  auto other = MakeShard(spec_, TestOptions(1, 2, 1));
+  EXPECT_EQ(other->ReadChunkElements({0, 0}, at, got.data()).code(), StatusCode::kInvalidArgument);
+}
+
 TEST_F(ShardReplicationTest, TapHearsLocalBatchesAndClocksButNotRemoteDeltas) {
   RecordingTap tap;
   shard_->AttachReplication(&tap, nullptr);

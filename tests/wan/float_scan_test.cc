@@ -157,7 +157,9 @@ TEST(FloatScanTest, SelectListedAppliesTheRuleToTheListedElementsOnly) {
       std::vector<float> a = acc;
       std::vector<uint32_t> idx(at.size());
       std::vector<float> val(at.size());
-      const uint32_t taken = SelectListed(a.data(), relative ? w.data() : nullptr, at.data(),
+      std::vector<float> w_at;
+      for (uint32_t i : at) w_at.push_back(w[i]);
+      const uint32_t taken = SelectListed(a.data(), relative ? w_at.data() : nullptr, at.data(),
                                           static_cast<uint32_t>(at.size()), 0.05f, 0.001f, idx.data(), val.data());
       idx.resize(taken);
       val.resize(taken);

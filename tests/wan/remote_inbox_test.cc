@@ -209,6 +209,9 @@ class FakeTarget : public ReplicaTarget {
     return it == last_.end() ? 0 : it->second;
   }
   Status ReadChunkValue(ChunkKey, float*) const override { return InvalidArgumentError("the fake holds no chunks"); }
+  Status ReadChunkElements(ChunkKey, std::span<const uint32_t>, float*) const override {
+    return InvalidArgumentError("the fake holds no chunks");
+  }
   Status SetChunkValue(ChunkKey, std::span<const float>) override { return InvalidArgumentError("the fake holds no chunks"); }
 
   // The next `n` ApplyRemote calls fail with Unavailable, changing nothing.

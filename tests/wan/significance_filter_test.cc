@@ -268,7 +268,7 @@ TEST(SignificanceFilterTest, SelectFreshLooksAtMarkedElementsAndAtEachChunkWhole
   std::vector<SparseChunkUpdate> out;
   int whole_at = -1;
   for (int call = 0; call < revisit; ++call) {
-    SelectStats st = f.SelectFresh(call, lookup, 0.1f, revisit, &out);
+    SelectStats st = f.SelectFresh(call, lookup, {}, 0.1f, revisit, &out);
     if (st.elements_scanned == 128) {  // this call looked at the chunk whole
       ASSERT_EQ(whole_at, -1) << "looked at whole twice in " << revisit << " calls";
       whole_at = call;
@@ -310,7 +310,7 @@ TEST(SignificanceFilterTest, SelectFreshWithRevisitOneIsSelect) {
     }
     std::vector<SparseChunkUpdate> x, y;
     a.Select(round, lookup, 0.05f, &x);
-    b.SelectFresh(round, lookup, 0.05f, /*revisit=*/1, &y);
+    b.SelectFresh(round, lookup, {}, 0.05f, /*revisit=*/1, &y);
     ASSERT_EQ(x.size(), y.size());
     for (size_t i = 0; i < x.size(); ++i) {
       EXPECT_EQ(x[i].key, y[i].key);
@@ -323,8 +323,16 @@ TEST(SignificanceFilterTest, SelectFreshWithRevisitOneIsSelect) {
 TEST(SignificanceFilterTest, SelectFreshConservesMass) {
   // Integer counters: whatever the looks took plus what is left is exactly
   // what was added, marked or not.
+  // The values of the looked-at elements come element by element here
+  // (as a shard gives them), not as whole chunks.
   const std::vector<float> w(300, 1.0f);
   const ChunkValueLookup lookup = ConstantValues(&w);
+  int64_t element_reads = 0;
+  const ChunkElementLookup elements = [&](ChunkKey, std::span<const uint32_t> at, float* out) {
+    for (size_t k = 0; k < at.size(); ++k) out[k] = w[at[k]];
+    element_reads += static_cast<int64_t>(at.size());
+    return true;
+  };
   SignificanceFilter f = MakeFilter();
   std::map<std::pair<ChunkId, uint32_t>, double> added, taken;
   std::mt19937 rng(7);
@@ -341,7 +349,7 @@ TEST(SignificanceFilterTest, SelectFreshConservesMass) {
       ASSERT_TRUE(f.AddSparse({0, c}, 300, idx, val, rng() % 2 == 0).ok());
     }
     std::vector<SparseChunkUpdate> out;
-    f.SelectFresh(round, lookup, 2.5f, /*revisit=*/3, &out);
+    f.SelectFresh(round, lookup, elements, 2.5f, /*revisit=*/3, &out);
     for (const SparseChunkUpdate& u : out) {
       for (size_t k = 0; k < u.indices.size(); ++k) taken[{u.key.chunk, u.indices[k]}] += u.values[k];
     }
@@ -350,6 +358,7 @@ TEST(SignificanceFilterTest, SelectFreshConservesMass) {
     const double left = f.Accumulated({0, where.first})[where.second];
     EXPECT_EQ(taken[where] + left, sum) << "chunk " << where.first << " element " << where.second;
   }
+  EXPECT_GT(element_reads, 0);
 }
 
 TEST(SignificanceFilterTest, AddSparseFeedsResidualsBack) {

@@ -185,14 +185,14 @@ ScanResult SelectAbsolute(float* __restrict acc, uint32_t n, float limit, uint32
   return SelectAbsolutePortable(acc, n, limit, idx, val);
 }
 
-uint32_t SelectListed(float* __restrict acc, const float* __restrict w, const uint32_t* __restrict at,
+uint32_t SelectListed(float* __restrict acc, const float* __restrict w_at, const uint32_t* __restrict at,
                       uint32_t count, float t, float eps, uint32_t* __restrict idx,
                       float* __restrict val) {
   uint32_t m = 0;
   for (uint32_t k = 0; k < count; ++k) {
     const uint32_t i = at[k];
     const float a = acc[i];
-    const float lim = w != nullptr ? t * Max(Abs(w[i]), eps) : t * eps;
+    const float lim = w_at != nullptr ? t * Max(Abs(w_at[k]), eps) : t * eps;
     const uint32_t take = Abs(a) > lim;
     idx[m] = i;
     val[m] = a;

@@ -35,12 +35,12 @@ ScanResult SelectRelative(float* __restrict acc, const float* __restrict w, uint
 ScanResult SelectAbsolute(float* __restrict acc, uint32_t n, float limit, uint32_t* __restrict idx,
                           float* __restrict val);
 
-// The rule of SelectRelative (w == nullptr: SelectAbsolute's with limit
-// t * eps) over the listed elements only: for k in [0, count), element
-// at[k] (each < the chunk's length, each listed once), in the order listed.
-// Returns the number written to idx/val. REQUIRES: idx and val hold count
-// entries.
-uint32_t SelectListed(float* __restrict acc, const float* __restrict w, const uint32_t* __restrict at,
+// The rule of SelectRelative (w_at == nullptr: SelectAbsolute's with
+// limit t * eps) over the listed elements only: for k in [0, count),
+// element at[k] (each < the chunk's length, each listed once) against the
+// value w_at[k], in the order listed. Returns the number written to
+// idx/val. REQUIRES: idx and val hold count entries.
+uint32_t SelectListed(float* __restrict acc, const float* __restrict w_at, const uint32_t* __restrict at,
                       uint32_t count, float t, float eps, uint32_t* __restrict idx,
                       float* __restrict val);
 

@@ -114,7 +114,8 @@ Result<EncodeStats> OutboundShipper::Ship(Clock k, bool finishing, std::span<con
   return st;
 }
 
-void OutboundShipper::ServeBacklogs(Clock k, bool finishing, float threshold, const ChunkValueLookup* lookup) {
+void OutboundShipper::ServeBacklogs(Clock k, bool finishing, float threshold, const ChunkValueLookup* lookup,
+                                    const ChunkElementLookup* elements) {
   const int64_t window = Window(finishing);
   for (PeerOutbox& out : outboxes_) {
     while (Addressable(out) && out.backlogged() && out.WindowOpen(window) && LinkKeepsUp(out, 0, finishing)) {
@@ -128,6 +129,7 @@ void OutboundShipper::ServeBacklogs(Clock k, bool finishing, float threshold, co
       cut.max_elements = 2 * options_.slice_elements;
       cut.revisit = options_.backlog_revisit;
       cut.lookup = lookup;
+      cut.elements = elements;
       Result<std::optional<WanBatch>> batch = out.CutFromBacklog(cut, &keys_);
       if (!batch.ok()) {
         spdlog::error("wan shard {}: backlog for site {}: {}", config_.shard, out.peer(), batch.status().ToString());

@@ -74,8 +74,10 @@ class OutboundShipper {
   Result<EncodeStats> Ship(Clock k, bool finishing, std::span<const SparseChunkUpdate> selected,
                            std::vector<SparseChunkUpdate>* residuals);
   // Cuts batches from the backlogs whose window is open; `threshold` < 0
-  // takes everything (otherwise asp's significance cut-off).
-  void ServeBacklogs(Clock k, bool finishing, float threshold, const ChunkValueLookup* lookup);
+  // takes everything (otherwise asp's significance cut-off). `elements`
+  // may be null (BacklogCut).
+  void ServeBacklogs(Clock k, bool finishing, float threshold, const ChunkValueLookup* lookup,
+                     const ChunkElementLookup* elements);
   // asp, not finishing: every peer is addressable and none can take a
   // batch now (window full, link behind or backlog waiting), so a slice
   // selected now would only move into the backlogs.

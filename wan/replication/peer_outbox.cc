@@ -98,11 +98,13 @@ Result<std::optional<WanBatch>> PeerOutbox::CutFromBacklog(const BacklogCut& cut
   keys->clear();
   if (!backlogged()) return std::optional<WanBatch>();
   const ChunkValueLookup empty;
+  const ChunkElementLookup no_elements;
   const auto take = [&](const SelectSlice& slice) {
     SelectStats st = cut.threshold < 0
                          ? backlog_.DrainAll(&taken_, slice)
-                         : backlog_.SelectFresh(cut.clock, cut.lookup != nullptr ? *cut.lookup : empty, cut.threshold,
-                                                cut.revisit, &taken_, slice);
+                         : backlog_.SelectFresh(cut.clock, cut.lookup != nullptr ? *cut.lookup : empty,
+                                                cut.elements != nullptr ? *cut.elements : no_elements,
+                                                cut.threshold, cut.revisit, &taken_, slice);
     ++stats_.backlog_scans;
     stats_.backlog_elements_scanned += st.elements_scanned;
     return st;

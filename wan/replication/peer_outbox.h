@@ -56,6 +56,9 @@ struct BacklogCut {
   float threshold = -1.0f;
   int64_t budget_bytes = 0;  // rough size bound of the batch; 0 = none
   const ChunkValueLookup* lookup = nullptr;  // may be null: |w| taken as 0
+  // The values of single elements, for looks at part of a chunk; may be
+  // null (lookup is used then).
+  const ChunkElementLookup* elements = nullptr;
   // Most values taken out of the backlog for one cut before the trim to
   // the budget (0: no limit). Successive cuts move on through the chunks
   // (in key order, wrapping around), so that what a cut holds stays bounded

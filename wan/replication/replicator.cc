@@ -191,6 +191,9 @@ Replicator::Replicator(const ModelSpec* spec, ReplicatorConfig config, ReplicaTa
       shipper_(ShipperConfig{config_.site, config_.shard, &config_.options, transport, &inbox_, &journal_},
                std::move(outboxes)) {
   lookup_ = [this](ChunkKey key) { return LookupValue(key); };
+  element_lookup_ = [this](ChunkKey key, std::span<const uint32_t> at, float* out) {
+    return spec_->HasChunk(key) && target_->ReadChunkElements(key, at, out).ok();
+  };
   last_reports_.resize(shipper_.outboxes().size());
 }
 
@@ -327,7 +330,7 @@ void Replicator::ServeBacklogs(Clock k, bool finishing) {
     std::lock_guard<std::mutex> lock(mu_);
     threshold = static_cast<float>(schedule_.At(k));
   }
-  shipper_.ServeBacklogs(k, finishing, threshold, &lookup_);
+  shipper_.ServeBacklogs(k, finishing, threshold, &lookup_, &element_lookup_);
 }
 
 bool Replicator::SelectLocked(Clock k, bool finishing, SelectSlice* slice) {

@@ -324,6 +324,7 @@ class Replicator final : public ReplicationTap, public OutboundParticipant {
   std::vector<SparseChunkUpdate> shipped_;  // avg, diloco: this site's contribution as peers decode it
   std::vector<float> value_scratch_;  // one chunk, for significance lookups
   ChunkValueLookup lookup_;
+  ChunkElementLookup element_lookup_;  // the same, element by element (backlog cuts)
 
   std::thread thread_;
 };

@@ -63,6 +63,7 @@ Result<SignificanceFilter::Slot*> SignificanceFilter::SlotFor(ChunkKey key, uint
     scratch_idx_.resize(num_elements);
     scratch_val_.resize(num_elements);
     scratch_at_.resize(num_elements);
+    scratch_w_.resize(num_elements);
   }
   return &slot;
 }
@@ -142,22 +143,25 @@ void SignificanceFilter::ClearFresh(Slot* slot) {
 SelectStats SignificanceFilter::Select(Clock clock, const ChunkValueLookup& lookup, float threshold,
                                        std::vector<SparseChunkUpdate>* out, const SelectSlice& slice) {
   if (!(threshold >= 0.0f)) threshold = 0.0f;  // NaN or negative: take all non-zero
-  return Scan(clock, lookup ? &lookup : nullptr, threshold, /*take_all=*/false, /*revisit=*/0, slice, out);
+  return Scan(clock, lookup ? &lookup : nullptr, nullptr, threshold, /*take_all=*/false, /*revisit=*/0, slice,
+              out);
 }
 
-SelectStats SignificanceFilter::SelectFresh(Clock clock, const ChunkValueLookup& lookup, float threshold,
-                                            int64_t revisit, std::vector<SparseChunkUpdate>* out,
-                                            const SelectSlice& slice) {
+SelectStats SignificanceFilter::SelectFresh(Clock clock, const ChunkValueLookup& lookup,
+                                            const ChunkElementLookup& elements, float threshold, int64_t revisit,
+                                            std::vector<SparseChunkUpdate>* out, const SelectSlice& slice) {
   if (!(threshold >= 0.0f)) threshold = 0.0f;
-  return Scan(clock, lookup ? &lookup : nullptr, threshold, /*take_all=*/false, revisit, slice, out);
+  return Scan(clock, lookup ? &lookup : nullptr, elements ? &elements : nullptr, threshold, /*take_all=*/false,
+              revisit, slice, out);
 }
 
 SelectStats SignificanceFilter::DrainAll(std::vector<SparseChunkUpdate>* out, const SelectSlice& slice) {
-  return Scan(0, nullptr, 0.0f, /*take_all=*/true, /*revisit=*/0, slice, out);
+  return Scan(0, nullptr, nullptr, 0.0f, /*take_all=*/true, /*revisit=*/0, slice, out);
 }
 
-SelectStats SignificanceFilter::Scan(Clock clock, const ChunkValueLookup* lookup, float threshold,
-                                     bool take_all, int64_t revisit, const SelectSlice& slice,
+SelectStats SignificanceFilter::Scan(Clock clock, const ChunkValueLookup* lookup,
+                                     const ChunkElementLookup* elements, float threshold, bool take_all,
+                                     int64_t revisit, const SelectSlice& slice,
                                      std::vector<SparseChunkUpdate>* out) {
   std::lock_guard<std::mutex> lock(*mu_);
   SelectStats stats;
@@ -191,7 +195,7 @@ SelectStats SignificanceFilter::Scan(Clock clock, const ChunkValueLookup* lookup
       dirty_[still_dirty++] = key;  // nothing marked: nothing to look at
       continue;
     }
-    const float* w = (whole || lookup == nullptr) ? nullptr : (*lookup)(key);
+    const float* w = (whole || lookup == nullptr || (partial && elements != nullptr)) ? nullptr : (*lookup)(key);
     float t = whole ? 0.0f : threshold;
     WillWrite(key, slot.acc);
     ScanResult r;
@@ -203,7 +207,17 @@ SelectStats SignificanceFilter::Scan(Clock clock, const ChunkValueLookup* lookup
         }
       }
       ClearFresh(&slot);
-      r.taken = SelectListed(slot.acc.data(), w, scratch_at_.data(), count, t, options_.value_epsilon,
+      // The values of the marked elements, in list order; null: unknown.
+      const float* w_at = nullptr;
+      if (elements != nullptr) {
+        if ((*elements)(key, std::span<const uint32_t>(scratch_at_.data(), count), scratch_w_.data())) {
+          w_at = scratch_w_.data();
+        }
+      } else if (w != nullptr) {
+        for (uint32_t k = 0; k < count; ++k) scratch_w_[k] = w[scratch_at_[k]];
+        w_at = scratch_w_.data();
+      }
+      r.taken = SelectListed(slot.acc.data(), w_at, scratch_at_.data(), count, t, options_.value_epsilon,
                              scratch_idx_.data(), scratch_val_.data());
       r.any_left = true;  // not looked at whole: may still hold mass
       ++stats.chunks_scanned;

@@ -59,6 +59,11 @@ struct SignificanceFilterOptions {
 // which case |w| is taken as 0 (every non-zero element is significant). An
 // empty function means every value is unknown.
 using ChunkValueLookup = std::function<const float*(ChunkKey key)>;
+// Writes the current values of the listed elements of the chunk to out
+// (one per index, in order) and returns true, or returns false when the
+// value is unknown (|w| taken as 0). Cheaper than a ChunkValueLookup when
+// only a few elements are wanted.
+using ChunkElementLookup = std::function<bool(ChunkKey key, std::span<const uint32_t> at, float* out)>;
 
 // One slice of a selection: only dirty chunks whose key comes after
 // `after` (all of them when !has_after), and no more once max_elements
@@ -132,8 +137,11 @@ class SignificanceFilter {
   // (a codec residual) or not significant when marked waits at most
   // `revisit` calls. A chunk looked at in part stays dirty. Marks cost one
   // bit per element of a chunk that ever had one. revisit <= 1: Select.
-  SelectStats SelectFresh(Clock clock, const ChunkValueLookup& lookup, float threshold, int64_t revisit,
-                          std::vector<SparseChunkUpdate>* out, const SelectSlice& slice = {});
+  // A part look reads the values it needs through `elements` when given
+  // (else through `lookup`, the whole chunk).
+  SelectStats SelectFresh(Clock clock, const ChunkValueLookup& lookup, const ChunkElementLookup& elements,
+                          float threshold, int64_t revisit, std::vector<SparseChunkUpdate>* out,
+                          const SelectSlice& slice = {});
 
   // Takes out every non-zero element of every chunk (lossless end-of-run
   // drain). Same output convention as Select(). Afterwards no chunk is dirty.
@@ -202,8 +210,9 @@ class SignificanceFilter {
   Result<Slot*> SlotFor(ChunkKey key, uint32_t num_elements);
   void MarkDirty(ChunkKey key, Slot* slot);
   // revisit > 1: SelectFresh's partial looks.
-  SelectStats Scan(Clock clock, const ChunkValueLookup* lookup, float threshold, bool take_all,
-                   int64_t revisit, const SelectSlice& slice, std::vector<SparseChunkUpdate>* out);
+  SelectStats Scan(Clock clock, const ChunkValueLookup* lookup, const ChunkElementLookup* elements,
+                   float threshold, bool take_all, int64_t revisit, const SelectSlice& slice,
+                   std::vector<SparseChunkUpdate>* out);
   static void ClearFresh(Slot* slot);
 
   // Under mu_: tells the hook that `key`'s row is about to change.
@@ -220,7 +229,8 @@ class SignificanceFilter {
   // Scratch for one chunk's selection, sized to the largest chunk seen.
   std::vector<uint32_t> scratch_idx_;
   std::vector<float> scratch_val_;
-  std::vector<uint32_t> scratch_at_;  // a chunk's marked elements
+  std::vector<uint32_t> scratch_at_;  // a chunk's marked elements ...
+  std::vector<float> scratch_w_;      // ... and their values
 };
 
 }  // namespace geops::wan
