@@ -267,6 +267,15 @@ for seed in 1 2 3; do
   add "default-diloco-stream$sfx" default/diloco-stream "$se" \
     "default topology: streaming diloco, H 50 in 5 fragments, 4-bit, outer lr 0.7, Nesterov 0.9$sw"
 done
+# Round nine (five_seeds_cuts.md): round six's probes again, once backlog
+# cuts look only at what came since the last cut (and at each chunk whole
+# every 8 cuts), beside asp with every cut looking at everything
+# (backlog_revisit = 1, as before), five seeds.
+for seed in 1 2 3 4 5; do
+  seeded $seed
+  add "asp-revisit1$sfx" harsh/asp "$se;s/^\[wan\]\$/[wan]\nbacklog_revisit = 1/" \
+    "asp, every backlog cut looking at every chunk whole (backlog_revisit = 1)$sw"
+done
 
 selected=("$@")
 [ ${#selected[@]} -eq 0 ] && selected=("${default_probes[@]}")
