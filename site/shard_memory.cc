@@ -22,7 +22,10 @@ datacenter::MemoryPlan ShardMemoryPlan(const Topology& topology, int site, const
   const int peers = static_cast<int>(topology.sites.size()) - 1;
   if (peers > 0) {
     plan.Add("WAN accumulator", values);
-    plan.Add("WAN backlogs (" + std::to_string(peers) + (peers == 1 ? " peer)" : " peers)"), values * peers);
+    // Per peer: an accumulator like the one above, and one bit per element
+    // marking what came since the last cut.
+    plan.Add("WAN backlogs (" + std::to_string(peers) + (peers == 1 ? " peer)" : " peers)"),
+             (values + values / 32) * peers);
   }
   if (storage != nullptr) plan.Add("store memtables", storage::StoreMemtableBytes(*storage, store_spec));
   // geops' clients send an update in parts of at most kMaxRequestBytes and
