@@ -276,6 +276,9 @@ for seed in 1 2 3 4 5; do
   add "asp-revisit1$sfx" harsh/asp "$se;s/^\[wan\]\$/[wan]\nbacklog_revisit = 1/" \
     "asp, every backlog cut looking at every chunk whole (backlog_revisit = 1)$sw"
 done
+# Round ten (five_seeds_marks.md): round nine's probes again, once a part
+# look keeps its marks until the chunk's next whole look (an update that
+# was not significant is looked at again at every cut, as before).
 
 selected=("$@")
 [ ${#selected[@]} -eq 0 ] && selected=("${default_probes[@]}")

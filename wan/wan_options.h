@@ -104,10 +104,10 @@ struct WanOptions {
   // whose indexes and values compress better.
   int64_t max_inflight_batches = 2;
   double max_queue_seconds = 0.5;
-  // A backlog cut looks at what was added to that peer's backlog since its
-  // last cut, and at each chunk whole every backlog_revisit cuts (codec
-  // residuals, updates not significant when they came); >= 1, 1 = every
-  // cut looks at everything (BacklogCut::revisit).
+  // A backlog cut looks at what was added to that peer's backlog since the
+  // chunk's last whole look, and at each chunk whole every backlog_revisit
+  // cuts (for codec residuals, say); >= 1, 1 = every cut looks at
+  // everything (BacklogCut::revisit).
   int64_t backlog_revisit = 8;
   // When the link's bandwidth is known, a batch is cut to about this much
   // link time; the most significant chunks go first. Seconds, > 0.

@@ -274,12 +274,11 @@ TEST(SignificanceFilterTest, SelectFreshLooksAtMarkedElementsAndAtEachChunkWhole
       whole_at = call;
       ASSERT_EQ(out.size(), 1u);
       EXPECT_TRUE(std::find(out[0].indices.begin(), out[0].indices.end(), 5u) != out[0].indices.end());
-    } else if (!out.empty()) {
-      // A partial look takes the marked, significant element only.
-      EXPECT_EQ(out[0].indices, (std::vector<uint32_t>{9}));
-      EXPECT_EQ(st.elements_scanned, 2);
     } else {
-      EXPECT_EQ(st.elements_scanned, 0);  // nothing marked: not looked at
+      // A part look looks at the marked elements only, each time until
+      // the whole look clears the marks, and takes the significant one.
+      EXPECT_EQ(st.elements_scanned, whole_at < 0 ? 2 : 0);
+      if (!out.empty()) EXPECT_EQ(out[0].indices, (std::vector<uint32_t>{9}));
     }
     // The small marked element and nothing else stays until the whole look.
     EXPECT_EQ(f.dirty_chunks(), 1);
@@ -288,6 +287,26 @@ TEST(SignificanceFilterTest, SelectFreshLooksAtMarkedElementsAndAtEachChunkWhole
   EXPECT_EQ(f.Accumulated({0, 0})[5], 0.0f);
   EXPECT_EQ(f.Accumulated({0, 0})[9], 0.0f);
   EXPECT_EQ(f.Accumulated({0, 0})[11], 0.01f);  // never significant: kept, not lost
+}
+
+TEST(SignificanceFilterTest, SelectFreshLooksAgainAtAMarkedElementThatWasNotSignificant) {
+  const std::vector<float> w(128, 1.0f);
+  const ChunkValueLookup lookup = ConstantValues(&w);
+  SignificanceFilter f = MakeFilter();
+  std::vector<uint32_t> idx = {11};
+  std::vector<float> val = {0.01f};
+  ASSERT_TRUE(f.AddSparse({0, 0}, 128, idx, val, /*fresh=*/true).ok());
+  const int64_t revisit = 1000000;  // no whole look in this test (checked below)
+  std::vector<SparseChunkUpdate> out;
+  SelectStats first = f.SelectFresh(0, lookup, {}, 0.1f, revisit, &out);
+  ASSERT_EQ(first.elements_scanned, 1);  // a part look
+  EXPECT_TRUE(out.empty());              // 0.01 < 0.1 * 1
+  // The cut-off falls: the next part look finds it, with no new update.
+  SelectStats second = f.SelectFresh(1, lookup, {}, 0.005f, revisit, &out);
+  ASSERT_EQ(second.elements_scanned, 1);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].indices, (std::vector<uint32_t>{11}));
+  EXPECT_EQ(out[0].values, (std::vector<float>{0.01f}));
 }
 
 TEST(SignificanceFilterTest, SelectFreshWithRevisitOneIsSelect) {

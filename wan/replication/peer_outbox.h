@@ -7,10 +7,11 @@
 // tick's shipped content goes into the backlog instead, a per-peer
 // SignificanceFilter in which queued updates of the same chunk coalesce, so
 // memory stays bounded by one copy of the shard's chunks however slow the
-// link (plus one bit per element: which ones came since the last cut). When
-// the window opens, CutFromBacklog() takes what is significant among what
-// came since (and, every BacklogCut::revisit cuts, among everything in a
-// chunk; or everything), puts the least significant chunks back when the batch
+// link (plus one bit per element: which ones came since their chunk was
+// last looked at whole). When the window opens, CutFromBacklog() takes what
+// is significant among those (among everything in a chunk every
+// BacklogCut::revisit cuts; or everything), puts the least significant
+// chunks back when the batch
 // would exceed its byte budget (most significant first), encodes it, and
 // puts the codec's residuals back into the backlog (error feedback). For
 // every element: (decoded values sent) + (backlog) == (content given).
@@ -66,9 +67,10 @@ struct BacklogCut {
   int64_t max_elements = 0;
   // A cut looks, in each chunk, only at what was added to the backlog since
   // the chunk was last looked at whole, and at each chunk whole every
-  // `revisit` cuts (SignificanceFilter::SelectFresh): what the codec left
-  // behind, or what was not significant against the values then, is looked
-  // at again within that many cuts. <= 1: every cut looks at everything.
+  // `revisit` cuts (SignificanceFilter::SelectFresh): what was not
+  // significant at the last whole look and has not come again (the codec's
+  // residuals, say) is looked at again within that many cuts. <= 1: every
+  // cut looks at everything.
   int64_t revisit = 1;
 };
 

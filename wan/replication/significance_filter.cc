@@ -206,7 +206,8 @@ SelectStats SignificanceFilter::Scan(Clock clock, const ChunkValueLookup* lookup
           scratch_at_[count++] = static_cast<uint32_t>(word * 64 + static_cast<size_t>(std::countr_zero(bits)));
         }
       }
-      ClearFresh(&slot);
+      // The marks stay until the chunk's next whole look: what was not
+      // significant now is looked at again at the next cut.
       // The values of the marked elements, in list order; null: unknown.
       const float* w_at = nullptr;
       if (elements != nullptr) {

@@ -133,10 +133,13 @@ class SignificanceFilter {
   // marked fresh (AddSparse with fresh) since the chunk was last looked at
   // whole, and takes those that are significant, as Select would. Every
   // `revisit`-th call that reaches a chunk looks at it whole instead (the
-  // chunks' turns staggered by key), so an element added without the mark
-  // (a codec residual) or not significant when marked waits at most
-  // `revisit` calls. A chunk looked at in part stays dirty. Marks cost one
-  // bit per element of a chunk that ever had one. revisit <= 1: Select.
+  // chunks' turns staggered by key) and clears its marks. So an element
+  // marked since the chunk's last whole look is looked at by every call, as
+  // Select would; one that was not significant at that look and has not
+  // been marked since (a codec residual, or an update that stayed under
+  // the cut-off) waits at most `revisit` calls. A chunk looked at in part
+  // stays dirty. Marks cost one bit per element of a chunk that ever had
+  // one. revisit <= 1: Select.
   // A part look reads the values it needs through `elements` when given
   // (else through `lookup`, the whole chunk).
   SelectStats SelectFresh(Clock clock, const ChunkValueLookup& lookup, const ChunkElementLookup& elements,
