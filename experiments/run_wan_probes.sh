@@ -279,6 +279,13 @@ done
 # Round ten (five_seeds_marks.md): round nine's probes again, once a part
 # look keeps its marks until the chunk's next whole look (an update that
 # was not significant is looked at again at every cut, as before).
+# Then (varying_marks.md) the varying links alone, the new cuts beside
+# backlog_revisit = 1, five seeds.
+for seed in 1 2 3 4 5; do
+  seeded $seed
+  add "asp-varying-revisit1$sfx" harsh/asp-varying "$se;s/^\[wan\]\$/[wan]\nbacklog_revisit = 1/" \
+    "asp on the varying links (outages), every backlog cut looking at every chunk whole (backlog_revisit = 1)$sw"
+done
 
 selected=("$@")
 [ ${#selected[@]} -eq 0 ] && selected=("${default_probes[@]}")
