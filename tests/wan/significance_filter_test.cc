@@ -309,6 +309,33 @@ TEST(SignificanceFilterTest, SelectFreshLooksAgainAtAMarkedElementThatWasNotSign
   EXPECT_EQ(out[0].values, (std::vector<float>{0.01f}));
 }
 
+TEST(SignificanceFilterTest, SelectFreshLooksAtAChunkWithManyMarksWhole) {
+  const std::vector<float> w(128, 1.0f);
+  const ChunkValueLookup lookup = ConstantValues(&w);
+  SignificanceFilter f = MakeFilter();
+  std::vector<uint32_t> residual_idx = {100};
+  std::vector<float> residual_val = {0.5f};
+  ASSERT_TRUE(f.AddSparse({0, 0}, 128, residual_idx, residual_val).ok());
+  // 16 of 128 marked (an eighth): looked at in part.
+  std::vector<uint32_t> idx;
+  for (uint32_t i = 0; i < 16; ++i) idx.push_back(i);
+  std::vector<float> small(idx.size(), 0.01f);
+  ASSERT_TRUE(f.AddSparse({0, 0}, 128, idx, small, /*fresh=*/true).ok());
+  const int64_t revisit = 1000000;  // no turn for a whole look in this test
+  std::vector<SparseChunkUpdate> out;
+  EXPECT_EQ(f.SelectFresh(0, lookup, {}, 0.1f, revisit, &out).elements_scanned, 16);
+  EXPECT_TRUE(out.empty());
+  // One more marked: past an eighth, so the whole chunk, residual and all.
+  std::vector<uint32_t> one = {20};
+  std::vector<float> one_val = {0.01f};
+  ASSERT_TRUE(f.AddSparse({0, 0}, 128, one, one_val, /*fresh=*/true).ok());
+  EXPECT_EQ(f.SelectFresh(1, lookup, {}, 0.1f, revisit, &out).elements_scanned, 128);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].indices, (std::vector<uint32_t>{100}));
+  // A whole look clears the marks.
+  EXPECT_EQ(f.SelectFresh(2, lookup, {}, 0.1f, revisit, &out).elements_scanned, 0);
+}
+
 TEST(SignificanceFilterTest, SelectFreshWithRevisitOneIsSelect) {
   std::vector<float> w(512);
   for (size_t i = 0; i < w.size(); ++i) w[i] = 0.01f * static_cast<float>(i % 97) - 0.3f;
@@ -360,7 +387,7 @@ TEST(SignificanceFilterTest, SelectFreshConservesMass) {
       std::vector<uint32_t> idx;
       std::vector<float> val;
       for (uint32_t i = 0; i < 300; ++i) {
-        if (rng() % 5 != 0) continue;
+        if (rng() % 25 != 0) continue;  // few enough for part looks
         idx.push_back(i);
         val.push_back(static_cast<float>(static_cast<int>(rng() % 5) - 2));
         added[{c, i}] += val.back();

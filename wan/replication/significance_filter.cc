@@ -12,6 +12,10 @@
 namespace geops::wan {
 namespace {
 
+// SelectFresh looks at a chunk whole once more than 1/kWholeLookShare of
+// its elements are marked.
+constexpr uint64_t kWholeLookShare = 8;
+
 std::string KeyName(ChunkKey key) {
   return "chunk (" + std::to_string(key.table) + ", " + std::to_string(key.chunk) + ")";
 }
@@ -194,6 +198,13 @@ SelectStats SignificanceFilter::Scan(Clock clock, const ChunkValueLookup* lookup
     if (partial && !slot.any_fresh) {
       dirty_[still_dirty++] = key;  // nothing marked: nothing to look at
       continue;
+    }
+    if (partial) {
+      // Element by element costs several times a streaming look per
+      // element: past an eighth of the chunk marked, look at it whole.
+      uint64_t marked = 0;
+      for (uint64_t word : slot.fresh) marked += static_cast<uint64_t>(std::popcount(word));
+      partial = marked * kWholeLookShare <= n;
     }
     const float* w = (whole || lookup == nullptr || (partial && elements != nullptr)) ? nullptr : (*lookup)(key);
     float t = whole ? 0.0f : threshold;

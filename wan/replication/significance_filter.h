@@ -138,8 +138,9 @@ class SignificanceFilter {
   // Select would; one that was not significant at that look and has not
   // been marked since (a codec residual, or an update that stayed under
   // the cut-off) waits at most `revisit` calls. A chunk looked at in part
-  // stays dirty. Marks cost one bit per element of a chunk that ever had
-  // one. revisit <= 1: Select.
+  // stays dirty. A chunk with more than an eighth of its elements marked
+  // is looked at whole (it costs less). Marks cost one bit per element of a
+  // chunk that ever had one. revisit <= 1: Select.
   // A part look reads the values it needs through `elements` when given
   // (else through `lookup`, the whole chunk).
   SelectStats SelectFresh(Clock clock, const ChunkValueLookup& lookup, const ChunkElementLookup& elements,
