@@ -217,8 +217,9 @@ SelectStats SignificanceFilter::Scan(Clock clock, const ChunkValueLookup* lookup
           scratch_at_[count++] = static_cast<uint32_t>(word * 64 + static_cast<size_t>(std::countr_zero(bits)));
         }
       }
-      // The marks stay until the chunk's next whole look: what was not
-      // significant now is looked at again at the next cut.
+      // The marks stay until the chunk's next whole look: what is not
+      // significant now is looked at again by the next call.
+
       // The values of the marked elements, in list order; null: unknown.
       const float* w_at = nullptr;
       if (elements != nullptr) {
