@@ -251,18 +251,19 @@ TEST(SignificanceFilterTest, AddFiniteAddsAsAddAndKeepsTheShapeChecks) {
   EXPECT_EQ(trusted.tracked_chunks(), 1);
 }
 
+// Adds values at `idx` of chunk (0, 0), 128 elements, marked or not.
+void AddTo00(SignificanceFilter* f, std::vector<uint32_t> idx, std::vector<float> val, bool fresh) {
+  ASSERT_TRUE(f->AddSparse({0, 0}, 128, idx, val, fresh).ok());
+}
+
 TEST(SignificanceFilterTest, SelectFreshLooksAtMarkedElementsAndAtEachChunkWholeInTurn) {
   const std::vector<float> w(128, 1.0f);
   const ChunkValueLookup lookup = ConstantValues(&w);
   SignificanceFilter f = MakeFilter();
   // Chunk 0: element 5 significant but unmarked (a residual), element 9
   // significant and marked, element 11 marked but small.
-  std::vector<uint32_t> unmarked_idx = {5};
-  std::vector<float> unmarked_val = {0.5f};
-  ASSERT_TRUE(f.AddSparse({0, 0}, 128, unmarked_idx, unmarked_val).ok());
-  std::vector<uint32_t> idx = {9, 11};
-  std::vector<float> val = {0.5f, 0.01f};
-  ASSERT_TRUE(f.AddSparse({0, 0}, 128, idx, val, /*fresh=*/true).ok());
+  AddTo00(&f, {5}, {0.5f}, /*fresh=*/false);
+  AddTo00(&f, {9, 11}, {0.5f, 0.01f}, /*fresh=*/true);
 
   const int64_t revisit = 4;
   std::vector<SparseChunkUpdate> out;
@@ -293,9 +294,7 @@ TEST(SignificanceFilterTest, SelectFreshLooksAgainAtAMarkedElementThatWasNotSign
   const std::vector<float> w(128, 1.0f);
   const ChunkValueLookup lookup = ConstantValues(&w);
   SignificanceFilter f = MakeFilter();
-  std::vector<uint32_t> idx = {11};
-  std::vector<float> val = {0.01f};
-  ASSERT_TRUE(f.AddSparse({0, 0}, 128, idx, val, /*fresh=*/true).ok());
+  AddTo00(&f, {11}, {0.01f}, /*fresh=*/true);
   const int64_t revisit = 1000000;  // no whole look in this test (checked below)
   std::vector<SparseChunkUpdate> out;
   SelectStats first = f.SelectFresh(0, lookup, {}, 0.1f, revisit, &out);
@@ -313,22 +312,17 @@ TEST(SignificanceFilterTest, SelectFreshLooksAtAChunkWithManyMarksWhole) {
   const std::vector<float> w(128, 1.0f);
   const ChunkValueLookup lookup = ConstantValues(&w);
   SignificanceFilter f = MakeFilter();
-  std::vector<uint32_t> residual_idx = {100};
-  std::vector<float> residual_val = {0.5f};
-  ASSERT_TRUE(f.AddSparse({0, 0}, 128, residual_idx, residual_val).ok());
+  AddTo00(&f, {100}, {0.5f}, /*fresh=*/false);
   // 16 of 128 marked (an eighth): looked at in part.
   std::vector<uint32_t> idx;
   for (uint32_t i = 0; i < 16; ++i) idx.push_back(i);
-  std::vector<float> small(idx.size(), 0.01f);
-  ASSERT_TRUE(f.AddSparse({0, 0}, 128, idx, small, /*fresh=*/true).ok());
+  AddTo00(&f, idx, std::vector<float>(idx.size(), 0.01f), /*fresh=*/true);
   const int64_t revisit = 1000000;  // no turn for a whole look in this test
   std::vector<SparseChunkUpdate> out;
   EXPECT_EQ(f.SelectFresh(0, lookup, {}, 0.1f, revisit, &out).elements_scanned, 16);
   EXPECT_TRUE(out.empty());
   // One more marked: past an eighth, so the whole chunk, residual and all.
-  std::vector<uint32_t> one = {20};
-  std::vector<float> one_val = {0.01f};
-  ASSERT_TRUE(f.AddSparse({0, 0}, 128, one, one_val, /*fresh=*/true).ok());
+  AddTo00(&f, {20}, {0.01f}, /*fresh=*/true);
   EXPECT_EQ(f.SelectFresh(1, lookup, {}, 0.1f, revisit, &out).elements_scanned, 128);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].indices, (std::vector<uint32_t>{100}));
