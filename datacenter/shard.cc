@@ -505,22 +505,26 @@ class ShardImpl final : public Shard {
 
   Clock ShardClock() const override { return tracker_.ShardClock(); }
 
-  Status ReadChunkValue(ChunkKey key, float* out) const override {
+  // The store's index of `key`, or InvalidArgument when this shard does
+  // not hold it.
+  Result<int64_t> HeldChunk(ChunkKey key) const {
     if (!spec_.HasChunk(key) || store_->LocalIndex(key) < 0) {
       return InvalidArgumentError("shard " + std::to_string(options_.shard_id) + " does not hold chunk (" +
                                   std::to_string(key.table) + ", " + std::to_string(key.chunk) + ")");
     }
-    store_->Read(store_->LocalIndex(key), out);
+    return store_->LocalIndex(key);
+  }
+
+  Status ReadChunkValue(ChunkKey key, float* out) const override {
+    GEOPS_ASSIGN_OR_RETURN(int64_t local, HeldChunk(key));
+    store_->Read(local, out);
     return Status::Ok();
   }
 
   Status ReadChunkElements(ChunkKey key, std::span<const uint32_t> at, float* out) const override {
-    if (!spec_.HasChunk(key) || store_->LocalIndex(key) < 0) {
-      return InvalidArgumentError("shard " + std::to_string(options_.shard_id) + " does not hold chunk (" +
-                                  std::to_string(key.table) + ", " + std::to_string(key.chunk) + ")");
-    }
+    GEOPS_ASSIGN_OR_RETURN(int64_t local, HeldChunk(key));
     Status s;
-    store_->Inspect(store_->LocalIndex(key), [&](std::span<const float> values) {
+    store_->Inspect(local, [&](std::span<const float> values) {
       for (size_t k = 0; k < at.size(); ++k) {
         if (at[k] >= values.size()) {
           s = InvalidArgumentError("element " + std::to_string(at[k]) + " past the end of chunk (" +

@@ -81,10 +81,6 @@ void SignificanceFilter::MarkDirty(ChunkKey key, Slot* slot) {
 }
 
 Status SignificanceFilter::Add(ChunkKey key, std::span<const float> delta) {
-  if (delta.size() > options_.max_chunk_elements) {
-    return InvalidArgumentError(KeyName(key) + ": " + std::to_string(delta.size()) +
-                                " elements exceeds max_chunk_elements");
-  }
   int64_t bad = FirstNonFinite(delta.data(), static_cast<int64_t>(delta.size()));
   if (bad >= 0) {
     return InvalidArgumentError(KeyName(key) + ": delta element " + std::to_string(bad) +
