@@ -19,17 +19,16 @@ rounds=${2:-3}
 a_bin=${A:-build/cli/geops}
 b_bin=${B:-build/cli/geops}
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-keep=${KEEP:-$work}
-mkdir -p "$keep"
 # Relative trace folders stay valid from the edited copies' folder.
 topo_dir=$(cd "$(dirname "$topo")" && pwd)
+trap 'rm -rf "$work" "$topo_dir/.cpu_ab_a.$$.toml" "$topo_dir/.cpu_ab_b.$$.toml"' EXIT
+keep=${KEEP:-$work}
+mkdir -p "$keep"
 for side in a b; do
   script=A_SED
   [ "$side" = b ] && script=B_SED
   sed -e "${!script:-}" "$topo" > "$topo_dir/.cpu_ab_$side.$$.toml"
 done
-trap 'rm -rf "$work" "$topo_dir/.cpu_ab_a.$$.toml" "$topo_dir/.cpu_ab_b.$$.toml"' EXIT
 for i in $(seq 1 "$rounds"); do
   for side in a b; do
     bin=$a_bin

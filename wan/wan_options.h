@@ -22,10 +22,10 @@
 //              floor(c / H) - 1 is applied (outer_overlap = false: step
 //              floor(c / H), the paper's synchronous step). With
 //              outer_fragments F > 1 (streaming DiLoCo) the shard's
-//              chunks form F fragments and
-//              every H / F clocks one of them, in turn, takes its outer
-//              step: each fragment still synchronises every H clocks, and
-//              the WAN carries 1/F of the contribution at a time.
+//              chunks form F fragments and every H / F clocks one of
+//              them, in turn, takes its outer step: each fragment still
+//              synchronises every H clocks, and the WAN carries 1/F of
+//              the contribution at a time.
 //   kAvg       the same with outer lr 1 and no momentum, losslessly (fp32):
 //              the sites' models averaged every H clocks (local SGD).
 // The end of a run is lossless in every mode: once every local worker
