@@ -110,7 +110,7 @@ Status ParseWan(const toml::table& root, const std::string& origin, Topology* t)
   TableReader r(root["wan"].as_table(), "wan", origin);
   r.RejectUnknown({"mode", "staleness_ds", "max_drift_allowance", "max_hold_clocks", "threshold", "threshold_floor", "threshold_follows_lr", "threshold_settle_clocks", "value_floor", "codec", "compress", "averaging_period", "outer_fragments",
                    "outer_lr", "outer_momentum", "outer_nesterov", "outer_average_last", "outer_overlap",
-                   "max_inflight_batches", "max_queue_ms", "backlog_revisit", "selective_barrier", "notice_min_ms", "notice_timeout_ms", "peer_lease_ms", "time_scale",
+                   "max_inflight_batches", "max_queue_ms", "backlog_revisit", "selective_barrier", "notice_min_ms", "notice_timeout_ms", "peer_lease_ms", "relay_after_ms", "time_scale",
                    "kernel_rate", "emulate",
                    "links", "trace_dir", "skyplane_bandwidth", "bandwidth_scale", "trace_file", "variation", "variation_bin_s",
                    "variation_stagger_s"});
@@ -139,6 +139,7 @@ Status ParseWan(const toml::table& root, const std::string& origin, Topology* t)
   r.Get("notice_min_ms", &w.notice_min_ms);
   r.Get("notice_timeout_ms", &w.notice_timeout_ms);
   r.Get("peer_lease_ms", &w.peer_lease_ms);
+  r.Get("relay_after_ms", &w.relay_after_ms);
   r.Get("time_scale", &w.time_scale);
   r.Get("kernel_rate", &w.kernel_rate);
   r.Get("emulate", &w.emulate);
@@ -176,6 +177,8 @@ Status ParseWan(const toml::table& root, const std::string& origin, Topology* t)
   r.Require(w.notice_min_ms >= 0, "notice_min_ms", "must be >= 0");
   r.Require(w.notice_timeout_ms >= 1, "notice_timeout_ms", "must be >= 1");
   r.Require(w.peer_lease_ms >= 10, "peer_lease_ms", "must be >= 10");
+  r.Require(w.relay_after_ms == 0 || (w.relay_after_ms >= 10 && w.relay_after_ms <= 3600000), "relay_after_ms",
+            "must be 0 (off) or in [10, 3600000]");
   r.Require(w.time_scale > 0 && w.time_scale <= 1e6, "time_scale", "must be in (0, 1e6]");
   r.Require(w.links == "static" || w.links == "skyplane" || w.links == "csv", "links",
             "must be \"static\", \"skyplane\" or \"csv\"");

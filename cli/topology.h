@@ -74,6 +74,9 @@ struct WanSpec {
   double notice_min_ms = 50;           // asp: announce batches slower than this on the wire
   int64_t notice_timeout_ms = 10000;
   int64_t peer_lease_ms = 30000;       // a silent site leaves the mirror clock after this
+  // A batch a peer has not acknowledged this long goes through another
+  // site whose link answers (docs/wan_replication.md); 0 = never relay.
+  int64_t relay_after_ms = 0;
   double time_scale = 1.0;             // link model runs this many times faster than real time
   bool kernel_rate = false;            // tc on the hosts limits the rate; geops adds delay and outages
   // false: the sites are in different regions and the network is the link:

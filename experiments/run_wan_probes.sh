@@ -286,6 +286,16 @@ for seed in 1 2 3 4 5; do
   add "asp-varying-revisit1$sfx" harsh/asp-varying "$se;s/^\[wan\]\$/[wan]\nbacklog_revisit = 1/" \
     "asp on the varying links (outages), every backlog cut looking at every chunk whole (backlog_revisit = 1)$sw"
 done
+# Round eleven (relay.md): batches for a peer whose link is out go through
+# a third site after 1 s without an answer (relay_after_ms, docs/
+# wan_replication.md), on the varying links beside asp as committed and
+# the LAN, five seeds.
+relay='s/^peer_lease_ms = .*/&\nrelay_after_ms = 1000/'
+for seed in 1 2 3 4 5; do
+  seeded $seed
+  add "asp-varying-relay$sfx" harsh/asp-varying "$se;$relay" \
+    "asp on the varying links (outages), batches relayed through a third site after 1 s without an answer$sw"
+done
 
 selected=("$@")
 [ ${#selected[@]} -eq 0 ] && selected=("${default_probes[@]}")

@@ -9,8 +9,9 @@ megabytes (all, and up to the target), the share of worker clocks that
 read from the shard (the rest were served by the worker's SSP cache), the
 seconds the shards waited at the drift bound, how often and how long a
 peer was silent past its lease (out of the mirror clock of the site that
-could not hear it) and the accuracy at every evaluation of the evaluating
-site.
+could not hear it), the batches that went through a third site while their
+own link was out (relay_after_ms) and the accuracy at every evaluation of
+the evaluating site.
 """
 import json
 import os
@@ -50,26 +51,28 @@ def row(name, folder):
     to_target = "%.2f" % (bytes_at(events, hit["launcher_t"]) / 1e6) if hit and wan_mb > 0 else "-"
     silent = peer_silences(events)
     silent_s = "%d, %.1f" % (len(silent), sum(s for _, _, s in silent if s is not None)) if silent else "0"
-    return "| %s | %s | %s | %s | %.4f | %.1f | %.2f | %s | %.2f | %.1f | %s | %s |" % (
+    relayed = sum(int(l.get("relayed_batches", 0)) for l in (summary.get("wan_links") or {}).values())
+    return "| %s | %s | %s | %s | %.4f | %.1f | %.2f | %s | %.2f | %.1f | %s | %d | %s |" % (
         name, what,
         hit["clock"] if hit else "-",
         "%.1f" % hit["launcher_t"] if hit else "-",
         final, summary.get("wall_seconds") or 0.0,
-        wan_mb, to_target, reads, drift_wait_seconds(events), silent_s, curve)
+        wan_mb, to_target, reads, drift_wait_seconds(events), silent_s, relayed, curve)
 
 
 def main():
     runs, probes = sys.argv[1], sys.argv[2:]
     print("| probe | what | clocks to target | s to target | final accuracy (lowest site) "
           "| wall s | WAN MB | WAN MB to target | reads / worker clock | drift wait s (all shards) "
-          "| peers silent past the lease (times, s) | accuracy at each evaluation (clock:accuracy) |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+          "| peers silent past the lease (times, s) | batches relayed "
+          "| accuracy at each evaluation (clock:accuracy) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for p in probes:
         folder = os.path.join(runs, p)
         try:
             print(row(p, folder))
         except (OSError, ValueError, KeyError) as e:
-            print("| %s | failed: %s | - | - | - | - | - | - | - | - | - | - |" % (p, e))
+            print("| %s | failed: %s | - | - | - | - | - | - | - | - | - | - | - |" % (p, e))
 
 
 if __name__ == "__main__":

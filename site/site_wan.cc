@@ -43,6 +43,7 @@ Result<std::unique_ptr<SiteWan>> SiteWan::Start(const Topology& t, int site, int
   o.shaping.time_scale = t.wan.time_scale;
   o.shaping.kernel_rate = t.wan.kernel_rate;
   o.shaping.emulate_links = t.wan.emulate;
+  o.shaping.relay_after_ms = t.wan.relay_after_ms;
   // Idle links say they are alive several times per lease, so a peer is
   // dropped only when it is really gone.
   o.shaping.heartbeat_ms = std::clamp<int64_t>(t.wan.peer_lease_ms / 4, 10, 1000);
@@ -149,7 +150,10 @@ json SiteWan::StatsJson() const {
                      {"achieved_bps", l.achieved_bps},
                      {"busy_trace_seconds", l.last_delivery_s > l.first_offer_s ? l.last_delivery_s - l.first_offer_s : 0.0},
                      {"retries", l.retries},
-                     {"refused", l.refused}});
+                     {"refused", l.refused},
+                     {"relayed", l.relayed},
+                     {"relay_turns", l.relay_turns},
+                     {"forwarded", l.forwarded}});
   }
   json peers = json::array();
   for (const wan::PeerReplicationStats& p : r.peers) {

@@ -30,6 +30,19 @@ struct PushBatchRequest {
   5: binary payload,   // one WAN batch (docs/wan_batch_format.md)
   6: i64 incarnation,       // the sender's store incarnation (0: unknown)
   7: i64 dest_incarnation,  // the receiver's, as the sender knew it (0: unknown)
+  // Set when a third site carries the batch for its origin, whose own link
+  // to the receiver is out (relayBatch): the relaying site, whose identity
+  // the connection must have. Taken only by a receiver that relays too.
+  8: optional i32 relayed_by,
+}
+
+// "Carry my batch on to site `dest`": the caller's own link to dest is out.
+// The relaying site sends it over its own link and answers with dest's
+// reply, or Unavailable when none came within timeout_ms.
+struct RelayBatchRequest {
+  1: i32 dest,
+  2: PushBatchRequest batch,  // origin: the caller
+  3: i64 timeout_ms,
 }
 
 struct PushBatchReply {
@@ -95,6 +108,7 @@ struct MirrorSchemaReply {
 
 service Mirror {
   PushBatchReply pushBatch(1: PushBatchRequest req) throws (1: parameter_server.GeopsError err),
+  PushBatchReply relayBatch(1: RelayBatchRequest req) throws (1: parameter_server.GeopsError err),
   void notice(1: NoticeRequest req) throws (1: parameter_server.GeopsError err),
   void reportClock(1: ClockReportRequest req) throws (1: parameter_server.GeopsError err),
   MirrorHeartbeatReply heartbeat(1: MirrorHeartbeat req) throws (1: parameter_server.GeopsError err),

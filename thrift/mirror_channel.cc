@@ -1,5 +1,7 @@
 #include "thrift/mirror_channel.h"
 
+#include <algorithm>
+
 namespace geops::rpc {
 
 void MirrorAddressBook::Set(SiteId site, HostPort address) {
@@ -38,6 +40,16 @@ void MirrorChannel::Count() {
 Result<wan::BatchAck> MirrorChannel::SendBatch(const wan::WanBatch& batch) {
   GEOPS_ASSIGN_OR_RETURN(MirrorClient * c, Client());
   Result<wan::BatchAck> r = c->PushBatch(batch);
+  Count();
+  return r;
+}
+
+Result<wan::BatchAck> MirrorChannel::RelayBatch(SiteId dest, const wan::WanBatch& batch) {
+  GEOPS_ASSIGN_OR_RETURN(MirrorClient * c, Client());
+  // The relaying site waits for dest's answer well inside this call's own
+  // deadline, so a late answer is an Unavailable, not a broken connection.
+  const int64_t wait_ms = std::clamp<int64_t>(options_.rpc_timeout_ms / 3, 1, kRelayWaitMs);
+  Result<wan::BatchAck> r = c->RelayBatch(dest, batch, wait_ms);
   Count();
   return r;
 }

@@ -32,6 +32,7 @@ class MirrorChannel : public wan::PeerChannel {
   Status SendClock(const wan::WanClockReport& report) override;
   Status SendNotice(const wan::WanNotice& notice) override;
   Status Heartbeat() override;
+  Result<wan::BatchAck> RelayBatch(SiteId dest, const wan::WanBatch& batch) override;
   Status BeginBatch(const wan::WanBatch& batch) override;
   Result<wan::BatchAck> EndBatch() override;
   void Abandon() override;
@@ -41,6 +42,8 @@ class MirrorChannel : public wan::PeerChannel {
  private:
   // The client, once the address is known; Unavailable before.
   static constexpr size_t kMaxInFlight = 64;
+  // Longest a relaying site waits for the destination's answer, ms.
+  static constexpr int64_t kRelayWaitMs = 5000;
   Result<MirrorClient*> Client();
   void Count();
 

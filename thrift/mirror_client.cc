@@ -80,6 +80,43 @@ Status MirrorClient::Invoke(const char* name, Call&& call) {
   }
 }
 
+gen::PushBatchRequest MirrorClient::PushRequest(const wan::WanBatch& batch) const {
+  gen::PushBatchRequest req;
+  // Another site's batch that this site relays (ShapedTransport::Forward)
+  // names its origin; every other batch is this site's own.
+  req.origin = batch.relayed ? batch.origin : self_.site;
+  if (batch.relayed) req.__set_relayed_by(self_.site);
+  req.shard_id = self_.shard;
+  req.seq = static_cast<int64_t>(batch.seq);
+  req.clock = batch.clock;
+  req.payload.assign(batch.payload.begin(), batch.payload.end());
+  req.incarnation = static_cast<int64_t>(batch.incarnation);
+  req.dest_incarnation = static_cast<int64_t>(batch.dest_incarnation);
+  return req;
+}
+
+Result<wan::BatchAck> MirrorClient::RelayBatch(SiteId dest, const wan::WanBatch& batch, int64_t timeout_ms) {
+  if (static_cast<int64_t>(batch.payload.size()) + kEnvelopeBytes > options_.transport.max_frame_bytes) {
+    return ResourceExhaustedError("a WAN batch of " + std::to_string(batch.payload.size()) +
+                                  " bytes exceeds max_frame_bytes " + std::to_string(options_.transport.max_frame_bytes));
+  }
+  gen::RelayBatchRequest req;
+  req.dest = dest;
+  req.batch = PushRequest(batch);
+  req.timeout_ms = timeout_ms;
+  gen::PushBatchReply reply;
+  GEOPS_RETURN_IF_ERROR(Invoke("relayBatch", [&](gen::MirrorClient& stub) { stub.relayBatch(reply, req); }));
+  if (reply.seq != static_cast<int64_t>(batch.seq)) {
+    Disconnect();
+    return InternalError("mirror " + address_.ToString() + " acknowledged relayed seq " + std::to_string(reply.seq) +
+                         " for seq " + std::to_string(batch.seq));
+  }
+  wan::BatchAck ack;
+  ack.seq = batch.seq;
+  if (reply.__isset.quarantined) ack.quarantined = reply.quarantined;
+  return ack;
+}
+
 Result<wan::BatchAck> MirrorClient::PushBatch(const wan::WanBatch& batch) {
   GEOPS_RETURN_IF_ERROR(BeginPushBatch(batch));
   return EndPushBatch();
@@ -90,14 +127,7 @@ Status MirrorClient::BeginPushBatch(const wan::WanBatch& batch) {
     return ResourceExhaustedError("a WAN batch of " + std::to_string(batch.payload.size()) +
                                   " bytes exceeds max_frame_bytes " + std::to_string(options_.transport.max_frame_bytes));
   }
-  gen::PushBatchRequest req;
-  req.origin = self_.site;
-  req.shard_id = self_.shard;
-  req.seq = static_cast<int64_t>(batch.seq);
-  req.clock = batch.clock;
-  req.payload.assign(batch.payload.begin(), batch.payload.end());
-  req.incarnation = static_cast<int64_t>(batch.incarnation);
-  req.dest_incarnation = static_cast<int64_t>(batch.dest_incarnation);
+  gen::PushBatchRequest req = PushRequest(batch);
   GEOPS_RETURN_IF_ERROR(EnsureConnected());
   try {
     stub_->send_pushBatch(req);

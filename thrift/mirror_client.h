@@ -35,6 +35,7 @@ namespace geops::rpc {
 
 namespace gen {
 class MirrorClient;
+class PushBatchRequest;
 }  // namespace gen
 class BoundedBinaryProtocol;
 class FramedTransport;
@@ -61,6 +62,9 @@ class MirrorClient {
   Status BeginPushBatch(const wan::WanBatch& batch);
   Result<wan::BatchAck> EndPushBatch();
   void AbandonPushes();
+  // Asks the peer to carry `batch` (this site's) on to site `dest`, and
+  // waits for dest's answer through it (at most timeout_ms there).
+  Result<wan::BatchAck> RelayBatch(SiteId dest, const wan::WanBatch& batch, int64_t timeout_ms);
   size_t pushes_in_flight() const { return in_flight_.size(); }
   Status ReportClock(const wan::WanClockReport& report);
   Status Notice(const wan::WanNotice& notice);
@@ -84,6 +88,8 @@ class MirrorClient {
   Status Invoke(const char* name, Call&& call);
   Status EnsureConnected();
   void Disconnect();
+  // The request for `batch`: this site's, or another's that it relays.
+  gen::PushBatchRequest PushRequest(const wan::WanBatch& batch) const;
 
   const HostPort address_;
   const MirrorIdentity self_;

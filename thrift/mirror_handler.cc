@@ -75,18 +75,76 @@ Status MirrorHandler::CheckSender(int32_t origin, int32_t shard_id, const char* 
   return Status::Ok();
 }
 
+Status MirrorHandler::CheckSite(int32_t site, const char* what, const char* call) const {
+  if (site < 0 || site == self_.site) {
+    return InvalidArgumentError(std::string(call) + ": " + what + " site " + std::to_string(site) +
+                                " is not another site (this is site " + std::to_string(self_.site) + ")");
+  }
+  if (!names_->sites.empty() && site >= static_cast<int32_t>(names_->sites.size())) {
+    return InvalidArgumentError(std::string(call) + ": " + what + " site " + std::to_string(site) +
+                                " is not in the topology (" + std::to_string(names_->sites.size()) + " sites)");
+  }
+  return Status::Ok();
+}
+
+Status MirrorHandler::CheckPushSender(const gen::PushBatchRequest& req) const {
+  if (!req.__isset.relayed_by) return CheckSender(req.origin, req.shard_id, "pushBatch");
+  // A relayed batch: the connection is the relaying site's, and the origin
+  // a third site whose own link to this one is out.
+  GEOPS_RETURN_IF_ERROR(CheckSender(req.relayed_by, req.shard_id, "pushBatch (relayed)"));
+  GEOPS_RETURN_IF_ERROR(CheckSite(req.origin, "origin", "pushBatch (relayed)"));
+  if (req.origin == req.relayed_by) {
+    return InvalidArgumentError("pushBatch: site " + std::to_string(req.origin) + " claims to relay its own batch");
+  }
+  if (!receiver_->AcceptsRelayed()) {
+    return FailedPreconditionError("site " + std::to_string(req.relayed_by) + " relays a batch of site " +
+                                   std::to_string(req.origin) + ", but this site does not take relayed batches "
+                                   "([wan] relay_after_ms is 0 here)");
+  }
+  return Status::Ok();
+}
+
+Result<wan::WanBatch> MirrorHandler::BatchOf(const gen::PushBatchRequest& req, const char* call) {
+  if (req.seq <= 0) return InvalidArgumentError(std::string(call) + ": seq must be >= 1, got " + std::to_string(req.seq));
+  if (req.clock < 0) return InvalidArgumentError(std::string(call) + ": clock must be >= 0");
+  wan::WanBatch batch;
+  batch.origin = req.origin;
+  batch.seq = static_cast<uint64_t>(req.seq);
+  batch.clock = req.clock;
+  batch.payload.assign(req.payload.begin(), req.payload.end());
+  batch.incarnation = static_cast<uint64_t>(req.incarnation);
+  batch.dest_incarnation = static_cast<uint64_t>(req.dest_incarnation);
+  return batch;
+}
+
+void MirrorHandler::relayBatch(gen::PushBatchReply& reply, const gen::RelayBatchRequest& req) {
+  Serve("relayBatch", [&]() -> Status {
+    if (req.batch.__isset.relayed_by) {
+      return InvalidArgumentError("relayBatch: a site asks only for its own batches to be relayed, and once (this "
+                                  "one of site " + std::to_string(req.batch.origin) + " names relay site " +
+                                  std::to_string(req.batch.relayed_by) + " already)");
+    }
+    GEOPS_RETURN_IF_ERROR(CheckSender(req.batch.origin, req.batch.shard_id, "relayBatch"));
+    GEOPS_RETURN_IF_ERROR(CheckSite(req.dest, "destination", "relayBatch"));
+    if (req.dest == req.batch.origin) {
+      return InvalidArgumentError("relayBatch: site " + std::to_string(req.dest) + " asks for its own batch back");
+    }
+    if (req.timeout_ms < 1 || req.timeout_ms > kMaxRelayWaitMs) {
+      return InvalidArgumentError("relayBatch: timeout_ms must be in [1, " + std::to_string(kMaxRelayWaitMs) +
+                                  "], got " + std::to_string(req.timeout_ms));
+    }
+    GEOPS_ASSIGN_OR_RETURN(wan::WanBatch batch, BatchOf(req.batch, "relayBatch"));
+    GEOPS_ASSIGN_OR_RETURN(wan::BatchAck ack, receiver_->OnRelay(req.dest, batch, req.timeout_ms));
+    reply.seq = req.batch.seq;
+    if (!ack.quarantined.empty()) reply.__set_quarantined(std::move(ack.quarantined));
+    return Status::Ok();
+  });
+}
+
 void MirrorHandler::pushBatch(gen::PushBatchReply& reply, const gen::PushBatchRequest& req) {
   Serve("pushBatch", [&]() -> Status {
-    GEOPS_RETURN_IF_ERROR(CheckSender(req.origin, req.shard_id, "pushBatch"));
-    if (req.seq <= 0) return InvalidArgumentError("pushBatch: seq must be >= 1, got " + std::to_string(req.seq));
-    if (req.clock < 0) return InvalidArgumentError("pushBatch: clock must be >= 0");
-    wan::WanBatch batch;
-    batch.origin = req.origin;
-    batch.seq = static_cast<uint64_t>(req.seq);
-    batch.clock = req.clock;
-    batch.payload.assign(req.payload.begin(), req.payload.end());
-    batch.incarnation = static_cast<uint64_t>(req.incarnation);
-    batch.dest_incarnation = static_cast<uint64_t>(req.dest_incarnation);
+    GEOPS_RETURN_IF_ERROR(CheckPushSender(req));
+    GEOPS_ASSIGN_OR_RETURN(wan::WanBatch batch, BatchOf(req, "pushBatch"));
     GEOPS_RETURN_IF_ERROR(receiver_->OnBatch(batch));
     reply.seq = req.seq;
     std::string quarantined = receiver_->QuarantineOf(batch.origin, batch.seq);

@@ -2,10 +2,12 @@
 // connection. It checks each request's identity (the receiver's own shard
 // index, a site other than its own, the same model) and bounds (a notice's
 // key count), turns it into a core message (wan/wan_transport.h) and hands
-// it to the shard's WanReceiver. Any refusal, and any exception from below
-// (bad_alloc -> ResourceExhausted, anything else -> Internal), becomes a
-// GeopsError reply and one log line naming the peer; nothing escapes as a
-// crash.
+// it to the shard's WanReceiver. A batch relayed by a third site is checked
+// against the relaying site's identity and taken only where the receiver
+// takes relayed batches; a relay call goes to the receiver's OnRelay. Any
+// refusal, and any exception from below (bad_alloc -> ResourceExhausted,
+// anything else -> Internal), becomes a GeopsError reply and one log line
+// naming the peer; nothing escapes as a crash.
 //
 // Thread-safety: a handler serves one connection, so one thread at a time;
 // many handlers call the (thread-safe) receiver concurrently.
@@ -31,6 +33,8 @@ namespace geops::rpc {
 
 // Most chunk keys one notice may name.
 inline constexpr int64_t kMaxNoticeKeys = int64_t{1} << 22;
+// Longest a relay call may ask this site to wait for the destination, ms.
+inline constexpr int64_t kMaxRelayWaitMs = 60000;
 
 // What a mirror service knows of its shard's model, shared by its handlers.
 // A site whose workers bring the model starts its mirror service before the
@@ -57,6 +61,7 @@ class MirrorHandler : public gen::MirrorIf {
                 std::string peer, WireSocket* wire = nullptr, std::shared_ptr<const PeerNames> names = nullptr);
 
   void pushBatch(gen::PushBatchReply& reply, const gen::PushBatchRequest& req) override;
+  void relayBatch(gen::PushBatchReply& reply, const gen::RelayBatchRequest& req) override;
   void notice(const gen::NoticeRequest& req) override;
   void reportClock(const gen::ClockReportRequest& req) override;
   void heartbeat(gen::MirrorHeartbeatReply& reply, const gen::MirrorHeartbeat& req) override;
@@ -66,6 +71,12 @@ class MirrorHandler : public gen::MirrorIf {
   template <typename Body>
   void Serve(std::string_view call, Body&& body);
   Status CheckSender(int32_t origin, int32_t shard_id, const char* call) const;
+  // A pushBatch's sender: its origin, or the site relaying it, which must
+  // be a third site and is checked in its place.
+  Status CheckPushSender(const gen::PushBatchRequest& req) const;
+  // The request's batch, checked (seq, clock) and converted.
+  static Result<wan::WanBatch> BatchOf(const gen::PushBatchRequest& req, const char* call);
+  Status CheckSite(int32_t site, const char* what, const char* call) const;
 
   wan::WanReceiver* const receiver_;
   const MirrorIdentity self_;

@@ -37,13 +37,18 @@ Result<std::unique_ptr<WanEndpoint>> WanEndpoint::Start(const ModelSpec* spec, d
   service->SetModelFingerprint(spec->Fingerprint());
   service->receiver_slot()->Set(e->replicator_->receiver());
   e->receiving_ = true;
+  if (options.shaping.relay_after_ms > 0) service->receiver_slot()->SetForwarder(e->transport_.get());
   e->replicator_->Start();
   return e;
 }
 
 WanEndpoint::~WanEndpoint() {
+  if (transport_) transport_->StopForwarding();  // relay calls in flight return at once
   if (own_service_) own_service_->Stop(Deadline::InMs(10000)).IgnoreError();
-  if (receiving_) service_->receiver_slot()->Clear();  // waits for the calls in flight
+  if (receiving_) {
+    service_->receiver_slot()->SetForwarder(nullptr);
+    service_->receiver_slot()->Clear();  // waits for the calls in flight
+  }
   if (shard_ != nullptr) shard_->AttachReplication(nullptr, nullptr);
   if (replicator_) replicator_->Stop();
   if (transport_) transport_->Stop();

@@ -48,6 +48,9 @@ struct WanBatch {
   std::vector<uint8_t> payload;
   uint64_t incarnation = 0;       // the sender's
   uint64_t dest_incarnation = 0;  // the receiver's, as the sender knew it
+  // Sent by this site for `origin`, whose own link to the receiver is out
+  // (ShapedTransport::Forward): the channel names this site as the relay.
+  bool relayed = false;
 };
 
 // "My shard clock is `clock`; you have had every batch through `last_seq`."
@@ -105,6 +108,28 @@ class WanReceiver {
   // origin; the shard's store keeps them all). Asked after OnBatch accepted
   // the batch, to answer its sender.
   virtual std::string QuarantineOf(SiteId /*origin*/, uint64_t /*seq*/) const { return {}; }
+  // Relaying (docs/wan_replication.md, "Relaying round an outage"): a
+  // peer whose own link to `dest` is out asks this site to carry `batch`
+  // (origin: that peer) over this site's link to `dest`. Returns dest's
+  // acknowledgement, or Unavailable when none came within timeout_ms (the
+  // peer asks again or waits for its own link). FailedPrecondition where
+  // this site does not relay.
+  virtual Result<BatchAck> OnRelay(SiteId /*dest*/, const WanBatch& /*batch*/, int64_t /*timeout_ms*/) {
+    return FailedPreconditionError("this site does not relay batches ([wan] relay_after_ms is 0)");
+  }
+  // Whether this site takes batches that a third site relays (it relays
+  // too). A relayed batch is checked as its origin's own, but comes over
+  // the relaying site's connection.
+  virtual bool AcceptsRelayed() const { return false; }
+};
+
+// What carries a relayed batch on: the transport of the relaying site
+// (ShapedTransport). Forward blocks until `dest` acknowledged the batch,
+// it refused it (its error), or the deadline (Unavailable).
+class BatchForwarder {
+ public:
+  virtual ~BatchForwarder() = default;
+  virtual Result<BatchAck> Forward(SiteId dest, WanBatch batch, int64_t timeout_ms) = 0;
 };
 
 class WanTransport {

@@ -19,6 +19,8 @@ double Num(const json& j, const char* key) {
 
 struct LinkTotals {
   double wire = 0, payload = 0, batches = 0, offered = 0, achieved = 0;
+  double relayed = 0;    // batches for dst that a third site carried
+  double forwarded = 0;  // batches of third sites that src carried to dst
 };
 
 }  // namespace
@@ -67,6 +69,8 @@ void AddWanSummary(const Topology& t, const LaunchStats& stats, json* s) {
         lt.batches += Num(l, "batches");
         lt.offered += Num(l, "offered_bps");  // each shard's link has its share: the sum is the link
         lt.achieved += Num(l, "achieved_bps");
+        lt.relayed += Num(l, "relayed");
+        lt.forwarded += Num(l, "forwarded");
         wire_total += Num(l, "wire_bytes");
       }
     }
@@ -88,6 +92,8 @@ void AddWanSummary(const Topology& t, const LaunchStats& stats, json* s) {
                     {"batches", static_cast<uint64_t>(lt.batches)},
                     {"offered_bps", lt.offered},
                     {"achieved_bps", lt.achieved},
+                    {"relayed_batches", static_cast<uint64_t>(lt.relayed)},
+                    {"forwarded_batches", static_cast<uint64_t>(lt.forwarded)},
                     {"utilization", lt.offered > 0 ? json(lt.achieved / lt.offered) : json(nullptr)}};
   }
   (*s)["wan_mode"] = t.wan.mode;

@@ -123,6 +123,8 @@ TEST(WanTopologyTest, RefusesBadWanSettingsNamingTheLine) {
       {"[wan]\naveraging_period = 10\nouter_fragments = 3\n", "wan.outer_fragments must be >= 1 and divide"},
       {"[wan]\nouter_fragments = 0\n", "wan.outer_fragments"},
       {"[wan]\nbacklog_revisit = 0\n", "wan.backlog_revisit must be in [1, 1000000]"},
+      {"[wan]\nrelay_after_ms = 5\n", "wan.relay_after_ms must be 0 (off) or in [10, 3600000]"},
+      {"[wan]\nrelay_after_ms = -1\n", "wan.relay_after_ms"},
       {"[wan]\naveraging_period = 10\nouter_fragments = 2\nouter_overlap = false\n", "wan.outer_overlap false needs"},
       {"[wan]\nouter_overlap = 0\n", "wan.outer_overlap"},
       {"[wan]\ntime_scale = 0.0\n", "wan.time_scale"},

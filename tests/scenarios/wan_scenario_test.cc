@@ -94,6 +94,60 @@ threshold_floor = 0.1
   EXPECT_TRUE(fs::exists(dir_ / "out" / "wan" / "peers.json"));
 }
 
+TEST_F(WanScenarioTest, BatchesGoRoundALinkThatIsOutAndTheCounterEndsExact) {
+  // us -> eu is out from 0.5 s to 8 s of each shard's trace time, which
+  // covers most of the run; every other link carries throughout.
+  {
+    std::ofstream csv(dir_ / "links.csv");
+    csv << "time_s,src,dst,bandwidth_mbps,delay_ms\n";
+    const char* pairs[][2] = {{"us", "eu"}, {"eu", "us"}, {"us", "ap"}, {"ap", "us"}, {"eu", "ap"}, {"ap", "eu"}};
+    for (const auto& pr : pairs) {
+      csv << "0," << pr[0] << "," << pr[1] << ",50,30\n";
+      if (std::string(pr[0]) == "us" && std::string(pr[1]) == "eu") csv << "0.5,us,eu,0,30\n8,us,eu,50,30\n";
+    }
+  }
+  const std::string topo = WriteTopology(R"(
+name = "counter-relay"
+[model]
+workload = "counter"
+layers = [784, 64, 10]
+chunk_kib = 4
+[training]
+clocks = 60
+staleness = 1
+eval_every = 0
+[wan]
+mode = "asp"
+staleness_ds = 2
+codec = "int8"
+threshold = 0.5
+threshold_floor = 0.1
+peer_lease_ms = 400
+relay_after_ms = 200
+links = "csv"
+trace_file = "links.csv"
+[[sites]]
+name = "us"
+workers = 2
+[[sites]]
+name = "eu"
+workers = 1
+[[sites]]
+name = "ap"
+workers = 2
+)");
+  RunResult r = Launch(topo, 300);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json s = Summary();
+  EXPECT_EQ(s["counter_expected"], 300.0);
+  ASSERT_EQ(s["counter_max_abs_error_by_site"].size(), 3u) << s.dump();
+  for (const auto& [site, err] : s["counter_max_abs_error_by_site"].items()) EXPECT_EQ(err, 0.0) << site;
+  // us's batches for eu went through ap, which carried them on.
+  EXPECT_GT(s["wan_links"]["us->eu"]["relayed_batches"].get<int64_t>(), 0) << s["wan_links"].dump();
+  EXPECT_GT(s["wan_links"]["ap->eu"]["forwarded_batches"].get<int64_t>(), 0) << s["wan_links"].dump();
+  EXPECT_EQ(s["wan_links"]["eu->us"]["relayed_batches"].get<int64_t>(), 0) << s["wan_links"].dump();
+}
+
 TEST_F(WanScenarioTest, TraceShowPrintsTheEffectiveLinks) {
   const std::string topo = WriteTopology(std::string("[wan]\nmode = \"asp\"\n") + kThreeStaticSites);
   RunResult r = RunCommand(std::string(GEOPS_BINARY) + " trace show " + topo);

@@ -234,9 +234,24 @@ class RecordingReceiver : public wan::WanReceiver {
     origins.push_back(origin);
     return Status::Ok();
   }
+  Result<wan::BatchAck> OnRelay(SiteId dest, const wan::WanBatch& b, int64_t /*timeout_ms*/) override {
+    if (!relays) return wan::WanReceiver::OnRelay(dest, b, 0);
+    std::lock_guard<std::mutex> lock(mu);
+    relayed_to.push_back(dest);
+    origins.push_back(b.origin);
+    return wan::BatchAck{b.seq, ""};
+  }
+  bool AcceptsRelayed() const override { return relays; }
   std::mutex mu;
   std::vector<SiteId> origins;
+  std::vector<SiteId> relayed_to;
+  bool relays = false;  // set before serving
 };
+
+wan::WanBatch Relayed(wan::WanBatch b) {
+  b.relayed = true;
+  return b;
+}
 
 class TlsMirrorTest : public ::testing::Test {
  protected:
@@ -279,6 +294,47 @@ TEST_F(TlsMirrorTest, ASiteMaySpeakOnlyForItself) {
   EXPECT_EQ(worker->PushBatch({1, 2, 0, {1}}).status().code(), StatusCode::kPermissionDenied);
   std::lock_guard<std::mutex> lock(receiver_.mu);
   EXPECT_EQ(receiver_.origins, std::vector<SiteId>{1});
+}
+
+TEST_F(TlsMirrorTest, ARelayedBatchIsTakenOnlyFromItsRelayAndOnlyWhereSitesRelay) {
+  const cli::Topology& t = Certs::Get().ours;
+  Serve(SiteServer(t, "us"));
+  // eu (1) carries a batch of ap (2): this site does not relay.
+  auto eu = Client(1, cli::SiteTls(t, 1));
+  Status off = eu->PushBatch(Relayed({2, 1, 0, {9}})).status();
+  EXPECT_EQ(off.code(), StatusCode::kFailedPrecondition) << off.ToString();
+  EXPECT_NE(off.message().find("relay_after_ms"), std::string::npos) << off.ToString();
+  std::lock_guard<std::mutex> lock(receiver_.mu);
+  EXPECT_TRUE(receiver_.origins.empty());
+}
+
+TEST_F(TlsMirrorTest, RelayingSitesCarryEachOthersBatchesUnderTheirOwnNames) {
+  const cli::Topology& t = Certs::Get().ours;
+  receiver_.relays = true;
+  Serve(SiteServer(t, "us"));
+  auto eu = Client(1, cli::SiteTls(t, 1));
+  // eu relays a batch of ap's to us: taken, as ap's. A batch of eu's own
+  // that claims to be ap's is eu's (the relay flag names the origin).
+  ASSERT_TRUE(eu->PushBatch(Relayed({2, 1, 0, {9}})).ok());
+  ASSERT_TRUE(eu->PushBatch({2, 1, 0, {9}}).ok());
+  // eu asks us to carry eu's batch on to ap.
+  Result<wan::BatchAck> r = eu->RelayBatch(2, {1, 4, 0, {1, 2}}, 1000);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->seq, 4u);
+  // eu's certificate relaying as if it were ap: refused, as is a relay of
+  // a batch that is not the caller's own, or one back to its origin or here.
+  auto forger = Client(2, cli::SiteTls(t, 1));
+  EXPECT_EQ(forger->PushBatch(Relayed({1, 2, 0, {9}})).status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(forger->RelayBatch(1, {2, 5, 0, {1}}, 1000).status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(eu->PushBatch(Relayed({1, 2, 0, {9}})).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(eu->RelayBatch(1, {1, 5, 0, {1}}, 1000).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(eu->RelayBatch(0, {1, 5, 0, {1}}, 1000).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(eu->RelayBatch(2, Relayed({2, 5, 0, {1}}), 1000).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(eu->RelayBatch(7, {1, 5, 0, {1}}, 1000).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(eu->RelayBatch(2, {1, 5, 0, {1}}, 0).status().code(), StatusCode::kInvalidArgument);
+  std::lock_guard<std::mutex> lock(receiver_.mu);
+  EXPECT_EQ(receiver_.origins, (std::vector<SiteId>{2, 1, 1}));
+  EXPECT_EQ(receiver_.relayed_to, std::vector<SiteId>{2});
 }
 
 TEST_F(TlsMirrorTest, APeerOfAnotherCaIsRefusedAtTheHandshake) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -16,7 +17,7 @@ namespace {
 using Clock_ = std::chrono::steady_clock;
 
 struct Arrival {
-  char kind;  // 'b' batch, 'c' clock, 'n' notice, 'h' heartbeat
+  char kind;  // 'b' batch, 'c' clock, 'n' notice, 'h' heartbeat, 'r' relay call
   uint64_t seq;
   double t;  // real seconds since the transport started
 };
@@ -28,6 +29,8 @@ struct Recorder {
   Clock_::time_point start = Clock_::now();
   int fail_first = 0;
   uint64_t quarantine_seq = 0;  // the fake peer quarantines this batch (0: none)
+  Status batch_answer;          // not OK: the fake peer answers every batch so
+  std::vector<SiteId> relay_dests;  // of the relay calls, in order
   double Now() { return std::chrono::duration<double>(Clock_::now() - start).count(); }
 };
 
@@ -35,12 +38,22 @@ class FakeChannel : public PeerChannel {
  public:
   explicit FakeChannel(Recorder* r) : r_(r) {}
   Result<BatchAck> SendBatch(const WanBatch& b) override {
+    {
+      std::lock_guard<std::mutex> lock(r_->mu);
+      if (!r_->batch_answer.ok()) return r_->batch_answer;
+    }
     GEOPS_RETURN_IF_ERROR(Record('b', b.seq, b.payload.size()));
     return BatchAck{b.seq, b.seq == r_->quarantine_seq ? "quarantined by the fake peer" : ""};
   }
   Status SendClock(const WanClockReport& c) override { return Record('c', c.last_seq, 40); }
   Status SendNotice(const WanNotice& n) override { return Record('n', n.seq, 40); }
   Status Heartbeat() override { return Record('h', 0, 0); }
+  Result<BatchAck> RelayBatch(SiteId dest, const WanBatch& b) override {
+    GEOPS_RETURN_IF_ERROR(Record('r', b.seq, b.payload.size()));
+    std::lock_guard<std::mutex> lock(r_->mu);
+    r_->relay_dests.push_back(dest);
+    return BatchAck{b.seq, ""};
+  }
   int64_t wire_bytes() const override { return bytes_; }
 
  private:
@@ -161,6 +174,190 @@ TEST(ShapedTransportTest, ClockReportsWaitOutAnOutageButNotTheQueue) {
       EXPECT_GT(a.t, 2.4) << "the report crossed the outage";
     }
   }
+}
+
+// Site 0 with links to site 1 (out from 0.3 s to 2.5 s) and site 2 (always
+// up); 20 ms one-way each; relaying after 200 ms without an answer.
+struct RelayFixture {
+  Recorder to1, to2;
+  std::unique_ptr<ShapedTransport> t;
+  std::mutex mu;
+  std::vector<std::pair<SiteId, uint64_t>> acks;  // (peer, seq) as the callback heard them
+
+  RelayFixture() {
+    ShapedTransportOptions o;
+    o.heartbeat_ms = 0;
+    o.relay_after_ms = 200;
+    Result<LinkSchedule> out = LinkSchedule::Create({{0, 8e6, 0.02}, {0.3, 0, 0.02}, {2.5, 8e6, 0.02}});
+    EXPECT_TRUE(out.ok());
+    auto s = ShapedTransport::Start(
+        {PeerLink{1, "a->b", *out}, PeerLink{2, "a->c", LinkSchedule::Constant(8e6, 0.02)}}, o,
+        [this](SiteId peer, Lane) { return std::make_unique<FakeChannel>(peer == 1 ? &to1 : &to2); });
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    t = std::move(s).value();
+    t->SetDeliveryCallback([this](SiteId peer, const BatchAck& ack) {
+      std::lock_guard<std::mutex> lock(mu);
+      acks.emplace_back(peer, ack.seq);
+    });
+    to1.start = to2.start = Clock_::now();
+  }
+  static WanBatch Batch(uint64_t seq) { return WanBatch{0, seq, 0, std::vector<uint8_t>(1000, 7)}; }
+  bool Acked(SiteId peer, uint64_t seq) {
+    std::lock_guard<std::mutex> lock(mu);
+    return std::find(acks.begin(), acks.end(), std::make_pair(peer, seq)) != acks.end();
+  }
+  bool WaitAcked(SiteId peer, uint64_t seq, int64_t ms) {
+    const auto until = Clock_::now() + std::chrono::milliseconds(ms);
+    while (!Acked(peer, seq)) {
+      if (Clock_::now() > until) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return true;
+  }
+  std::vector<Arrival> Of(Recorder& r, char kind) {
+    std::lock_guard<std::mutex> lock(r.mu);
+    std::vector<Arrival> out;
+    for (const Arrival& a : r.arrivals)
+      if (a.kind == kind) out.push_back(a);
+    return out;
+  }
+};
+
+TEST(ShapedTransportTest, BatchesGoThroughAnotherSiteWhileTheirLinkIsOut) {
+  RelayFixture f;
+  f.t->SendBatch(1, RelayFixture::Batch(1));
+  f.t->SendBatch(2, RelayFixture::Batch(1));
+  ASSERT_TRUE(f.WaitAcked(1, 1, 2000));
+  ASSERT_TRUE(f.WaitAcked(2, 1, 2000));
+  std::this_thread::sleep_for(std::chrono::milliseconds(450));  // into the outage
+  f.t->SendBatch(1, RelayFixture::Batch(2));
+  f.t->SendBatch(1, RelayFixture::Batch(3));
+  // Unanswered for 200 ms: both go through site 2, long before the outage ends.
+  ASSERT_TRUE(f.WaitAcked(1, 3, 1200)) << "batch 3 was not relayed";
+  EXPECT_TRUE(f.Acked(1, 2));
+  EXPECT_LT(f.to2.Now(), 2.0);
+  EXPECT_GT(f.t->EstimateDeliverySeconds(1, 0), 0.02) << "relayed: the relay's link, then the usual delay";
+  EXPECT_LT(f.t->EstimateDeliverySeconds(1, 0), 1.0) << "the estimate follows the relay, not the outage";
+  // While the link stays out, the next batch takes the relay at once.
+  f.t->SendBatch(1, RelayFixture::Batch(4));
+  ASSERT_TRUE(f.WaitAcked(1, 4, 1000));
+  EXPECT_LT(f.to2.Now(), 2.2);
+  {
+    std::lock_guard<std::mutex> lock(f.to2.mu);
+    EXPECT_EQ(f.to2.relay_dests, (std::vector<SiteId>{1, 1, 1}));
+  }
+  std::vector<Arrival> relayed = f.Of(f.to2, 'r');
+  ASSERT_EQ(relayed.size(), 3u);
+  for (size_t i = 0; i < relayed.size(); ++i) EXPECT_EQ(relayed[i].seq, i + 2);
+  // Once the link is back, the copies that waited on it arrive (the peer
+  // takes each batch once) and the next batches go straight again.
+  std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>((2.7 - f.to1.Now()) * 1000)));
+  ASSERT_TRUE(f.t->WaitQuiet(Deadline::InMs(3000)));
+  f.t->SendBatch(1, RelayFixture::Batch(5));
+  ASSERT_TRUE(f.WaitAcked(1, 5, 1000));
+  ASSERT_TRUE(f.t->WaitQuiet(Deadline::InMs(3000)));
+  std::vector<Arrival> straight = f.Of(f.to1, 'b');
+  ASSERT_FALSE(straight.empty());
+  EXPECT_EQ(straight.front().seq, 1u);
+  EXPECT_EQ(straight.back().seq, 5u) << "after the outage batches go straight";
+  for (const Arrival& a : straight) EXPECT_TRUE(a.t < 0.3 || a.t > 2.5) << "batch " << a.seq << " crossed the outage";
+  EXPECT_EQ(f.Of(f.to2, 'r').size(), 3u) << "batch 5 was relayed";
+  std::vector<LinkStats> st = f.t->stats();
+  ASSERT_EQ(st.size(), 2u);
+  EXPECT_EQ(st[0].relayed, 3);
+  EXPECT_EQ(st[0].relay_turns, 1);
+  EXPECT_EQ(st[1].relayed, 0);
+}
+
+TEST(ShapedTransportTest, WithoutRelayingABatchWaitsOutTheOutage) {
+  Recorder to1, to2;
+  ShapedTransportOptions o;
+  o.heartbeat_ms = 0;
+  Result<LinkSchedule> out = LinkSchedule::Create({{0, 8e6, 0.02}, {0.1, 0, 0.02}, {1.2, 8e6, 0.02}});
+  ASSERT_TRUE(out.ok());
+  auto t = ShapedTransport::Start(
+      {PeerLink{1, "a->b", *out}, PeerLink{2, "a->c", LinkSchedule::Constant(8e6, 0.02)}}, o,
+      [&](SiteId peer, Lane) { return std::make_unique<FakeChannel>(peer == 1 ? &to1 : &to2); });
+  ASSERT_TRUE(t.ok());
+  to1.start = Clock_::now();
+  (*t)->SendBatch(2, RelayFixture::Batch(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  (*t)->SendBatch(1, RelayFixture::Batch(1));
+  ASSERT_TRUE((*t)->WaitQuiet(Deadline::InMs(5000)));
+  std::lock_guard<std::mutex> lock(to1.mu);
+  ASSERT_EQ(to1.arrivals.size(), 1u);
+  EXPECT_GT(to1.arrivals[0].t, 1.2);
+  std::lock_guard<std::mutex> lock2(to2.mu);
+  EXPECT_TRUE(to2.relay_dests.empty());
+  Status off = (*t)->Forward(1, RelayFixture::Batch(9), 100).status();
+  EXPECT_EQ(off.code(), StatusCode::kFailedPrecondition) << off.ToString();
+}
+
+TEST(ShapedTransportTest, ForwardCarriesAnotherSitesBatchAndReturnsItsAnswer) {
+  Recorder to1;
+  ShapedTransportOptions o;
+  o.heartbeat_ms = 0;
+  o.relay_after_ms = 200;
+  auto t = ShapedTransport::Start({PeerLink{1, "c->b", LinkSchedule::Constant(8e6, 0.05)}}, o,
+                                  [&](SiteId, Lane) { return std::make_unique<FakeChannel>(&to1); });
+  ASSERT_TRUE(t.ok());
+  const auto start = Clock_::now();
+  Result<BatchAck> ack = (*t)->Forward(1, WanBatch{0, 7, 3, std::vector<uint8_t>(1000, 1)}, 2000);
+  ASSERT_TRUE(ack.ok()) << ack.status().ToString();
+  EXPECT_EQ(ack->seq, 7u);
+  EXPECT_GE(std::chrono::duration<double>(Clock_::now() - start).count(), 0.049) << "the link's delay applies";
+  std::vector<LinkStats> st = (*t)->stats();
+  EXPECT_EQ(st[0].forwarded, 1);
+  EXPECT_EQ(st[0].batches, 0) << "another site's batch is not this site's";
+  EXPECT_EQ((*t)->Forward(5, WanBatch{0, 8, 3, {1}}, 100).status().code(), StatusCode::kInvalidArgument);
+  // A refusal comes back at once; no answer in time is Unavailable.
+  {
+    std::lock_guard<std::mutex> lock(to1.mu);
+    to1.batch_answer = FailedPreconditionError("the fake peer refuses");
+  }
+  Status refused = (*t)->Forward(1, WanBatch{0, 8, 3, {1}}, 5000).status();
+  EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition) << refused.ToString();
+  // "Later" (the peer waits for an earlier batch of the origin) goes back
+  // to the origin at once, and does not hold the lane: the next batch
+  // behind it goes.
+  {
+    std::lock_guard<std::mutex> lock(to1.mu);
+    to1.batch_answer = UnavailableError("the fake peer waits for an earlier batch");
+  }
+  const auto before = Clock_::now();
+  Status later = (*t)->Forward(1, WanBatch{0, 9, 3, {1}}, 5000).status();
+  EXPECT_EQ(later.code(), StatusCode::kUnavailable) << later.ToString();
+  EXPECT_LT(std::chrono::duration<double>(Clock_::now() - before).count(), 2.0);
+  {
+    std::lock_guard<std::mutex> lock(to1.mu);
+    to1.batch_answer = Status::Ok();
+  }
+  (*t)->SendBatch(1, WanBatch{2, 1, 3, {1}});
+  ASSERT_TRUE((*t)->WaitQuiet(Deadline::InMs(3000))) << "the forwarded batch holds the lane";
+  (*t)->Stop();
+}
+
+TEST(ShapedTransportTest, ForwardWaitsOutItsDeadlineOrTheStop) {
+  Recorder to1;
+  ShapedTransportOptions o;
+  o.heartbeat_ms = 0;
+  o.relay_after_ms = 200;
+  auto t = ShapedTransport::Start({PeerLink{1, "c->b", LinkSchedule::Constant(0, 0.05)}}, o,  // always out
+                                  [&](SiteId, Lane) { return std::make_unique<FakeChannel>(&to1); });
+  ASSERT_TRUE(t.ok());
+  const auto before = Clock_::now();
+  Status late = (*t)->Forward(1, WanBatch{0, 9, 3, {1}}, 200).status();
+  EXPECT_EQ(late.code(), StatusCode::kUnavailable) << late.ToString();
+  EXPECT_GE(std::chrono::duration<double>(Clock_::now() - before).count(), 0.19);
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    (*t)->StopForwarding();
+  });
+  Status stopped = (*t)->Forward(1, WanBatch{0, 10, 3, {1}}, 30000).status();
+  stopper.join();
+  EXPECT_EQ(stopped.code(), StatusCode::kUnavailable) << stopped.ToString();
+  EXPECT_LT(std::chrono::duration<double>(Clock_::now() - before).count(), 5.0);
+  EXPECT_EQ((*t)->Forward(1, WanBatch{0, 11, 3, {1}}, 30000).status().code(), StatusCode::kUnavailable);
 }
 
 TEST(ShapedTransportTest, HeartbeatsDoNotCrossAnOutage) {

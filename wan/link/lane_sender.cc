@@ -12,6 +12,42 @@ namespace {
 constexpr int64_t kOutagePollMs = 20;
 }  // namespace
 
+void ForwardWaiter::Complete(Result<BatchAck> result) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (done_) return;
+    done_ = true;
+    if (result.ok()) ack_ = std::move(result).value();
+    else status_ = result.status();
+  }
+  cv_.notify_all();
+}
+
+void ForwardWaiter::Cancel() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled_ = true;
+  }
+  cv_.notify_all();
+}
+
+Result<BatchAck> ForwardWaiter::Wait(SteadyClock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_until(lock, deadline, [this] { return done_ || cancelled_; });
+  if (!done_) {
+    return UnavailableError(cancelled_ ? "the relaying site is stopping"
+                                       : "the destination did not acknowledge the relayed batch in time");
+  }
+  if (!status_.ok()) return status_;
+  return ack_;
+}
+
+const WanBatch* PushedBatch(const WanMessage& m) {
+  if (const auto* b = std::get_if<WanBatch>(&m)) return b;
+  if (const auto* f = std::get_if<WanForward>(&m)) return &f->batch;
+  return nullptr;
+}
+
 LaneSender::LaneSender(SiteId peer, Lane lane, PeerChannelFactory factory, LaneSenderOptions options,
                        SentCallback on_sent)
     : peer_(peer), lane_(lane), factory_(std::move(factory)), options_(options), on_sent_(std::move(on_sent)) {
@@ -49,8 +85,14 @@ bool LaneSender::Idle() const {
 }
 
 Status LaneSender::SendOne(const WanMessage& m, BatchAck* ack) {
-  if (auto* b = std::get_if<WanBatch>(&m)) {
+  if (const WanBatch* b = PushedBatch(m)) {
     Result<BatchAck> r = channel_->SendBatch(*b);
+    if (!r.ok()) return r.status();
+    *ack = std::move(r).value();
+    return Status::Ok();
+  }
+  if (const auto* relay = std::get_if<WanRelay>(&m)) {
+    Result<BatchAck> r = channel_->RelayBatch(relay->dest, relay->batch);
     if (!r.ok()) return r.status();
     *ack = std::move(r).value();
     return Status::Ok();
@@ -78,7 +120,22 @@ bool Retryable(const Status& s) {
   return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kResourceExhausted;
 }
 
+const char* LaneName(Lane lane) {
+  switch (lane) {
+    case Lane::kBulk: return "bulk";
+    case Lane::kPriority: return "priority";
+    case Lane::kRelay: return "relay";
+  }
+  return "?";
+}
+
 }  // namespace
+
+void LaneSender::Refused(const WanMessage& m, const Status& s, const char* lane) {
+  refused_.fetch_add(1, std::memory_order_relaxed);
+  spdlog::error("wan: site {} refused a message on the {} lane: {}", peer_, lane, s.ToString());
+  if (options_.on_refused) options_.on_refused(m, s);
+}
 
 void LaneSender::SendBatchRun() {
   const size_t window = Window();
@@ -89,7 +146,7 @@ void LaneSender::SendBatchRun() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stop_) return;
-      while (run.size() < window && !queue_.empty() && std::holds_alternative<WanBatch>(queue_.front())) {
+      while (run.size() < window && !queue_.empty() && PushedBatch(queue_.front()) != nullptr) {
         run.push_back(std::move(queue_.front()));
         queue_.pop_front();
       }
@@ -99,7 +156,7 @@ void LaneSender::SendBatchRun() {
     Status s = channel_ ? Status::Ok() : UnavailableError("no channel to site " + std::to_string(peer_) + " yet");
     size_t failed = 0;  // which of run the error is about
     while (s.ok() && begun < run.size()) {
-      s = channel_->BeginBatch(std::get<WanBatch>(run[begun]));
+      s = channel_->BeginBatch(*PushedBatch(run[begun]));
       if (s.ok()) ++begun;
       else failed = begun;
     }
@@ -121,9 +178,13 @@ void LaneSender::SendBatchRun() {
       wire_bytes_.store(channel_->wire_bytes(), std::memory_order_relaxed);
     }
     begun = 0;
-    if (!Retryable(s)) {
-      refused_.fetch_add(1, std::memory_order_relaxed);
-      spdlog::error("wan: site {} refused a message on the bulk lane: {}", peer_, s.ToString());
+    const bool forward_once = options_.try_forwards_once && std::holds_alternative<WanForward>(run[failed]);
+    if (!Retryable(s) || forward_once) {
+      if (forward_once && Retryable(s)) {
+        if (options_.on_refused) options_.on_refused(run[failed], s);
+      } else {
+        Refused(run[failed], s, "bulk");
+      }
       run.erase(run.begin() + static_cast<std::ptrdiff_t>(failed));
       continue;
     }
@@ -132,7 +193,7 @@ void LaneSender::SendBatchRun() {
 }
 
 void LaneSender::Loop() {
-  const char* lane = lane_ == Lane::kBulk ? "bulk" : "priority";
+  const char* lane = LaneName(lane_);
   std::unique_lock<std::mutex> lock(mu_);
   // An idle lane greets the peer at once (see below).
   auto last_sent = std::chrono::steady_clock::now() - std::chrono::milliseconds(options_.heartbeat_ms);
@@ -183,7 +244,7 @@ void LaneSender::Loop() {
       busy_ = false;
       continue;
     }
-    if (std::holds_alternative<WanBatch>(queue_.front()) && Window() > 1) {
+    if (PushedBatch(queue_.front()) != nullptr && Window() > 1) {
       lock.unlock();
       SendBatchRun();
       last_sent = std::chrono::steady_clock::now();
@@ -198,6 +259,7 @@ void LaneSender::Loop() {
     bool sent = false;
     BatchAck ack;
     while (true) {
+      if (options_.wanted && !options_.wanted(m)) break;  // no longer needed: dropped
       if (!channel_) channel_ = factory_(peer_, lane_);
       Status s = channel_ ? SendOne(m, &ack) : UnavailableError("no channel to site " + std::to_string(peer_) + " yet");
       if (channel_) wire_bytes_.store(channel_->wire_bytes(), std::memory_order_relaxed);
@@ -206,8 +268,11 @@ void LaneSender::Loop() {
         break;
       }
       if (!Retryable(s)) {
-        refused_.fetch_add(1, std::memory_order_relaxed);
-        spdlog::error("wan: site {} refused a message on the {} lane: {}", peer_, lane, s.ToString());
+        Refused(m, s, lane);
+        break;
+      }
+      if (options_.try_forwards_once && std::holds_alternative<WanForward>(m)) {
+        if (options_.on_refused) options_.on_refused(m, s);
         break;
       }
       if (!BackOff(&backoff)) break;

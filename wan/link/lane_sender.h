@@ -23,12 +23,49 @@
 #include <thread>
 #include <variant>
 
+#include "common/deadline.h"
+#include "common/status.h"
 #include "wan/link/peer_channel.h"
 #include "wan/wan_transport.h"
 
 namespace geops::wan {
 
-using WanMessage = std::variant<WanBatch, WanClockReport, WanNotice>;
+// The answer to one relay call, which the relaying site's call waits for
+// while the batch it forwards crosses its link (ShapedTransport::Forward).
+class ForwardWaiter {
+ public:
+  void Complete(Result<BatchAck> result);
+  // The answer, or Unavailable once `deadline` passed or Cancel() was called.
+  Result<BatchAck> Wait(SteadyClock::time_point deadline);
+  void Cancel();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;       // GUARDED_BY(mu_)
+  bool cancelled_ = false;  // GUARDED_BY(mu_)
+  Status status_;           // GUARDED_BY(mu_)
+  BatchAck ack_;            // GUARDED_BY(mu_)
+};
+
+// A batch of this site's that the peer is asked to carry on to `dest`
+// (relay lane: PeerChannel::RelayBatch).
+struct WanRelay {
+  SiteId dest = 0;
+  WanBatch batch;
+};
+// A batch of another site that this site carries on to the peer (bulk
+// lane, sent like its own batches) for the relay call `waiter` answers.
+struct WanForward {
+  WanBatch batch;
+  std::shared_ptr<ForwardWaiter> waiter;
+};
+
+using WanMessage = std::variant<WanBatch, WanClockReport, WanNotice, WanRelay, WanForward>;
+
+// The batch a message carries on the wire as a pushBatch (a batch or a
+// forwarded one), else null.
+const WanBatch* PushedBatch(const WanMessage& m);
 
 struct LaneSenderOptions {
   int64_t retry_backoff_ms = 10;  // first back-off after a failed send, ms
@@ -44,6 +81,18 @@ struct LaneSenderOptions {
   // out) instead of hearing heartbeats that skip the link model. Called on
   // the sender thread; must be thread-safe.
   std::function<bool()> link_up;
+  // Whether a message still needs sending (null: always): asked before
+  // every try on the one-at-a-time path (clock reports, notices, relays).
+  // A relay whose batch the destination acknowledged meanwhile is dropped.
+  std::function<bool(const WanMessage&)> wanted;
+  // Called (sender thread) for a message the peer refused, before it is
+  // dropped: a forwarded batch's waiter learns of it at once.
+  std::function<void(const WanMessage&, const Status&)> on_refused;
+  // A forwarded batch (WanForward) that fails for any reason, "later"
+  // included, is dropped at once (on_refused tells its waiter) instead of
+  // being retried in place, where it would hold back the lane's own
+  // batches.
+  bool try_forwards_once = false;
 };
 
 class LaneSender {
@@ -71,12 +120,13 @@ class LaneSender {
   void Loop();
   // Sends one message; a batch's acknowledgement goes into *ack.
   Status SendOne(const WanMessage& m, BatchAck* ack);
-  // Sends the batches at the head of the queue, up to Window() of them
-  // unacknowledged at once, until the head is not a batch.
+  // Sends the batches at the head of the queue (own or forwarded), up to
+  // Window() of them unacknowledged at once, until the head is not one.
   void SendBatchRun();
   size_t Window() const;
   // Backs off after a failed send; false when stopping.
   bool BackOff(int64_t* backoff_ms);
+  void Refused(const WanMessage& m, const Status& s, const char* lane);
 
   const SiteId peer_;
   const Lane lane_;

@@ -16,4 +16,8 @@ Result<BatchAck> PeerChannel::EndBatch() {
 
 void PeerChannel::Abandon() { begun_.clear(); }
 
+Result<BatchAck> PeerChannel::RelayBatch(SiteId dest, const WanBatch& /*batch*/) {
+  return FailedPreconditionError("this channel cannot ask its peer to relay a batch to site " + std::to_string(dest));
+}
+
 }  // namespace geops::wan

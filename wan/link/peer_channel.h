@@ -35,7 +35,9 @@
 
 namespace geops::wan {
 
-enum class Lane : int32_t { kBulk = 0, kPriority = 1 };
+// kRelay: batches this site asks the peer to carry on to a third site
+// (their own connection: a relay call waits for the third site's answer).
+enum class Lane : int32_t { kBulk = 0, kPriority = 1, kRelay = 2 };
 
 class PeerChannel {
  public:
@@ -45,6 +47,10 @@ class PeerChannel {
   virtual Status SendClock(const WanClockReport& report) = 0;
   virtual Status SendNotice(const WanNotice& notice) = 0;
   virtual Status Heartbeat() = 0;
+  // Asks the peer to carry `batch` (this site's) on to site `dest` and
+  // returns dest's acknowledgement (WanReceiver::OnRelay). A channel that
+  // cannot relay refuses (FailedPrecondition).
+  virtual Result<BatchAck> RelayBatch(SiteId dest, const WanBatch& batch);
   // Pipelined batches (see above). REQUIRES for BeginBatch: fewer than
   // max_in_flight() begun and not ended; `batch` stays alive until its
   // EndBatch or Abandon. REQUIRES for the others: none begun (for EndBatch:

@@ -1,5 +1,6 @@
 #include "wan/link/shaped_transport.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <set>
@@ -21,6 +22,17 @@ constexpr double kPriorityLaneBps = 1e15;
 
 int Index(Lane lane) { return lane == Lane::kBulk ? 0 : 1; }
 
+// The batch whose payload a message puts through the link model, if any.
+WanBatch* ShapedBatch(WanMessage& m) {
+  if (auto* b = std::get_if<WanBatch>(&m)) return b;
+  if (auto* f = std::get_if<WanForward>(&m)) return &f->batch;
+  if (auto* r = std::get_if<WanRelay>(&m)) return &r->batch;
+  return nullptr;
+}
+
+// A relay that refused to carry batches is not asked again for this long.
+constexpr double kRelayRefusedSeconds = 30;
+
 }  // namespace
 
 struct ShapedTransport::Peer {
@@ -30,7 +42,10 @@ struct ShapedTransport::Peer {
   LinkSchedule priority;                  // schedule.WithBandwidth(kPriorityLaneBps)
   std::unique_ptr<LinkShaper> shaper[2];  // loop thread
   std::deque<WanMessage> pending[2];      // loop thread: in the shaper, in order
-  std::unique_ptr<LaneSender> sender[2];
+  // Bulk, priority, relay. Relay calls go through the bulk shaper (they
+  // use this link) and then their own connection, since each waits for a
+  // third site's answer.
+  std::unique_ptr<LaneSender> sender[3];
   std::atomic<int64_t> in_model[2] = {0, 0};  // messages offered, not yet delivered by the model
   std::atomic<int64_t> bytes_offered{0};
   std::atomic<int64_t> bytes_delivered{0};
@@ -40,6 +55,22 @@ struct ShapedTransport::Peer {
   mutable std::mutex span_mu;
   double first_offer_s = -1;    // GUARDED_BY(span_mu)
   double last_delivery_s = -1;  // GUARDED_BY(span_mu)
+
+  // Relaying (relay_after_ms > 0), GUARDED_BY(relay_mu_) unless atomic.
+  struct Unacked {
+    uint64_t seq = 0;
+    double sent_s = 0;    // real seconds: when it last went (straight or relayed)
+    bool straight = false;  // a copy is on this link's own lane
+    std::shared_ptr<const WanBatch> batch;
+  };
+  std::deque<Unacked> unacked;  // batches for this peer, in seq order
+  std::atomic<uint64_t> acked_through{0};
+  std::atomic<Peer*> via{nullptr};  // the relay this peer's batches take now; null: straight
+  double last_straight_ack_s = -1;  // this link last acknowledged a batch
+  double relay_refused_s = -1e18;   // this peer last refused to relay
+  std::atomic<int64_t> relayed{0};
+  std::atomic<int64_t> relay_turns{0};
+  std::atomic<int64_t> forwarded{0};
 };
 
 Status ShapedTransportOptions::Validate() const {
@@ -48,6 +79,7 @@ Status ShapedTransportOptions::Validate() const {
   }
   if (!(burst_bytes >= 0)) return InvalidArgumentError("shaped transport: burst_bytes must be >= 0");
   if (heartbeat_ms < 0) return InvalidArgumentError("shaped transport: heartbeat_ms must be >= 0");
+  if (relay_after_ms < 0) return InvalidArgumentError("shaped transport: relay_after_ms must be >= 0");
   if (sender.retry_backoff_ms < 1 || sender.max_backoff_ms < sender.retry_backoff_ms) {
     return InvalidArgumentError("shaped transport: retry back-off must be >= 1 ms and <= its cap");
   }
@@ -70,6 +102,8 @@ Result<std::unique_ptr<ShapedTransport>> ShapedTransport::Start(std::vector<Peer
   if (uv_loop_init(&t->loop_) != 0) return InternalError("shaped transport: uv_loop_init failed");
   uv_async_init(&t->loop_, &t->wake_, &ShapedTransport::OnWake);
   t->wake_.data = t.get();
+  uv_timer_init(&t->loop_, &t->relay_timer_);
+  t->relay_timer_.data = t.get();
   t->origin_ = SteadyClock::now();
   LinkShaperOptions so;
   so.time_scale = options.time_scale;
@@ -91,7 +125,7 @@ Result<std::unique_ptr<ShapedTransport>> ShapedTransport::Start(std::vector<Peer
       auto shaper = LinkShaper::Create(&t->loop_, lanes[lane], so, [raw, lane](ShapedMessage m) {
         WanMessage msg = std::move(raw->pending[lane].front());
         raw->pending[lane].pop_front();
-        if (auto* b = std::get_if<WanBatch>(&msg)) {
+        if (WanBatch* b = ShapedBatch(msg)) {
           b->payload = std::move(m.payload);
           raw->bytes_delivered.fetch_add(static_cast<int64_t>(b->payload.size()), std::memory_order_relaxed);
         } else if (lane == 0) {
@@ -101,7 +135,8 @@ Result<std::unique_ptr<ShapedTransport>> ShapedTransport::Start(std::vector<Peer
           std::lock_guard<std::mutex> lock(raw->span_mu);
           raw->last_delivery_s = m.delivered_s;
         }
-        raw->sender[lane]->Push(std::move(msg));
+        const bool relay = std::holds_alternative<WanRelay>(msg);
+        raw->sender[relay ? 2 : lane]->Push(std::move(msg));
         raw->in_model[lane].fetch_sub(1, std::memory_order_relaxed);
       });
       if (!shaper.ok()) return shaper.status();
@@ -110,14 +145,41 @@ Result<std::unique_ptr<ShapedTransport>> ShapedTransport::Start(std::vector<Peer
       lo.heartbeat_ms = lane == 1 ? options.heartbeat_ms : 0;
       ShapedTransport* self = t.get();
       if (lane == 1 && options.emulate_links) lo.link_up = [self, raw] { return self->HeartbeatArrives(*raw); };
+      if (lane == 0) {
+        // Another site's batch is tried once: an answer of "later" (the
+        // peer waits for an earlier batch of that site) goes back to the
+        // origin, which asks again, instead of holding this site's own
+        // batches behind it.
+        lo.try_forwards_once = true;
+        lo.on_refused = [](const WanMessage& m, const Status& st) {
+          if (const auto* f = std::get_if<WanForward>(&m)) f->waiter->Complete(st);
+        };
+      }
       p->sender[lane] = std::make_unique<LaneSender>(l.peer, lane == 0 ? Lane::kBulk : Lane::kPriority, channels, lo,
                                                      [self, raw](const WanMessage& m, const BatchAck& ack) {
                                                        self->OnSent(raw, m, ack);
                                                      });
     }
+    ShapedTransport* self = t.get();
+    LaneSenderOptions ro = options.sender;
+    ro.heartbeat_ms = 0;
+    ro.max_in_flight_batches = 1;
+    ro.wanted = [self](const WanMessage& m) { return self->RelayWanted(m); };
+    ro.on_refused = [self, raw](const WanMessage&, const Status&) {
+      std::lock_guard<std::mutex> lock(self->relay_mu_);
+      raw->relay_refused_s = self->RealNow();
+    };
+    p->sender[2] = std::make_unique<LaneSender>(l.peer, Lane::kRelay, channels, ro,
+                                                [self, raw](const WanMessage& m, const BatchAck& ack) {
+                                                  self->OnSent(raw, m, ack);
+                                                });
     t->peers_.push_back(std::move(p));
   }
   ShapedTransport* self = t.get();
+  if (options.relay_after_ms > 0) {
+    const uint64_t period = static_cast<uint64_t>(std::clamp<int64_t>(options.relay_after_ms / 4, 10, 250));
+    uv_timer_start(&t->relay_timer_, &ShapedTransport::OnRelayTimer, period, period);
+  }
   t->loop_thread_ = std::thread([self] {
     uv_run(&self->loop_, UV_RUN_DEFAULT);
     uv_loop_close(&self->loop_);
@@ -135,6 +197,7 @@ void ShapedTransport::Stop() {
     if (stopped_) return;
     stopping_ = true;
   }
+  StopForwarding();
   uv_async_send(&wake_);
   if (loop_thread_.joinable()) loop_thread_.join();
   for (auto& p : peers_) {
@@ -149,6 +212,10 @@ ShapedTransport::Peer* ShapedTransport::Find(SiteId peer) const {
     if (p->id == peer) return p.get();
   }
   return nullptr;
+}
+
+double ShapedTransport::RealNow() const {
+  return std::chrono::duration<double>(SteadyClock::now() - origin_).count();
 }
 
 double ShapedTransport::TraceNow() const {
@@ -193,7 +260,125 @@ void ShapedTransport::Submit(SiteId peer, Lane lane, WanMessage message, int64_t
 
 void ShapedTransport::SendBatch(SiteId peer, WanBatch batch) {
   const int64_t bytes = static_cast<int64_t>(batch.payload.size());
-  Submit(peer, Lane::kBulk, std::move(batch), bytes);
+  Peer* p = options_.relay_after_ms > 0 ? Find(peer) : nullptr;
+  if (p == nullptr) {
+    Submit(peer, Lane::kBulk, std::move(batch), bytes);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(relay_mu_);
+  if (batch.seq <= p->acked_through.load()) {
+    // The stream started again (the peer lost its store): forget the old one.
+    p->acked_through.store(batch.seq - 1);
+    std::erase_if(p->unacked, [&](const Peer::Unacked& u) { return u.seq >= batch.seq; });
+  }
+  auto copy = std::make_shared<const WanBatch>(batch);
+  Peer* via = p->via.load();
+  p->unacked.push_back(Peer::Unacked{batch.seq, RealNow(), via == nullptr, copy});
+  if (via == nullptr) {
+    Submit(peer, Lane::kBulk, std::move(batch), bytes);
+  } else {
+    Submit(via->id, Lane::kBulk, WanRelay{peer, std::move(batch)}, bytes);
+  }
+}
+
+bool ShapedTransport::RelayWanted(const WanMessage& m) {
+  const auto* r = std::get_if<WanRelay>(&m);
+  if (r == nullptr) return true;
+  Peer* dest = Find(r->dest);
+  return dest != nullptr && r->batch.seq > dest->acked_through.load();
+}
+
+void ShapedTransport::AckedThrough(Peer& dest, uint64_t seq) {
+  if (seq > dest.acked_through.load()) dest.acked_through.store(seq);
+  const uint64_t through = dest.acked_through.load();
+  while (!dest.unacked.empty() && dest.unacked.front().seq <= through) dest.unacked.pop_front();
+}
+
+ShapedTransport::Peer* ShapedTransport::ChooseRelay(const Peer& dest, SiteId avoid, double now) {
+  const double fresh = static_cast<double>(options_.relay_after_ms) / 1000.0;
+  Peer* best = nullptr;
+  double best_eta = 0;
+  for (const auto& c : peers_) {
+    if (c.get() == &dest || c->id == avoid || c->via.load() != nullptr) continue;
+    if (now - c->relay_refused_s < kRelayRefusedSeconds) continue;
+    // Its own link answers: it has acknowledged batches, and nothing for
+    // it has waited past the relay threshold.
+    if (c->last_straight_ack_s < 0) continue;
+    if (!c->unacked.empty() && now - c->unacked.front().sent_s > fresh) continue;
+    const double eta = EstimateDeliverySeconds(c->id, 0);
+    if (best == nullptr || eta < best_eta) {
+      best = c.get();
+      best_eta = eta;
+    }
+  }
+  return best;
+}
+
+void ShapedTransport::Reroute(Peer& dest, Peer* via, double now) {
+  for (Peer::Unacked& u : dest.unacked) {
+    if (via == nullptr && u.straight) continue;
+    u.sent_s = now;
+    const int64_t bytes = static_cast<int64_t>(u.batch->payload.size());
+    if (via == nullptr) {
+      u.straight = true;
+      Submit(dest.id, Lane::kBulk, *u.batch, bytes);
+    } else {
+      Submit(via->id, Lane::kBulk, WanRelay{dest.id, *u.batch}, bytes);
+    }
+  }
+}
+
+void ShapedTransport::OnRelayTimer(uv_timer_t* handle) {
+  static_cast<ShapedTransport*>(handle->data)->CheckRelays();
+}
+
+void ShapedTransport::CheckRelays() {
+  const double after = static_cast<double>(options_.relay_after_ms) / 1000.0;
+  std::lock_guard<std::mutex> lock(relay_mu_);
+  const double now = RealNow();
+  for (const auto& p : peers_) {
+    // The oldest batch for this peer waited too long, on its own link or
+    // through the relay it took (which crosses two links and the relay's
+    // queue: it gets three times as long): try another way.
+    Peer* old = p->via.load();
+    const double waited_long = old == nullptr ? after : 3 * after;
+    if (p->unacked.empty() || now - p->unacked.front().sent_s <= waited_long) continue;
+    Peer* next = ChooseRelay(*p, old != nullptr ? old->id : -1, now);
+    if (next == nullptr) continue;
+    spdlog::info("wan: site {} acknowledged nothing for {:.1f} s; its batches go through site {} until {}", p->id,
+                 now - p->unacked.front().sent_s, next->id,
+                 old == nullptr ? "its link answers again" : "either link answers");
+    p->via.store(next);
+    p->relay_turns.fetch_add(1, std::memory_order_relaxed);
+    Reroute(*p, next, now);
+  }
+}
+
+Result<BatchAck> ShapedTransport::Forward(SiteId dest, WanBatch batch, int64_t timeout_ms) {
+  if (options_.relay_after_ms <= 0) {
+    return FailedPreconditionError("this site does not relay batches ([wan] relay_after_ms is 0)");
+  }
+  Peer* p = Find(dest);
+  if (p == nullptr) return InvalidArgumentError("no link to site " + std::to_string(dest) + " to relay a batch on");
+  auto waiter = std::make_shared<ForwardWaiter>();
+  {
+    std::lock_guard<std::mutex> lock(forward_mu_);
+    if (forwarding_stopped_) return UnavailableError("the relaying site is stopping");
+    waiters_.insert(waiter);
+  }
+  const int64_t bytes = static_cast<int64_t>(batch.payload.size());
+  batch.relayed = true;
+  Submit(dest, Lane::kBulk, WanForward{std::move(batch), waiter}, bytes);
+  Result<BatchAck> r = waiter->Wait(SteadyClock::now() + std::chrono::milliseconds(std::max<int64_t>(1, timeout_ms)));
+  std::lock_guard<std::mutex> lock(forward_mu_);
+  waiters_.erase(waiter);
+  return r;
+}
+
+void ShapedTransport::StopForwarding() {
+  std::lock_guard<std::mutex> lock(forward_mu_);
+  forwarding_stopped_ = true;
+  for (const auto& w : waiters_) w->Cancel();
 }
 
 void ShapedTransport::SendClock(SiteId peer, WanClockReport report) {
@@ -223,6 +408,8 @@ void ShapedTransport::DrainSubmissions() {
     for (auto& p : peers_) {
       for (auto& s : p->shaper) s.reset();  // closes its timer
     }
+    uv_timer_stop(&relay_timer_);
+    uv_close(reinterpret_cast<uv_handle_t*>(&relay_timer_), nullptr);
     uv_close(reinterpret_cast<uv_handle_t*>(&wake_), nullptr);
     return;
   }
@@ -230,7 +417,7 @@ void ShapedTransport::DrainSubmissions() {
     Peer& p = *peers_[s.peer];
     const int lane = Index(s.lane);
     std::vector<uint8_t> bytes;
-    if (auto* b = std::get_if<WanBatch>(&s.message)) {
+    if (WanBatch* b = ShapedBatch(s.message)) {
       bytes = std::move(b->payload);
     } else if (auto* n = std::get_if<WanNotice>(&s.message)) {
       bytes.resize(static_cast<size_t>(kSmallMessageBytes) + 8 * n->keys.size());
@@ -248,10 +435,46 @@ void ShapedTransport::DrainSubmissions() {
 }
 
 void ShapedTransport::OnSent(Peer* p, const WanMessage& m, const BatchAck& ack) {
-  const auto* b = std::get_if<WanBatch>(&m);
+  if (const auto* f = std::get_if<WanForward>(&m)) {
+    // Another site's batch, carried for its relay call: the answer is its.
+    p->forwarded.fetch_add(1, std::memory_order_relaxed);
+    p->bytes_acked.fetch_add(static_cast<int64_t>(f->batch.payload.size()), std::memory_order_relaxed);
+    BatchAck a = ack;
+    a.seq = f->batch.seq;
+    f->waiter->Complete(a);
+    return;
+  }
+  SiteId dest = p->id;
+  const WanBatch* b = std::get_if<WanBatch>(&m);
+  if (const auto* r = std::get_if<WanRelay>(&m)) {
+    dest = r->dest;
+    b = &r->batch;
+  }
   if (b == nullptr) return;
-  p->batches.fetch_add(1, std::memory_order_relaxed);
-  p->bytes_acked.fetch_add(static_cast<int64_t>(b->payload.size()), std::memory_order_relaxed);
+  if (b == std::get_if<WanBatch>(&m)) {
+    p->batches.fetch_add(1, std::memory_order_relaxed);
+    p->bytes_acked.fetch_add(static_cast<int64_t>(b->payload.size()), std::memory_order_relaxed);
+  }
+  if (options_.relay_after_ms > 0) {
+    std::lock_guard<std::mutex> lock(relay_mu_);
+    Peer* d = Find(dest);
+    if (d != nullptr) {
+      AckedThrough(*d, b->seq);
+      if (d == p) {
+        d->last_straight_ack_s = RealNow();
+        if (d->via.load() != nullptr) {
+          // The link answers again: the next batches go straight, and so
+          // do those still only on their way through the relay (a relay
+          // that is gone would hold them, and the peer takes each once).
+          spdlog::info("wan: site {} answers again on its own link", d->id);
+          d->via.store(nullptr);
+          Reroute(*d, nullptr, RealNow());
+        }
+      } else {
+        d->relayed.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+  }
   DeliveryCallback cb;
   {
     std::lock_guard<std::mutex> lock(submit_mu_);
@@ -260,12 +483,17 @@ void ShapedTransport::OnSent(Peer* p, const WanMessage& m, const BatchAck& ack) 
   if (!cb) return;
   BatchAck a = ack;
   a.seq = b->seq;  // the batch sent, whatever the channel filled in
-  cb(p->id, a);
+  cb(dest, a);
 }
 
 double ShapedTransport::EstimateDeliverySeconds(SiteId peer, int64_t bytes) {
   Peer* p = Find(peer);
   if (p == nullptr) return 0;
+  if (Peer* via = p->via.load()) {
+    // Relayed: the link to the relay, then the relay's own link, taken to
+    // be as long as this one's usual delay.
+    return EstimateDeliverySeconds(via->id, bytes) + p->schedule.DelayAt(TraceNow()) / options_.time_scale;
+  }
   const double now = TraceNow();
   const double bw = p->schedule.BandwidthAt(now);
   if (!(bw > 0)) return 3600;
@@ -282,6 +510,7 @@ double ShapedTransport::EstimateDeliverySeconds(SiteId peer, int64_t bytes) {
 double ShapedTransport::BandwidthBytesPerSecond(SiteId peer) {
   Peer* p = Find(peer);
   if (p == nullptr) return 0;
+  if (Peer* via = p->via.load()) p = via;  // relayed: the relay's link carries them first
   return p->schedule.BandwidthAt(TraceNow()) / 8.0 * options_.time_scale;
 }
 
@@ -305,6 +534,7 @@ bool ShapedTransport::WaitQuiet(Deadline deadline) const {
       for (int lane = 0; lane < 2; ++lane) {
         quiet = quiet && p->in_model[lane].load() == 0 && p->sender[lane]->Idle();
       }
+      quiet = quiet && p->sender[2]->Idle();
     }
     if (quiet) return true;
     if (deadline.Expired()) return false;
@@ -322,9 +552,14 @@ std::vector<LinkStats> ShapedTransport::stats() const {
     s.messages = p->messages.load();
     s.bytes_offered = p->bytes_offered.load();
     s.bytes_delivered = p->bytes_delivered.load();
-    s.wire_bytes = p->sender[0]->wire_bytes() + p->sender[1]->wire_bytes();
-    s.retries = p->sender[0]->retries() + p->sender[1]->retries();
-    s.refused = p->sender[0]->refused() + p->sender[1]->refused();
+    for (const auto& sender : p->sender) {
+      s.wire_bytes += sender->wire_bytes();
+      s.retries += sender->retries();
+      s.refused += sender->refused();
+    }
+    s.relayed = p->relayed.load();
+    s.relay_turns = p->relay_turns.load();
+    s.forwarded = p->forwarded.load();
     {
       std::lock_guard<std::mutex> lock(p->span_mu);
       s.first_offer_s = p->first_offer_s;

@@ -17,9 +17,15 @@
 // the batches through its last_seq have landed, so it need not queue behind
 // them. `time_scale` runs the link model that many times
 // faster than real time (bandwidth x scale, delays / scale) for fast tests.
+// With relay_after_ms set, a peer whose link has acknowledged nothing that
+// long gets its batches through a third site instead (the batch goes as a
+// relay call through this site's link to that site, which carries it on
+// with Forward), until its own link answers again
+// (docs/wan_replication.md, "Relaying round an outage").
 // Statistics per link: bytes offered to the model and delivered, bytes on
 // the wire (framing included), the offered (scheduled) and achieved
-// bandwidth over the link's busy span, retries.
+// bandwidth over the link's busy span, retries, relayed and forwarded
+// batches.
 //
 // Thread-safety: all public methods may be called from any thread. The
 // shapers live on the loop thread; submissions reach it through a mutex-
@@ -35,6 +41,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -63,6 +70,12 @@ struct ShapedTransportOptions {
   // given only inform the estimates (rate and delay as expected, the queue
   // as the bytes offered and not yet acknowledged by the peer).
   bool emulate_links = true;
+  // Relaying round an outage (docs/wan_replication.md): a batch a peer has
+  // not acknowledged this long, ms, goes again through another peer whose
+  // link answers, and so do the peer's next batches until its own link
+  // acknowledges one again. This site also carries others' batches on
+  // (Forward). 0 = off: nothing is relayed, and nothing is forwarded.
+  int64_t relay_after_ms = 0;
 
   Status Validate() const;
 };
@@ -87,9 +100,12 @@ struct LinkStats {
   double achieved_bps = 0;       // bytes_delivered * 8 over that span
   int64_t retries = 0;
   int64_t refused = 0;
+  int64_t relayed = 0;     // batches for this peer that another site carried (acknowledged so)
+  int64_t relay_turns = 0; // times the batches for this peer took another relay
+  int64_t forwarded = 0;   // batches of other sites this site carried to this peer
 };
 
-class ShapedTransport : public WanTransport {
+class ShapedTransport : public WanTransport, public BatchForwarder {
  public:
   // Starts the loop thread and one sender thread per peer and lane.
   // InvalidArgument for bad options, no links, or a peer named twice.
@@ -106,6 +122,12 @@ class ShapedTransport : public WanTransport {
   double EstimateDeliverySeconds(SiteId peer, int64_t bytes) override;
   double BandwidthBytesPerSecond(SiteId peer) override;
   double EstimateReportSeconds(SiteId peer) override;
+  // BatchForwarder: carries another site's batch over the link to `dest`
+  // (its bulk lane, shaped like this site's own batches) and waits for
+  // dest's answer. FailedPrecondition when relaying is off.
+  Result<BatchAck> Forward(SiteId dest, WanBatch batch, int64_t timeout_ms) override;
+  // Answers every Forward waiting (Unavailable) and refuses new ones.
+  void StopForwarding();
 
   // Blocks until every message offered so far has been sent, or the
   // deadline (false).
@@ -123,6 +145,20 @@ class ShapedTransport : public WanTransport {
   };
 
   explicit ShapedTransport(ShapedTransportOptions options);
+  double RealNow() const;
+  // Relaying (loop thread, every relay period): turns each peer whose
+  // oldest batch has waited past relay_after_ms to another relay.
+  static void OnRelayTimer(uv_timer_t* handle);
+  void CheckRelays();
+  // A peer that could carry batches for `dest` now, other than `avoid`;
+  // null if none. REQUIRES: relay_mu_ held.
+  Peer* ChooseRelay(const Peer& dest, SiteId avoid, double now);
+  // Sends the batches for `dest` not yet acknowledged through `via` (or
+  // straight, when null: those not sent straight yet). REQUIRES: relay_mu_.
+  void Reroute(Peer& dest, Peer* via, double now);
+  // `dest` acknowledged everything through `seq`. REQUIRES: relay_mu_.
+  void AckedThrough(Peer& dest, uint64_t seq);
+  bool RelayWanted(const WanMessage& m);
   void Submit(SiteId peer, Lane lane, WanMessage message, int64_t bytes);
   Peer* Find(SiteId peer) const;
   double TraceNow() const;
@@ -139,6 +175,7 @@ class ShapedTransport : public WanTransport {
 
   uv_loop_t loop_;
   uv_async_t wake_;
+  uv_timer_t relay_timer_;
   std::thread loop_thread_;
 
   mutable std::mutex submit_mu_;
@@ -146,6 +183,13 @@ class ShapedTransport : public WanTransport {
   bool stopping_ = false;                // GUARDED_BY(submit_mu_)
   bool stopped_ = false;                 // GUARDED_BY(submit_mu_)
   DeliveryCallback callback_;            // GUARDED_BY(submit_mu_); copied before use
+
+  // Relay state of every peer lives in Peer, GUARDED_BY(relay_mu_). Order:
+  // relay_mu_ -> submit_mu_.
+  mutable std::mutex relay_mu_;
+  std::mutex forward_mu_;  // a leaf lock
+  std::set<std::shared_ptr<ForwardWaiter>> waiters_;  // GUARDED_BY(forward_mu_): Forward calls waiting
+  bool forwarding_stopped_ = false;                   // GUARDED_BY(forward_mu_)
 };
 
 }  // namespace geops::wan

@@ -51,4 +51,23 @@ std::string ReceiverSlot::QuarantineOf(SiteId origin, uint64_t seq) const {
   return receiver_ == nullptr ? std::string() : receiver_->QuarantineOf(origin, seq);
 }
 
+void ReceiverSlot::SetForwarder(BatchForwarder* forwarder) {
+  std::unique_lock<std::shared_mutex> lock(relay_mu_);  // waits for the relays in flight
+  forwarder_ = forwarder;
+}
+
+Result<BatchAck> ReceiverSlot::OnRelay(SiteId dest, const WanBatch& batch, int64_t timeout_ms) {
+  std::shared_lock<std::shared_mutex> lock(relay_mu_);
+  if (forwarder_ == nullptr) {
+    return FailedPreconditionError(who_ + " does not relay batches ([wan] relay_after_ms is 0, or its WAN side "
+                                          "is not up yet)");
+  }
+  return forwarder_->Forward(dest, batch, timeout_ms);
+}
+
+bool ReceiverSlot::AcceptsRelayed() const {
+  std::shared_lock<std::shared_mutex> lock(relay_mu_);
+  return forwarder_ != nullptr;
+}
+
 }  // namespace geops::wan

@@ -36,6 +36,15 @@ class ReceiverSlot : public WanReceiver {
   void OnPeerBoot(SiteId origin, uint64_t boot) override;
   std::string QuarantineOf(SiteId origin, uint64_t seq) const override;
 
+  // Relaying (ShapedTransport::Forward): with a forwarder set, this site
+  // carries peers' batches on and takes batches relayed to it. Setting
+  // null waits for the relay calls in flight (stop the forwarder first,
+  // so that they return at once). REQUIRES: `forwarder` stays alive until
+  // it is replaced.
+  void SetForwarder(BatchForwarder* forwarder);
+  Result<BatchAck> OnRelay(SiteId dest, const WanBatch& batch, int64_t timeout_ms) override;
+  bool AcceptsRelayed() const override;
+
  private:
   template <typename Call>
   Status Forward(Call&& call);
@@ -43,6 +52,8 @@ class ReceiverSlot : public WanReceiver {
   const std::string who_;
   mutable std::shared_mutex mu_;
   WanReceiver* receiver_ = nullptr;  // GUARDED_BY(mu_)
+  mutable std::shared_mutex relay_mu_;
+  BatchForwarder* forwarder_ = nullptr;  // GUARDED_BY(relay_mu_)
 };
 
 }  // namespace geops::wan
