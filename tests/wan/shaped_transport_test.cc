@@ -31,6 +31,7 @@ struct Recorder {
   uint64_t quarantine_seq = 0;  // the fake peer quarantines this batch (0: none)
   Status batch_answer;          // not OK: the fake peer answers every batch so
   std::vector<SiteId> relay_dests;  // of the relay calls, in order
+  Status relay_answer;              // not OK: the fake relay answers every relay call so
   double Now() { return std::chrono::duration<double>(Clock_::now() - start).count(); }
 };
 
@@ -51,6 +52,7 @@ class FakeChannel : public PeerChannel {
   Result<BatchAck> RelayBatch(SiteId dest, const WanBatch& b) override {
     GEOPS_RETURN_IF_ERROR(Record('r', b.seq, b.payload.size()));
     std::lock_guard<std::mutex> lock(r_->mu);
+    if (!r_->relay_answer.ok()) return r_->relay_answer;
     r_->relay_dests.push_back(dest);
     return BatchAck{b.seq, ""};
   }
@@ -267,6 +269,25 @@ TEST(ShapedTransportTest, BatchesGoThroughAnotherSiteWhileTheirLinkIsOut) {
   EXPECT_EQ(st[0].relayed, 3);
   EXPECT_EQ(st[0].relay_turns, 1);
   EXPECT_EQ(st[1].relayed, 0);
+}
+
+TEST(ShapedTransportTest, ARelayThatCannotReachTheDestinationIsAskedAgainOnlyAtTheNextTurn) {
+  RelayFixture f;
+  {
+    std::lock_guard<std::mutex> lock(f.to2.mu);
+    f.to2.relay_answer = UnavailableError("the destination does not answer the relay either");
+  }
+  f.t->SendBatch(2, RelayFixture::Batch(1));
+  ASSERT_TRUE(f.WaitAcked(2, 1, 2000));
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // into the outage
+  f.t->SendBatch(1, RelayFixture::Batch(1));
+  // Relayed after 200 ms, then again every 600 ms (three times the relay
+  // threshold), not at every back-off of the relay lane.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const size_t calls = f.Of(f.to2, 'r').size();
+  EXPECT_GE(calls, 1u);
+  EXPECT_LE(calls, 4u);
+  EXPECT_FALSE(f.Acked(1, 1));
 }
 
 TEST(ShapedTransportTest, WithoutRelayingABatchWaitsOutTheOutage) {

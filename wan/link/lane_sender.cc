@@ -131,6 +131,15 @@ const char* LaneName(Lane lane) {
 
 }  // namespace
 
+bool LaneSender::PassedOn(const WanMessage& m) {
+  return std::holds_alternative<WanForward>(m) || std::holds_alternative<WanRelay>(m);
+}
+
+void LaneSender::DropPassedOn(const WanMessage& m, const Status& s) {
+  // Not a refusal: the origin (or this site's relay check) tries again.
+  if (std::holds_alternative<WanForward>(m) && options_.on_refused) options_.on_refused(m, s);
+}
+
 void LaneSender::Refused(const WanMessage& m, const Status& s, const char* lane) {
   refused_.fetch_add(1, std::memory_order_relaxed);
   spdlog::error("wan: site {} refused a message on the {} lane: {}", peer_, lane, s.ToString());
@@ -178,10 +187,10 @@ void LaneSender::SendBatchRun() {
       wire_bytes_.store(channel_->wire_bytes(), std::memory_order_relaxed);
     }
     begun = 0;
-    const bool forward_once = options_.try_forwards_once && std::holds_alternative<WanForward>(run[failed]);
-    if (!Retryable(s) || forward_once) {
-      if (forward_once && Retryable(s)) {
-        if (options_.on_refused) options_.on_refused(run[failed], s);
+    const bool once = options_.try_passed_on_once && PassedOn(run[failed]);
+    if (!Retryable(s) || once) {
+      if (Retryable(s)) {
+        DropPassedOn(run[failed], s);
       } else {
         Refused(run[failed], s, "bulk");
       }
@@ -271,8 +280,8 @@ void LaneSender::Loop() {
         Refused(m, s, lane);
         break;
       }
-      if (options_.try_forwards_once && std::holds_alternative<WanForward>(m)) {
-        if (options_.on_refused) options_.on_refused(m, s);
+      if (options_.try_passed_on_once && PassedOn(m)) {
+        DropPassedOn(m, s);
         break;
       }
       if (!BackOff(&backoff)) break;

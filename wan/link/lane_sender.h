@@ -88,11 +88,13 @@ struct LaneSenderOptions {
   // Called (sender thread) for a message the peer refused, before it is
   // dropped: a forwarded batch's waiter learns of it at once.
   std::function<void(const WanMessage&, const Status&)> on_refused;
-  // A forwarded batch (WanForward) that fails for any reason, "later"
-  // included, is dropped at once (on_refused tells its waiter) instead of
-  // being retried in place, where it would hold back the lane's own
-  // batches.
-  bool try_forwards_once = false;
+  // A batch passed on for another site (WanForward) or to another site
+  // (WanRelay) that fails for any reason, "later" included, is dropped at
+  // once instead of being retried in place: a forwarded one would hold
+  // back the lane's own batches (on_refused tells its waiter), and a relay
+  // goes again only when the transport picks a relay anew, not every
+  // back-off while the destination is down.
+  bool try_passed_on_once = false;
 };
 
 class LaneSender {
@@ -127,6 +129,8 @@ class LaneSender {
   // Backs off after a failed send; false when stopping.
   bool BackOff(int64_t* backoff_ms);
   void Refused(const WanMessage& m, const Status& s, const char* lane);
+  static bool PassedOn(const WanMessage& m);
+  void DropPassedOn(const WanMessage& m, const Status& s);
 
   const SiteId peer_;
   const Lane lane_;

@@ -150,7 +150,7 @@ Result<std::unique_ptr<ShapedTransport>> ShapedTransport::Start(std::vector<Peer
         // peer waits for an earlier batch of that site) goes back to the
         // origin, which asks again, instead of holding this site's own
         // batches behind it.
-        lo.try_forwards_once = true;
+        lo.try_passed_on_once = true;
         lo.on_refused = [](const WanMessage& m, const Status& st) {
           if (const auto* f = std::get_if<WanForward>(&m)) f->waiter->Complete(st);
         };
@@ -165,6 +165,7 @@ Result<std::unique_ptr<ShapedTransport>> ShapedTransport::Start(std::vector<Peer
     ro.heartbeat_ms = 0;
     ro.max_in_flight_batches = 1;
     ro.wanted = [self](const WanMessage& m) { return self->RelayWanted(m); };
+    ro.try_passed_on_once = true;
     ro.on_refused = [self, raw](const WanMessage&, const Status&) {
       std::lock_guard<std::mutex> lock(self->relay_mu_);
       raw->relay_refused_s = self->RealNow();
@@ -298,20 +299,25 @@ ShapedTransport::Peer* ShapedTransport::ChooseRelay(const Peer& dest, SiteId avo
   const double fresh = static_cast<double>(options_.relay_after_ms) / 1000.0;
   Peer* best = nullptr;
   double best_eta = 0;
+  Peer* again = nullptr;  // `avoid`, when it is the only relay there is
   for (const auto& c : peers_) {
-    if (c.get() == &dest || c->id == avoid || c->via.load() != nullptr) continue;
+    if (c.get() == &dest || c->via.load() != nullptr) continue;
     if (now - c->relay_refused_s < kRelayRefusedSeconds) continue;
     // Its own link answers: it has acknowledged batches, and nothing for
     // it has waited past the relay threshold.
     if (c->last_straight_ack_s < 0) continue;
     if (!c->unacked.empty() && now - c->unacked.front().sent_s > fresh) continue;
+    if (c->id == avoid) {
+      again = c.get();
+      continue;
+    }
     const double eta = EstimateDeliverySeconds(c->id, 0);
     if (best == nullptr || eta < best_eta) {
       best = c.get();
       best_eta = eta;
     }
   }
-  return best;
+  return best != nullptr ? best : again;
 }
 
 void ShapedTransport::Reroute(Peer& dest, Peer* via, double now) {
@@ -345,9 +351,11 @@ void ShapedTransport::CheckRelays() {
     if (p->unacked.empty() || now - p->unacked.front().sent_s <= waited_long) continue;
     Peer* next = ChooseRelay(*p, old != nullptr ? old->id : -1, now);
     if (next == nullptr) continue;
-    spdlog::info("wan: site {} acknowledged nothing for {:.1f} s; its batches go through site {} until {}", p->id,
-                 now - p->unacked.front().sent_s, next->id,
-                 old == nullptr ? "its link answers again" : "either link answers");
+    if (next != old) {
+      spdlog::info("wan: site {} acknowledged nothing for {:.1f} s; its batches go through site {} until {}", p->id,
+                   now - p->unacked.front().sent_s, next->id,
+                   old == nullptr ? "its link answers again" : "either link answers");
+    }
     p->via.store(next);
     p->relay_turns.fetch_add(1, std::memory_order_relaxed);
     Reroute(*p, next, now);

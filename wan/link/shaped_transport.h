@@ -150,8 +150,9 @@ class ShapedTransport : public WanTransport, public BatchForwarder {
   // oldest batch has waited past relay_after_ms to another relay.
   static void OnRelayTimer(uv_timer_t* handle);
   void CheckRelays();
-  // A peer that could carry batches for `dest` now, other than `avoid`;
-  // null if none. REQUIRES: relay_mu_ held.
+  // A peer that could carry batches for `dest` now, preferably not
+  // `avoid` (it is taken again when it is the only one); null if none.
+  // REQUIRES: relay_mu_ held.
   Peer* ChooseRelay(const Peer& dest, SiteId avoid, double now);
   // Sends the batches for `dest` not yet acknowledged through `via` (or
   // straight, when null: those not sent straight yet). REQUIRES: relay_mu_.
