@@ -55,9 +55,10 @@ shards = 2
 workers = 2
 )";
 
-TEST_F(WanScenarioTest, CounterEndsExactAtEverySite) {
-  const std::string topo = WriteTopology(std::string(R"(
-name = "counter-3site"
+// The counter workload in asp, 60 clocks; the [wan] table is left open for
+// `more_wan`.
+std::string CounterAsp(const std::string& name, const std::string& more_wan) {
+  return "name = \"" + name + "\"\n" + R"(
 [model]
 workload = "counter"
 layers = [784, 64, 10]
@@ -72,7 +73,11 @@ staleness_ds = 2
 codec = "int8"
 threshold = 0.5
 threshold_floor = 0.1
-)") + kThreeStaticSites);
+)" + more_wan;
+}
+
+TEST_F(WanScenarioTest, CounterEndsExactAtEverySite) {
+  const std::string topo = WriteTopology(CounterAsp("counter-3site", kThreeStaticSites));
   RunResult r = Launch(topo, 300);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   nlohmann::json s = Summary();
@@ -106,23 +111,7 @@ TEST_F(WanScenarioTest, BatchesGoRoundALinkThatIsOutAndTheCounterEndsExact) {
       if (std::string(pr[0]) == "us" && std::string(pr[1]) == "eu") csv << "0.5,us,eu,0,30\n8,us,eu,50,30\n";
     }
   }
-  const std::string topo = WriteTopology(R"(
-name = "counter-relay"
-[model]
-workload = "counter"
-layers = [784, 64, 10]
-chunk_kib = 4
-[training]
-clocks = 60
-staleness = 1
-eval_every = 0
-[wan]
-mode = "asp"
-staleness_ds = 2
-codec = "int8"
-threshold = 0.5
-threshold_floor = 0.1
-peer_lease_ms = 400
+  const std::string topo = WriteTopology(CounterAsp("counter-relay", R"(peer_lease_ms = 400
 relay_after_ms = 200
 links = "csv"
 trace_file = "links.csv"
@@ -135,7 +124,7 @@ workers = 1
 [[sites]]
 name = "ap"
 workers = 2
-)");
+)"));
   RunResult r = Launch(topo, 300);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   nlohmann::json s = Summary();

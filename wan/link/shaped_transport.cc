@@ -452,17 +452,14 @@ void ShapedTransport::OnSent(Peer* p, const WanMessage& m, const BatchAck& ack) 
     f->waiter->Complete(a);
     return;
   }
-  SiteId dest = p->id;
-  const WanBatch* b = std::get_if<WanBatch>(&m);
-  if (const auto* r = std::get_if<WanRelay>(&m)) {
-    dest = r->dest;
-    b = &r->batch;
-  }
+  // This site's batch, straight to p or relayed through p to r->dest:
+  // either way it crossed the link to p.
+  const auto* r = std::get_if<WanRelay>(&m);
+  const WanBatch* b = r != nullptr ? &r->batch : std::get_if<WanBatch>(&m);
   if (b == nullptr) return;
-  if (b == std::get_if<WanBatch>(&m)) {
-    p->batches.fetch_add(1, std::memory_order_relaxed);
-    p->bytes_acked.fetch_add(static_cast<int64_t>(b->payload.size()), std::memory_order_relaxed);
-  }
+  const SiteId dest = r != nullptr ? r->dest : p->id;
+  p->bytes_acked.fetch_add(static_cast<int64_t>(b->payload.size()), std::memory_order_relaxed);
+  if (r == nullptr) p->batches.fetch_add(1, std::memory_order_relaxed);
   if (options_.relay_after_ms > 0) {
     std::lock_guard<std::mutex> lock(relay_mu_);
     Peer* d = Find(dest);
