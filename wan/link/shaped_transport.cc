@@ -66,7 +66,7 @@ struct ShapedTransport::Peer {
   std::deque<Unacked> unacked;  // batches for this peer, in seq order
   std::atomic<uint64_t> acked_through{0};
   std::atomic<Peer*> via{nullptr};  // the relay this peer's batches take now; null: straight
-  double last_straight_ack_s = -1;  // this link last acknowledged a batch
+  bool answered = false;            // this link has acknowledged a batch
   double relay_refused_s = -1e18;   // this peer last refused to relay
   std::atomic<int64_t> relayed{0};
   std::atomic<int64_t> relay_turns{0};
@@ -305,7 +305,7 @@ ShapedTransport::Peer* ShapedTransport::ChooseRelay(const Peer& dest, SiteId avo
     if (now - c->relay_refused_s < kRelayRefusedSeconds) continue;
     // Its own link answers: it has acknowledged batches, and nothing for
     // it has waited past the relay threshold.
-    if (c->last_straight_ack_s < 0) continue;
+    if (!c->answered) continue;
     if (!c->unacked.empty() && now - c->unacked.front().sent_s > fresh) continue;
     if (c->id == avoid) {
       again = c.get();
@@ -466,7 +466,7 @@ void ShapedTransport::OnSent(Peer* p, const WanMessage& m, const BatchAck& ack) 
     if (d != nullptr) {
       AckedThrough(*d, b->seq);
       if (d == p) {
-        d->last_straight_ack_s = RealNow();
+        d->answered = true;
         if (d->via.load() != nullptr) {
           // The link answers again: the next batches go straight, and so
           // do those still only on their way through the relay (a relay

@@ -101,7 +101,7 @@ struct LinkStats {
   int64_t retries = 0;
   int64_t refused = 0;
   int64_t relayed = 0;     // batches for this peer that another site carried (acknowledged so)
-  int64_t relay_turns = 0; // times the batches for this peer took another relay
+  int64_t relay_turns = 0; // times the batches for this peer were sent (again) through a relay
   int64_t forwarded = 0;   // batches of other sites this site carried to this peer
 };
 
