@@ -296,6 +296,19 @@ for seed in 1 2 3 4 5; do
   add "asp-varying-relay$sfx" harsh/asp-varying "$se;$relay" \
     "asp on the varying links (outages), batches relayed through a third site after 1 s without an answer$sw"
 done
+# Round twelve (varying_split.md): the varying links' trace split into its
+# two parts (experiments/traces/cellular-split/): its outages at a constant
+# rate otherwise, and its rate swings with the outages filled in, beside
+# asp on the static and the varying links and the LAN, five seeds: which
+# part costs asp its accuracy.
+split=../../../../traces/cellular-split/Verizon-EVDO-driving
+for seed in 1 2 3 4 5; do
+  seeded $seed
+  add "asp-varying-nooutage$sfx" harsh/asp-varying "$se;s|^variation = .*|variation = \"$split-no-outages.down\"|" \
+    "asp on the varying links with their outages filled in (the rate swings kept)$sw"
+  add "asp-varying-outageonly$sfx" harsh/asp-varying "$se;s|^variation = .*|variation = \"$split-outages-only.down\"|" \
+    "asp on links that keep the varying links' outages at a constant rate otherwise$sw"
+done
 
 selected=("$@")
 [ ${#selected[@]} -eq 0 ] && selected=("${default_probes[@]}")
