@@ -4,11 +4,13 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "common/thread_name.h"
 
 namespace geops::cli {
 
 void ExitWithParent() {
   std::thread([] {
+    NameThisThread("parent-watch");
     char buf[256];
     while (true) {
       const ssize_t n = read(STDIN_FILENO, buf, sizeof(buf));

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/thread_name.h"
+
 namespace geops::datacenter {
 
 ShardPersister::ShardPersister(ShardStore* store, ChunkStore* chunks, ClockTracker* tracker, ShardId shard,
@@ -28,7 +30,10 @@ ShardPersister::~ShardPersister() {
   if (committer_.joinable()) committer_.join();
 }
 
-void ShardPersister::Start() { committer_ = std::thread([this] { CommitterLoop(); }); }
+void ShardPersister::Start() { committer_ = std::thread([this] {
+    NameThisThread("store-commit");
+    CommitterLoop();
+  }); }
 
 void ShardPersister::Mutation::MarkChunk(int64_t local) {
   p_->chunk_marked_[local].store(1, std::memory_order_relaxed);

@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "common/shard_store.h"
+#include "common/thread_name.h"
 #include "storage/rocksdb_shard_store.h"
 #include "worker/ps_client.h"
 
@@ -38,7 +39,10 @@ datacenter::MemoryPlan ShardMemoryPlan(const Topology& topology, int site, const
 }
 
 MemorySampler::MemorySampler(datacenter::MemoryGuard* guard, int period_ms)
-    : guard_(guard), period_ms_(period_ms), thread_([this] { Run(); }) {}
+    : guard_(guard), period_ms_(period_ms), thread_([this] {
+        NameThisThread("memory-guard");
+        Run();
+      }) {}
 
 MemorySampler::~MemorySampler() {
   {

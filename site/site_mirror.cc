@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/tls_options.h"
+#include "common/thread_name.h"
 #include "thrift/host_port.h"
 
 namespace geops::site {
@@ -50,7 +51,10 @@ Result<std::unique_ptr<SiteMirror>> SiteMirror::Start(const Topology& t, int sit
       start = comma + 1;
     }
   } else if (!m->args_.peers_file.empty()) {
-    m->watcher_ = std::thread([self, path = m->args_.peers_file] { self->WatchPeersFile(path); });
+    m->watcher_ = std::thread([self, path = m->args_.peers_file] {
+      NameThisThread("peers-watch");
+      self->WatchPeersFile(path);
+    });
   } else if (base == 0) {
     return InvalidArgumentError("site " + t.sites[site].name + " has no base_port: pass --mirror-peers");
   } else {

@@ -8,6 +8,7 @@
 #include "cli/event_line.h"
 #include "cli/tls_options.h"
 #include "cli/wan_links.h"
+#include "common/thread_name.h"
 
 namespace geops::site {
 
@@ -52,7 +53,10 @@ Result<std::unique_ptr<SiteWan>> SiteWan::Start(const Topology& t, int site, int
   GEOPS_ASSIGN_OR_RETURN(w->endpoint_, rpc::WanEndpoint::Start(spec, shard, o, mirror->service()));
   if (progress_ms > 0) {
     SiteWan* self = w.get();
-    w->reporter_ = std::thread([self, period = progress_ms] { self->ReportProgress(period); });
+    w->reporter_ = std::thread([self, period = progress_ms] {
+      NameThisThread("wan-progress");
+      self->ReportProgress(period);
+    });
   }
   return w;
 }

@@ -14,6 +14,8 @@
 #include <thrift/transport/TSocket.h>
 #include <thrift/transport/TTransportException.h>
 
+#include "common/thread_name.h"
+
 namespace geops::rpc {
 
 using apache::thrift::TConnectionInfo;
@@ -65,13 +67,14 @@ ConnectionServer::ConnectionServer(std::shared_ptr<apache::thrift::TProcessorFac
                                    std::shared_ptr<ListenSocket> listener,
                                    std::shared_ptr<apache::thrift::transport::TTransportFactory> transports,
                                    std::shared_ptr<apache::thrift::protocol::TProtocolFactory> protocols,
-                                   Limits limits, std::string name)
+                                   Limits limits, std::string name, std::string thread_tag)
     : processors_(std::move(processors)),
       listener_(std::move(listener)),
       transports_(std::move(transports)),
       protocols_(std::move(protocols)),
       limits_(limits),
-      name_(std::move(name)) {
+      name_(std::move(name)),
+      thread_tag_(std::move(thread_tag)) {
   RaiseDescriptorLimit();
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -221,6 +224,7 @@ void ConnectionServer::Accepted(std::shared_ptr<TTransport> client) {
 }
 
 void ConnectionServer::PollLoop() {
+  NameThisThread(thread_tag_ + "-poll");
   epoll_event events[kMaxEvents];
   int64_t last_sweep_ms = NowMs();
   for (;;) {
@@ -259,6 +263,7 @@ void ConnectionServer::PollLoop() {
 }
 
 void ConnectionServer::WorkerLoop() {
+  NameThisThread(thread_tag_ + "-work");
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     ++idle_workers_;

@@ -48,12 +48,14 @@ class ConnectionServer {
     int64_t idle_timeout_ms = 0;         // close a connection silent this long; 0 = never
   };
 
-  // `listener` is already listening. `name` prefixes the log lines.
+  // `listener` is already listening. `name` prefixes the log lines;
+  // `thread_tag` names the poller and the pool threads (`<tag>-poll`,
+  // `<tag>-work`, as top -H shows them).
   ConnectionServer(std::shared_ptr<apache::thrift::TProcessorFactory> processors,
                    std::shared_ptr<ListenSocket> listener,
                    std::shared_ptr<apache::thrift::transport::TTransportFactory> transports,
                    std::shared_ptr<apache::thrift::protocol::TProtocolFactory> protocols, Limits limits,
-                   std::string name);
+                   std::string name, std::string thread_tag = "rpc");
   ~ConnectionServer();
   ConnectionServer(const ConnectionServer&) = delete;
   ConnectionServer& operator=(const ConnectionServer&) = delete;
@@ -89,6 +91,7 @@ class ConnectionServer {
   const std::shared_ptr<apache::thrift::protocol::TProtocolFactory> protocols_;
   const Limits limits_;
   const std::string name_;
+  const std::string thread_tag_;
 
   int epoll_fd_ = -1;
   int wake_fd_ = -1;  // eventfd: wakes the poller at stop

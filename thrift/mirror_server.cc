@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/thread_name.h"
 #include "thrift/bounded_protocol.h"
 #include "thrift/connection_server.h"
 #include "thrift/counting_socket.h"
@@ -52,10 +53,11 @@ Result<std::unique_ptr<MirrorServer>> MirrorServer::Start(wan::WanReceiver* rece
   auto server = std::make_shared<ConnectionServer>(
       processor, listener, transport_factory, MakeProtocolFactory(options.transport),
       ConnectionServer::Limits{options.max_connections, options.max_active_requests, options.idle_timeout_ms},
-      "site " + std::to_string(self.site) + " shard " + std::to_string(self.shard) + " mirror");
+      "site " + std::to_string(self.site) + " shard " + std::to_string(self.shard) + " mirror", "mirror");
   std::unique_ptr<MirrorServer> ms(new MirrorServer(options.host, port, counters, server));
   try {
     ms->thread_ = std::thread([m = ms.get()] {
+      NameThisThread("mirror-accept");
       try {
         m->server_->serve();
       } catch (const std::exception& e) {

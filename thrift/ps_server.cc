@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/thread_name.h"
 #include "thrift/bounded_protocol.h"
 #include "thrift/connection_server.h"
 #include "thrift/counting_socket.h"
@@ -64,10 +65,13 @@ Result<std::unique_ptr<PsServer>> PsServer::Start(datacenter::ShardHost* host,
   auto server = std::make_shared<ConnectionServer>(
       processor_factory, listener, transport_factory, MakeProtocolFactory(options.transport, /*borrow_binaries=*/true),
       ConnectionServer::Limits{options.max_connections, options.max_active_requests, options.idle_timeout_ms},
-      "shard " + std::to_string(host->options().shard_id));
+      "shard " + std::to_string(host->options().shard_id), "ps");
   std::unique_ptr<PsServer> ps(new PsServer(host, std::move(owned), options, port, counters, server));
   try {
-    ps->serve_thread_ = std::thread([self = ps.get()] { self->ServeLoop(); });
+    ps->serve_thread_ = std::thread([self = ps.get()] {
+      NameThisThread("ps-accept");
+      self->ServeLoop();
+    });
   } catch (const std::system_error& e) {
     ps->serve_done_ = true;  // nothing to wait for
     return ResourceExhaustedError(std::string("cannot start the server thread: ") + e.what());

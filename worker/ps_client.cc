@@ -13,6 +13,7 @@
 
 #include "common/deadline.h"
 #include "common/float_kernels.h"
+#include "common/thread_name.h"
 #include "common/time_source.h"
 #include "worker/stream_copy.h"
 
@@ -271,7 +272,10 @@ Status PsClient::Start(std::span<const float* const> initial_values) {
     auto conn = factory_->Connect(s);
     if (conn.ok()) hb_conns_[s] = std::move(conn).value();
   }
-  hb_thread_ = std::thread([this] { HeartbeatLoop(); });
+  hb_thread_ = std::thread([this] {
+    NameThisThread("ps-heartbeat");
+    HeartbeatLoop();
+  });
   return Status::Ok();
 }
 

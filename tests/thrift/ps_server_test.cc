@@ -1,8 +1,10 @@
 // A real PsServer around a real Shard, driven through ThriftShardConnection.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <thread>
 
+#include "common/thread_name.h"
 #include "tests/thrift/thrift_test_util.h"
 
 namespace geops::rpc {
@@ -30,6 +32,22 @@ TEST(PsServerTest, PicksAFreePortAndRefusesATakenOne) {
   EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(second.status().message().find(std::to_string(server->port())), std::string::npos)
       << second.status().message();
+  EXPECT_TRUE(server->Stop(Deadline::InMs(5000)).ok());
+}
+
+// An operator looking at a shard with top -H or gdb tells the accept loop,
+// the poller and the request threads apart by name.
+TEST(PsServerTest, ItsThreadsCarryTheirNames) {
+  auto spec = SmallModel();
+  auto shard = MakeShard(*spec, OneShard(1));
+  auto server = Serve(shard.get());
+  ASSERT_NE(server, nullptr);
+  auto conn = Connect(*server, spec);
+  ASSERT_TRUE(conn->Register(0, spec->Fingerprint(), "").ok());
+  std::vector<std::string> names = ThreadNamesOfThisProcess();
+  for (const char* want : {"ps-accept", "ps-poll", "ps-work"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
+  }
   EXPECT_TRUE(server->Stop(Deadline::InMs(5000)).ok());
 }
 

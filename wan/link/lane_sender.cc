@@ -5,6 +5,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/thread_name.h"
+
 namespace geops::wan {
 
 namespace {
@@ -48,10 +50,26 @@ const WanBatch* PushedBatch(const WanMessage& m) {
   return nullptr;
 }
 
+namespace {
+
+const char* LaneName(Lane lane) {
+  switch (lane) {
+    case Lane::kBulk: return "bulk";
+    case Lane::kPriority: return "priority";
+    case Lane::kRelay: return "relay";
+  }
+  return "?";
+}
+
+}  // namespace
+
 LaneSender::LaneSender(SiteId peer, Lane lane, PeerChannelFactory factory, LaneSenderOptions options,
                        SentCallback on_sent)
     : peer_(peer), lane_(lane), factory_(std::move(factory)), options_(options), on_sent_(std::move(on_sent)) {
-  thread_ = std::thread([this] { Loop(); });
+  thread_ = std::thread([this] {
+    NameThisThread(std::string("lane-") + LaneName(lane_) + "-" + std::to_string(peer_));
+    Loop();
+  });
 }
 
 LaneSender::~LaneSender() { Stop(); }
@@ -118,15 +136,6 @@ namespace {
 
 bool Retryable(const Status& s) {
   return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kResourceExhausted;
-}
-
-const char* LaneName(Lane lane) {
-  switch (lane) {
-    case Lane::kBulk: return "bulk";
-    case Lane::kPriority: return "priority";
-    case Lane::kRelay: return "relay";
-  }
-  return "?";
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/thread_name.h"
+
 namespace geops::wan {
 namespace {
 
@@ -135,8 +137,14 @@ Result<std::unique_ptr<ShapedTransport>> ShapedTransport::Start(std::vector<Peer
           std::lock_guard<std::mutex> lock(raw->span_mu);
           raw->last_delivery_s = m.delivered_s;
         }
+        // Relay calls exist only with relaying on, and so does their lane.
         const bool relay = std::holds_alternative<WanRelay>(msg);
-        raw->sender[relay ? 2 : lane]->Push(std::move(msg));
+        LaneSender* sender = raw->sender[relay ? 2 : lane].get();
+        if (sender != nullptr) {
+          sender->Push(std::move(msg));
+        } else {
+          spdlog::error("wan link to {}: a relay call with relaying off was dropped", raw->name);
+        }
         raw->in_model[lane].fetch_sub(1, std::memory_order_relaxed);
       });
       if (!shaper.ok()) return shaper.status();
@@ -160,6 +168,12 @@ Result<std::unique_ptr<ShapedTransport>> ShapedTransport::Start(std::vector<Peer
                                                        self->OnSent(raw, m, ack);
                                                      });
     }
+    // The relay lane (and its thread) only where this site relays its own
+    // batches; forwarding another site's goes on the bulk lane.
+    if (options.relay_after_ms <= 0) {
+      t->peers_.push_back(std::move(p));
+      continue;
+    }
     ShapedTransport* self = t.get();
     LaneSenderOptions ro = options.sender;
     ro.heartbeat_ms = 0;
@@ -182,6 +196,7 @@ Result<std::unique_ptr<ShapedTransport>> ShapedTransport::Start(std::vector<Peer
     uv_timer_start(&t->relay_timer_, &ShapedTransport::OnRelayTimer, period, period);
   }
   t->loop_thread_ = std::thread([self] {
+    NameThisThread("wan-shaper");
     uv_run(&self->loop_, UV_RUN_DEFAULT);
     uv_loop_close(&self->loop_);
   });
@@ -202,7 +217,9 @@ void ShapedTransport::Stop() {
   uv_async_send(&wake_);
   if (loop_thread_.joinable()) loop_thread_.join();
   for (auto& p : peers_) {
-    for (auto& s : p->sender) s->Stop();
+    for (auto& s : p->sender) {
+      if (s != nullptr) s->Stop();
+    }
   }
   std::lock_guard<std::mutex> lock(submit_mu_);
   stopped_ = true;
@@ -539,7 +556,7 @@ bool ShapedTransport::WaitQuiet(Deadline deadline) const {
       for (int lane = 0; lane < 2; ++lane) {
         quiet = quiet && p->in_model[lane].load() == 0 && p->sender[lane]->Idle();
       }
-      quiet = quiet && p->sender[2]->Idle();
+      quiet = quiet && (p->sender[2] == nullptr || p->sender[2]->Idle());
     }
     if (quiet) return true;
     if (deadline.Expired()) return false;
@@ -558,6 +575,7 @@ std::vector<LinkStats> ShapedTransport::stats() const {
     s.bytes_offered = p->bytes_offered.load();
     s.bytes_delivered = p->bytes_delivered.load();
     for (const auto& sender : p->sender) {
+      if (sender == nullptr) continue;
       s.wire_bytes += sender->wire_bytes();
       s.retries += sender->retries();
       s.refused += sender->refused();

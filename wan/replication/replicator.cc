@@ -6,6 +6,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/thread_name.h"
+
 namespace geops::wan {
 namespace {
 
@@ -244,7 +246,10 @@ void Replicator::Start() {
     transport_->SendClock(out.peer(), WanClockReport{config_.site, clock, 0, false, incarnation_,
                                                      inbox_.Incarnation(out.peer())});
   }
-  thread_ = std::thread([this] { Loop(); });
+  thread_ = std::thread([this] {
+    NameThisThread("wan-replicator");
+    Loop();
+  });
 }
 
 void Replicator::Stop() {
