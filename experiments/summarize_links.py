@@ -39,8 +39,10 @@ def main():
         "  pipelined batches);",
         "- *geops*: both ends on loopback, geops' shaper doing rate and delay.",
         "",
-        "Rate: goodput of a bulk stream of 256 KiB batches as the receiver saw it (payload bits after the",
-        "first batch, from the first arrival to the last) over the link's rate. Delay: median (p90) one-way",
+        "Rate: goodput of a bulk stream of 256 KiB batches as the receiver saw it (the least-squares slope",
+        "of payload bits delivered over the batches' arrival times; links.json also gives",
+        "`received_mbit_ends`, the payload after the first batch from the first arrival to the last) over",
+        "the link's rate. Delay: median (p90) one-way",
         "delay of 1 KiB batches on an idle link, from offer to acknowledgement, against the link's delay.",
         "",
         "| link | link Mbit/s | kernel | kernel, 1 in flight | geops | link delay ms | kernel delay ms"
