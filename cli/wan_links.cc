@@ -140,6 +140,7 @@ Result<wan::WanOptions> BuildWanOptions(const Topology& t) {
   o.backlog_revisit = w.backlog_revisit;
   o.notice_min_seconds = w.notice_min_ms * 1e-3;
   o.selective_barrier = w.selective_barrier;
+  o.tie_reports = w.tie_reports;
   o.notice_timeout_ms = w.notice_timeout_ms;
   o.peer_lease_ms = w.peer_lease_ms;
   GEOPS_RETURN_IF_ERROR(o.Validate());

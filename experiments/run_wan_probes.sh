@@ -309,6 +309,19 @@ for seed in 1 2 3 4 5; do
   add "asp-varying-outageonly$sfx" harsh/asp-varying "$se;s|^variation = .*|variation = \"$split-outages-only.down\"|" \
     "asp on links that keep the varying links' outages at a constant rate otherwise$sw"
 done
+# Round thirteen (tied.md): asp's clock reports tied to the batches sent
+# before them (tie_reports, docs/wan_replication.md), so that a peer whose
+# batches queue behind a slow stretch holds the others at the drift bound
+# as its late reports would, on the static and the varying links beside
+# asp as committed and the LAN, five seeds.
+tied='s/^selective_barrier = .*/&\ntie_reports = true/'
+for seed in 1 2 3 4 5; do
+  seeded $seed
+  add "asp-tied$sfx" harsh/asp "$se;$tied" \
+    "asp, each clock report taken once the batches sent before it landed (tie_reports)$sw"
+  add "asp-varying-tied$sfx" harsh/asp-varying "$se;$tied" \
+    "asp on the varying links (outages), each clock report taken once the batches sent before it landed (tie_reports)$sw"
+done
 
 selected=("$@")
 [ ${#selected[@]} -eq 0 ] && selected=("${default_probes[@]}")

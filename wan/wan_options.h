@@ -126,6 +126,12 @@ struct WanOptions {
   // batch on its way (on links where batches spend hundreds of ms on the
   // wire the holds cost more clocks' time than the fresher values gain).
   bool selective_barrier = true;
+  // asp, all-async: a clock report names the last batch sent to that peer,
+  // and the peer takes the clock only once that batch is applied (as bsp
+  // and the outer-step modes always do). The drift bound then also bounds
+  // how old a peer's applied updates may get, not only its reported clock;
+  // false (the default): a report counts at once.
+  bool tie_reports = false;
   // A notice blocks reads of its chunks at most this long, ms, >= 1.
   int64_t notice_timeout_ms = 10000;
   // A peer not heard from for this long leaves the mirror-clock minimum, ms.

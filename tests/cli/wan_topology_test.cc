@@ -286,6 +286,15 @@ TEST(WanTopologyTest, TheThresholdCanSettleOverTheLastClocks) {
   EXPECT_NE(too_long.status().message().find("threshold_settle_clocks"), std::string::npos);
 }
 
+// tie_reports = true reaches the replicator; it is off by default.
+TEST(WanTopologyTest, TieReportsReachesTheReplicator) {
+  EXPECT_FALSE(BuildWanOptions(*Parse(std::string(kSites)))->tie_reports);
+  auto on = BuildWanOptions(*Parse("[wan]\ntie_reports = true\n" + std::string(kSites)));
+  ASSERT_TRUE(on.ok()) << on.status().ToString();
+  EXPECT_TRUE(on->tie_reports);
+  EXPECT_EQ(Parse("[wan]\ntie_reports = 1\n" + std::string(kSites)).status().code(), StatusCode::kInvalidArgument);
+}
+
 // selective_barrier = false reaches the replicator; it is on by default.
 TEST(WanTopologyTest, TheSelectiveBarrierCanBeTurnedOff) {
   EXPECT_TRUE(BuildWanOptions(*Parse(std::string(kSites)))->selective_barrier);

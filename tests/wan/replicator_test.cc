@@ -513,6 +513,40 @@ TEST(ReplicatorTest, NoticeHoldsReadsOfExactlyTheAnnouncedChunks) {
   EXPECT_GE(sites.replicator(1, 0)->stats().gate.notices, 1);
 }
 
+// tie_reports: a peer takes an asp site's clock only once the batches sent
+// before the report have landed, so the drift bound also bounds how old the
+// updates it has applied may get; untied, the report counts at once.
+TEST(ReplicatorTest, ATiedReportCountsOnlyOnceItsBatchesLanded) {
+  for (bool tie : {false, true}) {
+    SCOPED_TRACE(tie ? "tied" : "untied");
+    WanOptions o = AnnouncingAsp(false);
+    o.tie_reports = tie;
+    WanSites sites(CounterModel(), {1, 1}, 1, o, HeldBatches(), 2);
+    const ModelSpec& spec = sites.spec();
+    const std::vector<ChunkKey> keys = spec.ChunksOfShard(0, 1);
+    datacenter::Shard* a = sites.shard(0, 0);
+    ASSERT_TRUE(a->RegisterWorker(0, 0, "").ok());
+    ASSERT_TRUE(sites.shard(1, 0)->RegisterWorker(0, 0, "").ok());
+    std::vector<float> ones;
+    for (ChunkKey k : keys) ones.insert(ones.end(), spec.ChunkElements(k), 1.0f);
+    for (Clock c = 0; c < 3; ++c) {
+      ASSERT_TRUE(a->Update(0, c, keys, ones).ok());
+      ASSERT_TRUE(a->AdvanceClock(0, c + 1, false).ok());
+    }
+    MirrorGate* gate = sites.replicator(1, 0)->gate();
+    for (int i = 0; i < 60 && gate->MinMirrorClock() < 3; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    // The batches are held on the link; the reports are not.
+    EXPECT_EQ(gate->MinMirrorClock(), tie ? 0 : 3);
+    sites.net(0)->ReleaseHeld(0, 1);
+    for (int i = 0; i < 1000 && gate->MinMirrorClock() < 3; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_EQ(gate->MinMirrorClock(), 3);
+  }
+}
+
 // Without the selective barrier nothing is announced: a read of a chunk
 // whose batch is on its way is served at once from the replica as it is.
 TEST(ReplicatorTest, WithoutTheSelectiveBarrierReadsAreNeverHeld) {

@@ -545,7 +545,8 @@ void Replicator::Loop() {
       std::vector<PeerOutbox>& outboxes = shipper_.outboxes();
       for (PeerOutbox& out : outboxes) {
         // bsp and avg tie the clock to the batches sent (a peer takes it
-        // once they landed); asp and all-async report progress at once.
+        // once they landed); asp and all-async report progress at once,
+        // unless told to tie as well (WanOptions::tie_reports).
         // The drain always ties: "drained" means "you have everything".
         // Once drained, every later report says so too: a peer that
         // restarts is sent the last report again, and it must still say
@@ -553,7 +554,8 @@ void Replicator::Loop() {
         const bool drained_to = (finishing || was_drained) && shipper_.NothingWaitsFor(out);
         drain_complete = drain_complete && drained_to;
         const bool tied =
-            finishing || was_drained || options_.mode == WanMode::kBsp || UsesOuterStep(options_.mode);
+            finishing || was_drained || options_.tie_reports || options_.mode == WanMode::kBsp ||
+            UsesOuterStep(options_.mode);
         const WanClockReport report{config_.site, k, tied ? out.last_seq() : 0, drained_to, incarnation_,
                                     inbox_.Incarnation(out.peer())};
         transport_->SendClock(out.peer(), report);
