@@ -110,9 +110,10 @@ class Sink : public wan::WanReceiver {
   nlohmann::json WaitDone() {
     std::unique_lock<std::mutex> l(mu_);
     cv_.wait(l, [&] { return done_; });
-    // The final report takes the priority lane, which overtakes batches
-    // still queued (in the kernel, with the kernel shaping the rate): give
-    // the stream's last batch time to land.
+    // The sender reports the end once every batch was acknowledged, but
+    // the report takes the priority lane, its own connection: should it
+    // still come first, give the stream's first and last batches time to
+    // land instead of failing at once.
     cv_.wait_for(l, std::chrono::seconds(30),
                  [&] { return arrivals_.count(bulk_first_) > 0 && arrivals_.count(bulk_last_) > 0; });
     auto first = arrivals_.find(bulk_first_);
