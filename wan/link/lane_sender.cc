@@ -10,8 +10,23 @@
 namespace geops::wan {
 
 namespace {
+
 // How often an idle lane looks whether an outage ended, ms.
 constexpr int64_t kOutagePollMs = 20;
+
+const char* LaneName(Lane lane) {
+  switch (lane) {
+    case Lane::kBulk: return "bulk";
+    case Lane::kPriority: return "priority";
+    case Lane::kRelay: return "relay";
+  }
+  return "?";
+}
+
+bool Retryable(const Status& s) {
+  return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kResourceExhausted;
+}
+
 }  // namespace
 
 void ForwardWaiter::Complete(Result<BatchAck> result) {
@@ -49,19 +64,6 @@ const WanBatch* PushedBatch(const WanMessage& m) {
   if (const auto* f = std::get_if<WanForward>(&m)) return &f->batch;
   return nullptr;
 }
-
-namespace {
-
-const char* LaneName(Lane lane) {
-  switch (lane) {
-    case Lane::kBulk: return "bulk";
-    case Lane::kPriority: return "priority";
-    case Lane::kRelay: return "relay";
-  }
-  return "?";
-}
-
-}  // namespace
 
 LaneSender::LaneSender(SiteId peer, Lane lane, PeerChannelFactory factory, LaneSenderOptions options,
                        SentCallback on_sent)
@@ -131,14 +133,6 @@ bool LaneSender::BackOff(int64_t* backoff_ms) {
   *backoff_ms = std::min(*backoff_ms * 2, options_.max_backoff_ms);
   return true;
 }
-
-namespace {
-
-bool Retryable(const Status& s) {
-  return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kResourceExhausted;
-}
-
-}  // namespace
 
 bool LaneSender::PassedOn(const WanMessage& m) {
   return std::holds_alternative<WanForward>(m) || std::holds_alternative<WanRelay>(m);
