@@ -72,6 +72,8 @@ struct WanSpec {
   int64_t backlog_revisit = 8;         // a backlog cut looks at each chunk whole every this many cuts
   bool selective_barrier = true;       // asp: announce slow batches (below); false: never
   bool tie_reports = false;            // asp: a peer takes a clock once the batches sent before it landed
+  bool tie_backlog = false;            // asp: a report's clock stays before what waits in the backlog
+  bool fresh_first = false;            // asp: a backlog of codec residuals only does not hold a link's batches
   double notice_min_ms = 50;           // asp: announce batches slower than this on the wire
   int64_t notice_timeout_ms = 10000;
   int64_t peer_lease_ms = 30000;       // a silent site leaves the mirror clock after this

@@ -141,6 +141,8 @@ Result<wan::WanOptions> BuildWanOptions(const Topology& t) {
   o.notice_min_seconds = w.notice_min_ms * 1e-3;
   o.selective_barrier = w.selective_barrier;
   o.tie_reports = w.tie_reports;
+  o.tie_backlog = w.tie_backlog;
+  o.fresh_first = w.fresh_first;
   o.notice_timeout_ms = w.notice_timeout_ms;
   o.peer_lease_ms = w.peer_lease_ms;
   GEOPS_RETURN_IF_ERROR(o.Validate());

@@ -322,6 +322,29 @@ for seed in 1 2 3 4 5; do
   add "asp-varying-tied$sfx" harsh/asp-varying "$se;$tied" \
     "asp on the varying links (outages), each clock report taken once the batches sent before it landed (tie_reports)$sw"
 done
+# Round fourteen (fresh.md): with int4 values nearly every backlog cut
+# leaves residuals behind, and a backlog of residuals alone held a link's
+# later batches back (in the accumulator while every link had one). With
+# `fresh_first` a link whose window is open takes a tick's batch directly
+# past such a backlog; with `tie_backlog` as well, a clock report stays
+# before the updates still waiting to leave (in a backlog or in the
+# accumulator), so that the drift bound counts the age of every update of
+# a peer a site has applied. Both on top of tied reports (round thirteen),
+# on the static and the varying links beside tied reports alone and the
+# LAN, five seeds.
+fresh='s/^selective_barrier = .*/&\ntie_reports = true\nfresh_first = true/'
+freshbl='s/^selective_barrier = .*/&\ntie_reports = true\nfresh_first = true\ntie_backlog = true/'
+for seed in 1 2 3 4 5; do
+  seeded $seed
+  add "asp-fresh$sfx" harsh/asp "$se;$fresh" \
+    "asp, tied reports, a link's batches sent past a backlog of codec residuals (fresh_first)$sw"
+  add "asp-freshbl$sfx" harsh/asp "$se;$freshbl" \
+    "asp, tied reports, fresh_first, each report kept before what waits to leave (tie_backlog)$sw"
+  add "asp-varying-fresh$sfx" harsh/asp-varying "$se;$fresh" \
+    "asp on the varying links (outages), tied reports, a link's batches sent past a backlog of codec residuals (fresh_first)$sw"
+  add "asp-varying-freshbl$sfx" harsh/asp-varying "$se;$freshbl" \
+    "asp on the varying links (outages), tied reports, fresh_first, each report kept before what waits to leave (tie_backlog)$sw"
+done
 
 selected=("$@")
 [ ${#selected[@]} -eq 0 ] && selected=("${default_probes[@]}")

@@ -132,6 +132,25 @@ struct WanOptions {
   // how old a peer's applied updates may get, not only its reported clock;
   // false (the default): a report counts at once.
   bool tie_reports = false;
+  // asp, all-async: a clock report gives the clock through which this
+  // shard's selected updates have all left for that peer, not the shard's
+  // clock: while updates wait in the peer's backlog (the link fell behind),
+  // the report stays at the clock before the oldest of them, and moves on
+  // (a report is sent then, tick or not) once a cut has taken everything
+  // significant. With tie_reports, the drift bound then bounds the age of
+  // every update of a peer a site has applied, backlog included; what sits
+  // under the significance cut-off is still not counted.
+  bool tie_backlog = false;
+  // asp, all-async: a link whose window is open takes a tick's batch
+  // directly even while its backlog holds something, as long as that is
+  // only the codec's residuals of earlier cuts (PeerOutbox::HasPending),
+  // not updates that could not leave. false (the default): any backlog
+  // makes the tick's updates wait behind it, and while every link has one
+  // the tick holds them in the accumulator. With int4 values nearly every
+  // cut leaves residuals behind, so that a link that once fell behind
+  // holds every later tick's updates back until the next selection some
+  // other link takes.
+  bool fresh_first = false;
   // A notice blocks reads of its chunks at most this long, ms, >= 1.
   int64_t notice_timeout_ms = 10000;
   // A peer not heard from for this long leaves the mirror-clock minimum, ms.

@@ -286,13 +286,23 @@ TEST(WanTopologyTest, TheThresholdCanSettleOverTheLastClocks) {
   EXPECT_NE(too_long.status().message().find("threshold_settle_clocks"), std::string::npos);
 }
 
-// tie_reports = true reaches the replicator; it is off by default.
+// tie_reports, tie_backlog and fresh_first = true reach the replicator; all
+// are off by default.
 TEST(WanTopologyTest, TieReportsReachesTheReplicator) {
   EXPECT_FALSE(BuildWanOptions(*Parse(std::string(kSites)))->tie_reports);
+  EXPECT_FALSE(BuildWanOptions(*Parse(std::string(kSites)))->tie_backlog);
   auto on = BuildWanOptions(*Parse("[wan]\ntie_reports = true\n" + std::string(kSites)));
   ASSERT_TRUE(on.ok()) << on.status().ToString();
   EXPECT_TRUE(on->tie_reports);
+  EXPECT_FALSE(on->tie_backlog);
+  auto backlog = BuildWanOptions(*Parse("[wan]\ntie_backlog = true\nfresh_first = true\n" + std::string(kSites)));
+  ASSERT_TRUE(backlog.ok()) << backlog.status().ToString();
+  EXPECT_TRUE(backlog->tie_backlog);
+  EXPECT_TRUE(backlog->fresh_first);
+  EXPECT_FALSE(on->fresh_first);
   EXPECT_EQ(Parse("[wan]\ntie_reports = 1\n" + std::string(kSites)).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Parse("[wan]\ntie_backlog = \"yes\"\n" + std::string(kSites)).status().code(),
+            StatusCode::kInvalidArgument);
 }
 
 // selective_barrier = false reaches the replicator; it is on by default.

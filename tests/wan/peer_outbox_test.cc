@@ -157,6 +157,43 @@ TEST(PeerOutboxTest, WhatACutPutsBackTheNextCutLooksAtAgain) {
   EXPECT_FALSE(none->has_value());
 }
 
+// SentThrough: while updates given at a clock wait in the backlog, the
+// outbox has sent everything only through the clock before; a cut that
+// leaves chunks behind for the budget does not change that, one that takes
+// everything significant does.
+TEST(PeerOutboxTest, SentThroughStaysBeforeWhatWaitsInTheBacklog) {
+  auto out = PeerOutbox::Create(1, {});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->SentThrough(4), 4);  // nothing given yet
+  std::vector<SparseChunkUpdate> updates;
+  for (ChunkId c = 0; c < 3; ++c) updates.push_back(Dense({0, c}, std::vector<float>(256, 0.5f + 0.1f * c)));
+  ASSERT_TRUE(out->AddToBacklog(updates).ok());
+  out->NotePending(5);
+  ASSERT_TRUE(out->AddToBacklog(updates).ok());
+  out->NotePending(6);  // the oldest waiting updates are still clock 5's
+  EXPECT_EQ(out->SentThrough(7), 4);
+  std::vector<float> ones(256, 1.0f);
+  ChunkValueLookup lookup = [&](ChunkKey) { return ones.data(); };
+  BacklogCut cut;
+  cut.clock = 7;
+  cut.codec = ValueCodec::kFp32;
+  cut.threshold = 0.1f;
+  cut.budget_bytes = 1400;  // about one chunk of 256 fp32 values: two wait
+  cut.lookup = &lookup;
+  std::vector<ChunkKey> keys;
+  auto trimmed = out->CutFromBacklog(cut, &keys);
+  ASSERT_TRUE(trimmed.ok()) << trimmed.status().ToString();
+  ASSERT_TRUE(trimmed->has_value());
+  EXPECT_EQ(out->SentThrough(7), 4);
+  cut.budget_bytes = 0;  // no budget: the rest goes
+  auto rest = out->CutFromBacklog(cut, &keys);
+  ASSERT_TRUE(rest.ok()) << rest.status().ToString();
+  ASSERT_TRUE(rest->has_value());
+  EXPECT_EQ(keys.size(), 2u);
+  EXPECT_EQ(out->SentThrough(7), 7);
+  EXPECT_EQ(out->SentThrough(9), 9);
+}
+
 TEST(PeerOutboxTest, NothingToCutGivesNoBatch) {
   auto out = PeerOutbox::Create(1, {});
   ASSERT_TRUE(out.ok());

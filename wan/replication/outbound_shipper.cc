@@ -35,6 +35,11 @@ int64_t OutboundShipper::BudgetBytes(SiteId peer, bool finishing) const {
   return std::min(slice, std::max<int64_t>(options_.min_batch_bytes, static_cast<int64_t>(bw * options_.max_batch_seconds)));
 }
 
+bool OutboundShipper::TakesDirect(const PeerOutbox& out, int64_t window, bool finishing) const {
+  if (options_.fresh_first && !finishing) return out.WindowOpen(window) && !out.HasPending();
+  return out.CanSendDirect(window);
+}
+
 bool OutboundShipper::LinkKeepsUp(const PeerOutbox& out, int64_t bytes, bool finishing) const {
   if (Window(finishing) == 0 || out.inflight() == 0) return true;
   return config_.transport->EstimateDeliverySeconds(out.peer(), bytes) <= options_.max_queue_seconds;
@@ -47,7 +52,7 @@ bool OutboundShipper::AllLinksFull(bool finishing) const {
     // A peer not yet heard from gets its share from the backlog (and a
     // snapshot) as before; one whose link has room takes the slice.
     if (!Addressable(out)) return false;
-    if (out.CanSendDirect(window) && LinkKeepsUp(out, 0, finishing)) return false;
+    if (TakesDirect(out, window, finishing) && LinkKeepsUp(out, 0, finishing)) return false;
   }
   return true;
 }
@@ -68,7 +73,8 @@ void OutboundShipper::MaybeNotice(PeerOutbox& out, uint64_t seq, const std::vect
   outgoing_.push_back(Outgoing{out.peer(), std::move(n)});
 }
 
-Result<EncodeStats> OutboundShipper::Ship(Clock k, bool finishing, std::span<const SparseChunkUpdate> selected,
+Result<EncodeStats> OutboundShipper::Ship(Clock k, Clock since, bool finishing,
+                                          std::span<const SparseChunkUpdate> selected,
                                           std::vector<SparseChunkUpdate>* residuals) {
   if (selected.empty()) {
     residuals->clear();
@@ -81,7 +87,8 @@ Result<EncodeStats> OutboundShipper::Ship(Clock k, bool finishing, std::span<con
   // link is not modelled or has nothing in flight, LinkKeepsUp).
   bool may_backlog = false;
   for (const PeerOutbox& out : outboxes_) {
-    const bool surely_direct = Addressable(out) && out.CanSendDirect(window) && (window == 0 || out.inflight() == 0);
+    const bool surely_direct =
+        Addressable(out) && TakesDirect(out, window, finishing) && (window == 0 || out.inflight() == 0);
     may_backlog = may_backlog || !surely_direct;
   }
   GEOPS_ASSIGN_OR_RETURN(EncodeStats st, encoder_.EncodePrepared(codec, selected, &body_, residuals,
@@ -91,7 +98,8 @@ Result<EncodeStats> OutboundShipper::Ship(Clock k, bool finishing, std::span<con
   for (const SparseChunkUpdate& u : selected) keys_.push_back(u.key);
   for (PeerOutbox& out : outboxes_) {
     const bool direct =
-        !may_backlog || (Addressable(out) && out.CanSendDirect(window) && LinkKeepsUp(out, st.batch_bytes, finishing));
+        !may_backlog ||
+        (Addressable(out) && TakesDirect(out, window, finishing) && LinkKeepsUp(out, st.batch_bytes, finishing));
     if (direct) {
       BatchHeader header;
       header.origin = config_.site;
@@ -109,6 +117,7 @@ Result<EncodeStats> OutboundShipper::Ship(Clock k, bool finishing, std::span<con
     }
     Status s = out.AddToBacklog(shipped_);
     if (!s.ok()) spdlog::error("wan shard {}: backlog for site {}: {}", config_.shard, out.peer(), s.ToString());
+    out.NotePending(since);
     for (const SparseChunkUpdate& u : shipped_) config_.journal->BacklogChanged(out.peer(), u.key);
   }
   return st;

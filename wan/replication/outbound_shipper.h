@@ -70,8 +70,10 @@ class OutboundShipper {
   // when finishing) and, per peer, seals a batch for it when its link keeps
   // up, or adds the batch's content to its backlog. *residuals receives the
   // codec's error feedback (for the accumulator). On an error nothing was
-  // sent or backlogged: the caller still owns all of `selected`.
-  Result<EncodeStats> Ship(Clock k, bool finishing, std::span<const SparseChunkUpdate> selected,
+  // sent or backlogged: the caller still owns all of `selected`. `since`:
+  // the first clock whose updates `selected` may hold (a backlog notes it,
+  // PeerOutbox::NotePending).
+  Result<EncodeStats> Ship(Clock k, Clock since, bool finishing, std::span<const SparseChunkUpdate> selected,
                            std::vector<SparseChunkUpdate>* residuals);
   // Cuts batches from the backlogs whose window is open; `threshold` < 0
   // takes everything (otherwise asp's significance cut-off). `elements`
@@ -116,6 +118,9 @@ class OutboundShipper {
   // Nothing waits for `out`'s peer: its backlog and contribution queue are
   // empty.
   bool NothingWaitsFor(const PeerOutbox& out) const;
+  // `out` may take a tick's batch directly as far as its window and
+  // backlog go (WanOptions::fresh_first); the link's own pace aside.
+  bool TakesDirect(const PeerOutbox& out, int64_t window, bool finishing) const;
   bool InFlight() const;
   bool Addressable(const PeerOutbox& out) const { return config_.inbox->Incarnation(out.peer()) != 0; }
 

@@ -35,6 +35,7 @@ Result<PeerOutbox> PeerOutbox::Create(SiteId peer, SignificanceFilterOptions opt
 void PeerOutbox::ResetStream(std::vector<SparseChunkUpdate>* old) {
   backlog_.DrainAll(old);
   next_ = SelectSlice{};
+  pending_since_.reset();
   inflight_.clear();
   last_seq_ = 0;
 }
@@ -58,6 +59,15 @@ Status PeerOutbox::AddToBacklog(std::span<const SparseChunkUpdate> updates) {
   }
   stats_.max_backlog_chunks = std::max(stats_.max_backlog_chunks, backlog_.dirty_chunks());
   return first;
+}
+
+void PeerOutbox::NotePending(Clock k) {
+  if (!pending_since_) pending_since_ = k;
+}
+
+Clock PeerOutbox::SentThrough(Clock k) const {
+  if (!pending_since_ || !backlogged()) return k;
+  return std::min(k, *pending_since_ - 1);
 }
 
 void PeerOutbox::TrimToBudget(const BacklogCut& cut, std::vector<SparseChunkUpdate>* taken) {
@@ -116,13 +126,21 @@ Result<std::optional<WanBatch>> PeerOutbox::CutFromBacklog(const BacklogCut& cut
     slice.has_after = false;
     taken = take(slice);
   }
+  // A cut that looked at every chunk and sends all it took leaves nothing
+  // significant behind: everything given before it has left (SentThrough).
+  bool whole = !slice.has_after && !taken.more;
   next_ = SelectSlice{};
   if (taken.more) {
     next_.has_after = true;
     next_.after = taken.last;
   }
-  if (taken_.empty()) return std::optional<WanBatch>();
+  if (taken_.empty()) {
+    if (whole) pending_since_.reset();
+    return std::optional<WanBatch>();
+  }
+  const size_t took = taken_.size();
   TrimToBudget(cut, &taken_);
+  whole = whole && taken_.size() == took;
   WanBatch batch;
   batch.origin = cut.origin;
   batch.seq = last_seq_ + 1;
@@ -141,6 +159,7 @@ Result<std::optional<WanBatch>> PeerOutbox::CutFromBacklog(const BacklogCut& cut
     return st.status();
   }
   for (const SparseChunkUpdate& r : residuals_) backlog_.AddSparse(r).IgnoreError();
+  if (whole) pending_since_.reset();
   if (st->chunks_out == 0) return std::optional<WanBatch>();  // everything went back as residual
   for (const SparseChunkUpdate& u : taken_) keys->push_back(u.key);
   AssignSeq();

@@ -102,6 +102,20 @@ class PeerOutbox {
   // Adds `updates` to the backlog. InvalidArgument (nothing added for that
   // chunk) for a chunk whose size differs from before or a bad value.
   Status AddToBacklog(std::span<const SparseChunkUpdate> updates);
+  // The updates just added to the backlog were given to the shard from
+  // clock `k` on (WanOptions::tie_backlog). Until a cut takes everything
+  // significant again, SentThrough() stays below k.
+  void NotePending(Clock k);
+  // The clock through which every update this outbox was given at a tick
+  // has left for the peer (sent, or left behind as not significant), at
+  // shard clock `k`: k when nothing waits in the backlog, otherwise one
+  // less than the clock the oldest waiting updates were selected at. What
+  // a restart or a stream reset puts back in the backlog is not counted.
+  Clock SentThrough(Clock k) const;
+  // Updates given at a tick wait in the backlog (not only the codec's
+  // residuals of what was cut): NotePending was called since the last cut
+  // that took everything significant.
+  bool HasPending() const { return backlogged() && pending_since_.has_value(); }
 
   // Cuts one batch from the backlog (see the class comment) and assigns it
   // the next seq; nullopt when nothing qualifies. `keys` receives the
@@ -127,6 +141,7 @@ class PeerOutbox {
   std::set<uint64_t> inflight_;
   std::vector<SparseChunkUpdate> taken_;
   SelectSlice next_;  // where the next limited cut starts
+  std::optional<Clock> pending_since_;  // NotePending's first clock since the last whole cut
   std::vector<SparseChunkUpdate> residuals_;
   OutboxStats stats_;
 };

@@ -316,7 +316,7 @@ void Replicator::OnShardClock(Clock shard_clock, bool all_finished) {
 void Replicator::ShipSelected(Clock k, bool finishing) {
   if (selected_.empty()) return;
   const double start = NowSeconds();
-  Result<EncodeStats> st = shipper_.Ship(k, finishing, selected_, &residuals_);
+  Result<EncodeStats> st = shipper_.Ship(k, selection_since_, finishing, selected_, &residuals_);
   std::lock_guard<std::mutex> lock(mu_);
   stats_.encode_seconds += NowSeconds() - start;
   if (!st.ok()) {
@@ -386,14 +386,17 @@ bool Replicator::SelectLocked(Clock k, bool finishing, SelectSlice* slice) {
 }
 
 void Replicator::TickChanges(const std::vector<std::pair<SiteId, uint64_t>>& acks, Clock k, bool tick,
-                             bool finishing) {
+                             bool finishing, bool reselect) {
   // The tick's updates leave slice by slice (WanOptions::slice_elements),
   // each selected, encoded and shipped before the next is selected. While
   // every peer's link is full (asp), selection stops: the rest stays in the
   // accumulator, where it coalesces as a backlog would, without a second
   // copy of its rows; the next tick goes on after the last chunk visited,
-  // so that no chunk waits behind the others.
+  // so that no chunk waits behind the others. `reselect` (no tick) selects
+  // again at clock k what such a hold left (tie_backlog: the reports wait
+  // for it).
   for (const auto& [peer, seq] : acks) shipper_.OnAcked(peer, seq);
+  const bool selects = tick || finishing || reselect;
   SelectSlice slice;
   slice.max_elements = options_.slice_elements;
   bool wrap = false;  // started after resume_after_: the chunks before it come last
@@ -403,30 +406,34 @@ void Replicator::TickChanges(const std::vector<std::pair<SiteId, uint64_t>>& ack
     wrap = true;
   }
   bool more = false;
-  const bool held = (tick || finishing) && outer_ == nullptr && HoldInAccumulator(finishing);
+  const bool held = selects && outer_ == nullptr && HoldInAccumulator(finishing);
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // What this round selects (or holds) was given to the shard from this
+    // clock on: the clock after the last tick whose selection was whole.
+    selection_since_ = held_since_.value_or(ticked_ + 1);
     if (held) {
       selected_.clear();
-      ticked_ = k;
-      ++stats_.ticks;
       ++stats_.select_holds;
-      stats_.ticked_clock = k;
-    } else if (tick || finishing) {
+    } else if (selects) {
       more = SelectLocked(k, finishing, &slice);
-      ticked_ = k;
-      ++stats_.ticks;
-      stats_.ticked_clock = k;
     } else {
       selected_.clear();
     }
+    if (tick || finishing) {
+      ticked_ = k;
+      ++stats_.ticks;
+      stats_.ticked_clock = k;
+    }
   }
+  if (held && !held_since_) held_since_ = selection_since_;
   if (outer_ != nullptr) {
     ShipContribution(k, finishing);
     return;
   }
-  if ((tick || finishing) && !held) {
+  if (selects && !held) {
     resume_pending_ = false;
+    bool held_later = false;
     ShipSelected(k, finishing);
     while (true) {
       if (!more && wrap) {  // the tail is done: now the chunks before the resume point
@@ -441,6 +448,8 @@ void Replicator::TickChanges(const std::vector<std::pair<SiteId, uint64_t>>& ack
           resume_pending_ = true;
           resume_after_ = slice.after;
         }
+        held_later = true;
+        if (!held_since_) held_since_ = selection_since_;
         std::lock_guard<std::mutex> lock(mu_);
         ++stats_.select_holds;
         break;
@@ -451,6 +460,7 @@ void Replicator::TickChanges(const std::vector<std::pair<SiteId, uint64_t>>& ack
       }
       ShipSelected(k, finishing);
     }
+    if (!held_later) held_since_.reset();  // the whole accumulator was looked at
   }
   ServeBacklogs(k, finishing);
 }
@@ -508,7 +518,15 @@ void Replicator::Loop() {
     // (a link may have opened); with none, nothing can change: skip the
     // persistence round trip (the loop wakes every 100 ms).
     const bool backlogged = shipper_.Waiting();
-    const bool work = tick || finishing || !acks.empty() || backlogged || !records.empty();
+    // tie_backlog: a report gives the clock through which this shard's
+    // updates have left for that peer, so a round whose cut emptied a
+    // backlog, or that could select what a hold left in the accumulator,
+    // reports too, tick or not: a peer held at the drift bound by this
+    // site's last report may be what keeps this site from ticking.
+    const bool backlog_tied = options_.tie_backlog && !finishing && !was_drained &&
+                              (options_.mode == WanMode::kAsp || options_.mode == WanMode::kAllAsync);
+    const bool reselect = backlog_tied && !tick && held_since_ && !HoldInAccumulator(false);
+    const bool work = tick || finishing || !acks.empty() || backlogged || !records.empty() || reselect;
     // Everything this round changes commits together, and only then do its
     // batches leave: a crash can neither lose nor repeat what a peer saw.
     Status durable = work ? target_->RunDurable(
@@ -519,7 +537,7 @@ void Replicator::Loop() {
                                   for (const auto& [peer, inc] : records) {
                                     if (inbox_.Incarnation(peer) == inc) journal_.PeerIncarnationChanged(peer, inc);
                                   }
-                                  TickChanges(acks, k, tick, finishing);
+                                  TickChanges(acks, k, tick, finishing, reselect);
                                 },
                                 Deadline::InMs(kDurableWaitMs))
                           : Status::Ok();
@@ -541,9 +559,17 @@ void Replicator::Loop() {
     // The drain is complete once every peer's backlog has left (a peer not
     // heard from yet keeps its backlog until it is; the drain goes on).
     bool drain_complete = finishing && durable.ok();
-    if (tick || finishing) {
+    if (tick || finishing || backlog_tied) {
       std::vector<PeerOutbox>& outboxes = shipper_.outboxes();
       for (PeerOutbox& out : outboxes) {
+        std::optional<WanClockReport>& last = last_reports_[static_cast<size_t>(&out - outboxes.data())];
+        Clock clock = k;
+        if (backlog_tied) {
+          clock = out.SentThrough(k);
+          if (held_since_) clock = std::min(clock, *held_since_ - 1);
+          clock = std::max(clock, last ? last->clock : Clock{0});
+          if (!tick && (!last || clock <= last->clock)) continue;
+        }
         // bsp and avg tie the clock to the batches sent (a peer takes it
         // once they landed); asp and all-async report progress at once,
         // unless told to tie as well (WanOptions::tie_reports).
@@ -556,10 +582,10 @@ void Replicator::Loop() {
         const bool tied =
             finishing || was_drained || options_.tie_reports || options_.mode == WanMode::kBsp ||
             UsesOuterStep(options_.mode);
-        const WanClockReport report{config_.site, k, tied ? out.last_seq() : 0, drained_to, incarnation_,
+        const WanClockReport report{config_.site, clock, tied ? out.last_seq() : 0, drained_to, incarnation_,
                                     inbox_.Incarnation(out.peer())};
         transport_->SendClock(out.peer(), report);
-        last_reports_[static_cast<size_t>(&out - outboxes.data())] = report;
+        last = report;
       }
     }
     for (SiteId peer : report_again) {

@@ -226,7 +226,8 @@ class Replicator final : public ReplicationTap, public OutboundParticipant {
   Status Restore(RecoveredOutbound recovered);
   // One round of the tick thread's changes (acks, selection, shipping,
   // backlogs), run inside a persistence scope; messages go to outgoing_.
-  void TickChanges(const std::vector<std::pair<SiteId, uint64_t>>& acks, Clock k, bool tick, bool finishing);
+  void TickChanges(const std::vector<std::pair<SiteId, uint64_t>>& acks, Clock k, bool tick, bool finishing,
+                   bool reselect);
   // Resets the streams of peers heard as a new incarnation (tick thread).
   void RunResets();
   // Records the time and bytes when the site is back within DS of its peers.
@@ -295,6 +296,8 @@ class Replicator final : public ReplicationTap, public OutboundParticipant {
   std::map<SiteId, uint64_t> boots_;      // GUARDED_BY(mu_): each peer's process, as last heard
   std::vector<SiteId> report_again_;      // GUARDED_BY(mu_): peers to send the last report again
   std::vector<std::optional<WanClockReport>> last_reports_;  // tick thread: per outbox, the last sent
+  std::optional<Clock> held_since_;       // tick thread: the first clock whose selection a hold left behind
+  Clock selection_since_ = 1;             // tick thread: the first clock the round's selection holds updates of
   bool drain_acked_ = false;              // GUARDED_BY(mu_): drained and nothing in flight
   ReplicatorStats stats_;                 // GUARDED_BY(mu_) (peers, inbox, gate filled on read)
   std::vector<OutboxStats> outbox_stats_; // GUARDED_BY(mu_): copies published by the tick thread
