@@ -346,6 +346,21 @@ for seed in 1 2 3 4 5; do
     "asp on the varying links (outages), tied reports, fresh_first, each report kept before what waits to leave (tie_backlog)$sw"
 done
 
+# Round fifteen (fresh_ds.md): round fourteen's reports kept before what
+# waits to leave ended near the LAN on the varying links but waited at the
+# drift bound four times as long; here with DS 16 and 24 instead of 8, on
+# the static and the varying links beside tied reports alone and the LAN,
+# five seeds.
+for seed in 1 2 3 4 5; do
+  seeded $seed
+  for ds in 16 24; do
+    add "asp-freshbl-ds$ds$sfx" harsh/asp "$se;$freshbl;s/^staleness_ds = .*/staleness_ds = $ds/" \
+      "asp, tied reports, fresh_first, tie_backlog, DS $ds$sw"
+    add "asp-varying-freshbl-ds$ds$sfx" harsh/asp-varying "$se;$freshbl;s/^staleness_ds = .*/staleness_ds = $ds/" \
+      "asp on the varying links (outages), tied reports, fresh_first, tie_backlog, DS $ds$sw"
+  done
+done
+
 selected=("$@")
 [ ${#selected[@]} -eq 0 ] && selected=("${default_probes[@]}")
 for p in "${selected[@]}"; do

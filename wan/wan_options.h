@@ -139,7 +139,7 @@ struct WanOptions {
   // (a report is sent then, tick or not) once a cut has taken everything
   // significant. With tie_reports, the drift bound then bounds the age of
   // every update of a peer a site has applied, backlog included; what sits
-  // under the significance cut-off is still not counted.
+  // under the significance cut-off is still not counted. Needs fresh_first.
   bool tie_backlog = false;
   // asp, all-async: a link whose window is open takes a tick's batch
   // directly even while its backlog holds something, as long as that is

@@ -159,7 +159,10 @@ void Launcher::StartWorkers() {
 }
 
 int Launcher::SpawnChild(const std::string& name, ChildRole role, bool restart) {
-  ProcessSpec spec{name, role.argv, LogPath(name)};
+  ProcessSpec spec;
+  spec.name = name;
+  spec.argv = role.argv;
+  spec.log_path = LogPath(name);
   spec.append_log = restart;
   spec.env = role.env;
   spec.cwd = role.cwd;

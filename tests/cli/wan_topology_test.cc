@@ -303,6 +303,10 @@ TEST(WanTopologyTest, TieReportsReachesTheReplicator) {
   EXPECT_EQ(Parse("[wan]\ntie_reports = 1\n" + std::string(kSites)).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(Parse("[wan]\ntie_backlog = \"yes\"\n" + std::string(kSites)).status().code(),
             StatusCode::kInvalidArgument);
+  auto alone = BuildWanOptions(*Parse("[wan]\ntie_backlog = true\n" + std::string(kSites)));
+  EXPECT_EQ(alone.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(alone.status().message().find("tie_backlog needs fresh_first"), std::string::npos)
+      << alone.status().ToString();
 }
 
 // selective_barrier = false reaches the replicator; it is on by default.

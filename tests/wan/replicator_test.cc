@@ -571,6 +571,7 @@ TEST(ReplicatorTest, ABacklogTiedReportStaysBeforeWhatWaits) {
     SCOPED_TRACE(tie_backlog ? "tied to the backlog" : "untied");
     WanOptions o = AnnouncingAsp(false);
     o.tie_backlog = tie_backlog;
+    o.fresh_first = true;
     WanSites sites(CounterModel(), {1, 1}, 1, o, HeldBatches(), 2);
     const ModelSpec& spec = sites.spec();
     const std::vector<ChunkKey> keys = spec.ChunksOfShard(0, 1);
