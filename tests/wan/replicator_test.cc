@@ -513,6 +513,30 @@ TEST(ReplicatorTest, NoticeHoldsReadsOfExactlyTheAnnouncedChunks) {
   EXPECT_GE(sites.replicator(1, 0)->stats().gate.notices, 1);
 }
 
+// Two sites on links that hold site 0's batches: site 0 sends clock 1's
+// batch (held on the link) and then ticks clocks 2 and 3, whose updates
+// wait behind it. Returns once clock 1's batch has left; a report ties
+// only to batches sent before it, and until one is sent there is nothing
+// to wait for.
+void SendOneHeldThenTwoClocks(WanSites& sites) {
+  const ModelSpec& spec = sites.spec();
+  const std::vector<ChunkKey> keys = spec.ChunksOfShard(0, 1);
+  datacenter::Shard* a = sites.shard(0, 0);
+  ASSERT_TRUE(a->RegisterWorker(0, 0, "").ok());
+  ASSERT_TRUE(sites.shard(1, 0)->RegisterWorker(0, 0, "").ok());
+  std::vector<float> ones;
+  for (ChunkKey k : keys) ones.insert(ones.end(), spec.ChunkElements(k), 1.0f);
+  ASSERT_TRUE(a->Update(0, 0, keys, ones).ok());
+  ASSERT_TRUE(a->AdvanceClock(0, 1, false).ok());
+  auto sent = [&] { return sites.replicator(0, 0)->stats().peers.at(0).last_seq; };
+  for (int i = 0; i < 1000 && sent() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_GE(sent(), 1u);
+  for (Clock c = 1; c < 3; ++c) {
+    ASSERT_TRUE(a->Update(0, c, keys, ones).ok());
+    ASSERT_TRUE(a->AdvanceClock(0, c + 1, false).ok());
+  }
+}
+
 // tie_reports: a peer takes an asp site's clock only once the batches sent
 // before the report have landed, so the drift bound also bounds how old the
 // updates it has applied may get; untied, the report counts at once.
@@ -522,25 +546,8 @@ TEST(ReplicatorTest, ATiedReportCountsOnlyOnceItsBatchesLanded) {
     WanOptions o = AnnouncingAsp(false);
     o.tie_reports = tie;
     WanSites sites(CounterModel(), {1, 1}, 1, o, HeldBatches(), 2);
-    const ModelSpec& spec = sites.spec();
-    const std::vector<ChunkKey> keys = spec.ChunksOfShard(0, 1);
-    datacenter::Shard* a = sites.shard(0, 0);
-    ASSERT_TRUE(a->RegisterWorker(0, 0, "").ok());
-    ASSERT_TRUE(sites.shard(1, 0)->RegisterWorker(0, 0, "").ok());
-    std::vector<float> ones;
-    for (ChunkKey k : keys) ones.insert(ones.end(), spec.ChunkElements(k), 1.0f);
-    // Clock 1's batch leaves (and is held on the link) before the next
-    // clocks: a report ties only to batches sent before it, and until one
-    // is sent there is nothing to wait for.
-    ASSERT_TRUE(a->Update(0, 0, keys, ones).ok());
-    ASSERT_TRUE(a->AdvanceClock(0, 1, false).ok());
-    auto sent = [&] { return sites.replicator(0, 0)->stats().peers.at(0).last_seq; };
-    for (int i = 0; i < 1000 && sent() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    ASSERT_GE(sent(), 1u);
-    for (Clock c = 1; c < 3; ++c) {
-      ASSERT_TRUE(a->Update(0, c, keys, ones).ok());
-      ASSERT_TRUE(a->AdvanceClock(0, c + 1, false).ok());
-    }
+    SendOneHeldThenTwoClocks(sites);
+    if (HasFatalFailure()) return;
     MirrorGate* gate = sites.replicator(1, 0)->gate();
     for (int i = 0; i < 60 && gate->MinMirrorClock() < 3; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -573,24 +580,9 @@ TEST(ReplicatorTest, ABacklogTiedReportStaysBeforeWhatWaits) {
     o.tie_backlog = tie_backlog;
     o.fresh_first = true;
     WanSites sites(CounterModel(), {1, 1}, 1, o, HeldBatches(), 2);
-    const ModelSpec& spec = sites.spec();
-    const std::vector<ChunkKey> keys = spec.ChunksOfShard(0, 1);
-    datacenter::Shard* a = sites.shard(0, 0);
-    ASSERT_TRUE(a->RegisterWorker(0, 0, "").ok());
-    ASSERT_TRUE(sites.shard(1, 0)->RegisterWorker(0, 0, "").ok());
-    std::vector<float> ones;
-    for (ChunkKey k : keys) ones.insert(ones.end(), spec.ChunkElements(k), 1.0f);
-    // Clock 1's batch leaves and is held on the link; clocks 2 and 3's
-    // updates wait behind it in the accumulator (the only link is full).
-    ASSERT_TRUE(a->Update(0, 0, keys, ones).ok());
-    ASSERT_TRUE(a->AdvanceClock(0, 1, false).ok());
-    auto sent = [&] { return sites.replicator(0, 0)->stats().peers.at(0).last_seq; };
-    for (int i = 0; i < 1000 && sent() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    ASSERT_GE(sent(), 1u);
-    for (Clock c = 1; c < 3; ++c) {
-      ASSERT_TRUE(a->Update(0, c, keys, ones).ok());
-      ASSERT_TRUE(a->AdvanceClock(0, c + 1, false).ok());
-    }
+    // Clocks 2 and 3's updates wait in the accumulator (the only link is full).
+    SendOneHeldThenTwoClocks(sites);
+    if (HasFatalFailure()) return;
     auto ticked = [&] { return sites.replicator(0, 0)->stats().ticked_clock; };
     for (int i = 0; i < 1000 && ticked() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     ASSERT_GE(ticked(), 3);
