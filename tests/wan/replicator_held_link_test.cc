@@ -1,0 +1,275 @@
+// A peer link that holds a site's batches while its notices and clock
+// reports pass: what the selective barrier holds, when a peer takes a tied
+// clock report, and what waits to leave meanwhile (tie_backlog,
+// fresh_first). Whole in-process sites over the in-memory network.
+#include "wan/replication/replicator.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "tests/wan/wan_sites.h"
+
+namespace geops::wan {
+namespace {
+
+using testing::CounterModel;
+using testing::LinkFaults;
+using testing::WanSites;
+
+// asp with every change significant and every batch announced, no drift
+// bound; `selective_barrier` as given.
+WanOptions AnnouncingAsp(bool selective_barrier) {
+  WanOptions o;
+  o.mode = WanMode::kAsp;
+  o.codec = ValueCodec::kFp16;
+  o.staleness_ds = -1;
+  o.notice_min_seconds = 0;
+  o.selective_barrier = selective_barrier;
+  o.threshold.initial = 0;
+  o.threshold.floor = 0;
+  return o;
+}
+
+// Links that hold every batch until ReleaseHeld (notices and reports pass).
+LinkFaults HeldBatches() {
+  LinkFaults hold;
+  hold.hold_batches = true;
+  return hold;
+}
+
+TEST(ReplicatorTest, NoticeHoldsReadsOfExactlyTheAnnouncedChunks) {
+  WanSites sites(CounterModel(), {1, 1}, 1, AnnouncingAsp(true), HeldBatches(), 2);
+  const ModelSpec& spec = sites.spec();
+  std::vector<ChunkKey> keys = spec.ChunksOfShard(0, 1);
+  ASSERT_GE(keys.size(), 3u);
+  const std::vector<ChunkKey> touched = {keys[0], keys[2]};
+  const std::vector<ChunkKey> untouched = {keys[1]};
+  datacenter::Shard* a = sites.shard(0, 0);
+  datacenter::Shard* b = sites.shard(1, 0);
+  ASSERT_TRUE(a->RegisterWorker(0, 0, "").ok());
+  ASSERT_TRUE(b->RegisterWorker(0, 0, "").ok());
+  std::vector<float> values;
+  for (ChunkKey k : touched) values.insert(values.end(), spec.ChunkElements(k), 2.0f);
+  ASSERT_TRUE(a->Update(0, 0, touched, values).ok());
+  ASSERT_TRUE(a->AdvanceClock(0, 1, false).ok());
+  // The notice overtakes the held batch.
+  for (int i = 0; i < 200 && sites.replicator(1, 0)->gate()->NoticedChunks().empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(sites.replicator(1, 0)->gate()->NoticedChunks(), touched);
+  std::vector<float> out(4096);
+  EXPECT_TRUE(b->Read(0, 0, 0, untouched, out.data(), Deadline::InMs(50)).ok());
+  auto held = b->Read(0, 0, 0, std::vector<ChunkKey>{touched[1]}, out.data(), Deadline::InMs(80));
+  EXPECT_EQ(held.status().code(), StatusCode::kDeadlineExceeded) << held.status().ToString();
+  EXPECT_NE(held.status().message().find("notice"), std::string::npos);
+  sites.net(0)->ReleaseHeld(0, 1);
+  auto landed = b->Read(0, 0, 0, touched, out.data(), Deadline::InMs(5000));
+  ASSERT_TRUE(landed.ok()) << landed.status().ToString();
+  EXPECT_EQ(out[0], 2.0f);
+  EXPECT_EQ(out[spec.ChunkElements(touched[0])], 2.0f);
+  EXPECT_GE(sites.replicator(1, 0)->stats().gate.notices, 1);
+}
+
+// Two sites on links that hold site 0's batches: site 0 sends clock 1's
+// batch (held on the link) and then ticks clocks 2 and 3, whose updates
+// wait behind it. Returns once clock 1's batch has left; a report ties
+// only to batches sent before it, and until one is sent there is nothing
+// to wait for.
+void SendOneHeldThenTwoClocks(WanSites& sites) {
+  const ModelSpec& spec = sites.spec();
+  const std::vector<ChunkKey> keys = spec.ChunksOfShard(0, 1);
+  datacenter::Shard* a = sites.shard(0, 0);
+  ASSERT_TRUE(a->RegisterWorker(0, 0, "").ok());
+  ASSERT_TRUE(sites.shard(1, 0)->RegisterWorker(0, 0, "").ok());
+  std::vector<float> ones;
+  for (ChunkKey k : keys) ones.insert(ones.end(), spec.ChunkElements(k), 1.0f);
+  ASSERT_TRUE(a->Update(0, 0, keys, ones).ok());
+  ASSERT_TRUE(a->AdvanceClock(0, 1, false).ok());
+  auto sent = [&] { return sites.replicator(0, 0)->stats().peers.at(0).last_seq; };
+  for (int i = 0; i < 1000 && sent() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_GE(sent(), 1u);
+  for (Clock c = 1; c < 3; ++c) {
+    ASSERT_TRUE(a->Update(0, c, keys, ones).ok());
+    ASSERT_TRUE(a->AdvanceClock(0, c + 1, false).ok());
+  }
+}
+
+// tie_reports: a peer takes an asp site's clock only once the batches sent
+// before the report have landed, so the drift bound also bounds how old the
+// updates it has applied may get; untied, the report counts at once.
+TEST(ReplicatorTest, ATiedReportCountsOnlyOnceItsBatchesLanded) {
+  for (bool tie : {false, true}) {
+    SCOPED_TRACE(tie ? "tied" : "untied");
+    WanOptions o = AnnouncingAsp(false);
+    o.tie_reports = tie;
+    WanSites sites(CounterModel(), {1, 1}, 1, o, HeldBatches(), 2);
+    SendOneHeldThenTwoClocks(sites);
+    if (HasFatalFailure()) return;
+    MirrorGate* gate = sites.replicator(1, 0)->gate();
+    for (int i = 0; i < 60 && gate->MinMirrorClock() < 3; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    // The batches are held on the link; the reports are not. Tied, only a
+    // report sent before the first batch (clock 1 at most) counts.
+    if (tie) {
+      EXPECT_LE(gate->MinMirrorClock(), 1);
+    } else {
+      EXPECT_EQ(gate->MinMirrorClock(), 3);
+    }
+    sites.net(0)->ReleaseHeld(0, 1);
+    for (int i = 0; i < 1000 && gate->MinMirrorClock() < 3; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_EQ(gate->MinMirrorClock(), 3);
+  }
+}
+
+// tie_backlog: while a site's updates wait to leave for a peer (the link
+// holds the batch before them), its report to that peer stays at the clock
+// before them; once they have left, a report says so at once, with no
+// further tick (the peer may be what keeps the site from ticking). The
+// backlog's part of this is PeerOutboxTest.SentThroughStaysBeforeWhatWaits-
+// InTheBacklog.
+TEST(ReplicatorTest, ABacklogTiedReportStaysBeforeWhatWaits) {
+  for (bool tie_backlog : {false, true}) {
+    SCOPED_TRACE(tie_backlog ? "tied to the backlog" : "untied");
+    WanOptions o = AnnouncingAsp(false);
+    o.tie_backlog = tie_backlog;
+    o.fresh_first = true;
+    WanSites sites(CounterModel(), {1, 1}, 1, o, HeldBatches(), 2);
+    // Clocks 2 and 3's updates wait in the accumulator (the only link is full).
+    SendOneHeldThenTwoClocks(sites);
+    if (HasFatalFailure()) return;
+    auto ticked = [&] { return sites.replicator(0, 0)->stats().ticked_clock; };
+    for (int i = 0; i < 1000 && ticked() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ASSERT_GE(ticked(), 3);
+    MirrorGate* gate = sites.replicator(1, 0)->gate();
+    for (int i = 0; i < 60 && gate->MinMirrorClock() < 3; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_EQ(gate->MinMirrorClock(), tie_backlog ? 1 : 3);
+    sites.net(0)->ReleaseHeld(0, 1);
+    for (int i = 0; i < 1000 && gate->MinMirrorClock() < 3; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_EQ(gate->MinMirrorClock(), 3);
+  }
+}
+
+// fresh_first: once a peer's backlog holds only the codec's residuals (int4
+// leaves some behind at every cut), a tick's updates go to that peer
+// directly; without it they wait behind the residuals in the backlog, to be
+// cut from there.
+TEST(ReplicatorTest, FreshFirstSendsPastABacklogOfResiduals) {
+  for (bool fresh_first : {false, true}) {
+    SCOPED_TRACE(fresh_first ? "fresh first" : "behind the backlog");
+    WanOptions o = AnnouncingAsp(false);
+    o.codec = ValueCodec::kInt4;
+    o.max_inflight_batches = 1;
+    o.fresh_first = fresh_first;
+    // Significant: a change of 1% of 100 (every value here counts as 100):
+    // each clock's updates (2 and more), not a cut's residuals (0.5 at most).
+    o.threshold.initial = 0.01;
+    o.threshold.floor = 0.01;
+    o.value_floor = 100;
+    WanSites sites(CounterModel(), {1, 1, 1}, 1, o, HeldBatches(), 2);
+    sites.net(0)->ReleaseHeld(0, 2);  // only the link to site 1 holds its batches
+    const ModelSpec& spec = sites.spec();
+    const std::vector<ChunkKey> keys = spec.ChunksOfShard(0, 1);
+    datacenter::Shard* a = sites.shard(0, 0);
+    ASSERT_TRUE(a->RegisterWorker(0, 0, "").ok());
+    ASSERT_TRUE(sites.shard(1, 0)->RegisterWorker(0, 0, "").ok());
+    ASSERT_TRUE(sites.shard(2, 0)->RegisterWorker(0, 0, "").ok());
+    // Site 0 sends to a peer directly only once it has heard from it.
+    ASSERT_TRUE(sites.shard(1, 0)->AdvanceClock(0, 1, false).ok());
+    ASSERT_TRUE(sites.shard(2, 0)->AdvanceClock(0, 1, false).ok());
+    // Two clocks' values that int4 carries, each on its own scale, but not
+    // their sum: a cut of both coalesced leaves residuals.
+    std::vector<float> values;
+    std::vector<float> others;
+    for (ChunkKey k : keys) {
+      for (uint32_t i = 0; i < spec.ChunkElements(k); ++i) {
+        values.push_back(i % 2 == 0 ? 7.0f : 2.0f);   // int4 step 1
+        others.push_back(i % 2 == 0 ? 3.5f : 0.5f);   // step 0.5; the sum's is 1.5
+      }
+    }
+    auto to_b = [&] { return sites.replicator(0, 0)->stats().peers.at(0).out; };
+    auto to_c = [&] { return sites.replicator(0, 0)->stats().peers.at(1).out; };
+    auto wait_for = [](const auto& done) {
+      for (int i = 0; i < 1000 && !done(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      return done();
+    };
+    ASSERT_TRUE(wait_for([&] { return sites.replicator(0, 0)->gate()->MinMirrorClock() >= 1; }));
+    // Clock 1 goes to both peers directly; site 1's copy is held. Clocks 2
+    // and 3 then coalesce in site 1's backlog (its window of one is full).
+    ASSERT_TRUE(a->Update(0, 0, keys, values).ok());
+    ASSERT_TRUE(a->AdvanceClock(0, 1, false).ok());
+    ASSERT_TRUE(wait_for([&] { return to_b().batches_sent == 1; }));
+    // Each clock only once site 2 has its batch before: that link always
+    // has room, so the ticks select rather than hold.
+    auto c_idle = [&] { return to_c().batches_acked == to_c().batches_sent; };
+    for (Clock c = 1; c < 3; ++c) {
+      ASSERT_TRUE(wait_for(c_idle));
+      ASSERT_TRUE(a->Update(0, c, keys, c == 1 ? values : others).ok());
+      ASSERT_TRUE(a->AdvanceClock(0, c + 1, false).ok());
+      ASSERT_TRUE(wait_for([&] { return sites.replicator(0, 0)->stats().ticked_clock == c + 1; }));
+    }
+    EXPECT_EQ(to_b().backlog_batches, 0) << to_b().batches_sent << " " << to_b().batches_acked << " "
+                                         << sites.replicator(0, 0)->stats().select_holds;
+    // Released, clock 1's batch lands; the backlog is cut whole and leaves
+    // residuals behind.
+    sites.net(0)->ReleaseHeld(0, 1);
+    ASSERT_TRUE(wait_for([&] { return to_b().backlog_batches == 1 && to_b().batches_acked == 2; }))
+        << to_b().backlog_batches << " " << to_b().batches_sent << " " << to_b().batches_acked;
+    ASSERT_GT(sites.replicator(0, 0)->stats().peers.at(0).out.max_backlog_chunks, 0);
+    ASSERT_TRUE(wait_for(c_idle));
+    ASSERT_TRUE(a->Update(0, 3, keys, values).ok());
+    ASSERT_TRUE(a->AdvanceClock(0, 4, false).ok());
+    wait_for([&] { return to_b().batches_sent == 3 && to_b().batches_acked == 3; });
+    EXPECT_EQ(to_b().batches_sent, 3);
+    EXPECT_EQ(to_b().batches_acked, 3);
+    EXPECT_EQ(to_b().backlog_batches, fresh_first ? 1 : 2);
+  }
+}
+
+// Without the selective barrier nothing is announced: a read of a chunk
+// whose batch is on its way is served at once from the replica as it is.
+TEST(ReplicatorTest, WithoutTheSelectiveBarrierReadsAreNeverHeld) {
+  WanSites sites(CounterModel(), {1, 1}, 1, AnnouncingAsp(false), HeldBatches(), 2);
+  const ModelSpec& spec = sites.spec();
+  const std::vector<ChunkKey> keys = spec.ChunksOfShard(0, 1);
+  ASSERT_FALSE(keys.empty());
+  datacenter::Shard* a = sites.shard(0, 0);
+  datacenter::Shard* b = sites.shard(1, 0);
+  ASSERT_TRUE(a->RegisterWorker(0, 0, "").ok());
+  ASSERT_TRUE(b->RegisterWorker(0, 0, "").ok());
+  const std::vector<ChunkKey> touched = {keys[0]};
+  std::vector<float> values(spec.ChunkElements(keys[0]), 2.0f);
+  ASSERT_TRUE(a->Update(0, 0, touched, values).ok());
+  ASSERT_TRUE(a->AdvanceClock(0, 1, false).ok());
+  // The batch is selected and held on the link.
+  for (int i = 0; i < 200 && sites.replicator(0, 0)->stats().elements_selected == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_GT(sites.replicator(0, 0)->stats().elements_selected, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // time for a notice, were one sent
+  EXPECT_TRUE(sites.replicator(1, 0)->gate()->NoticedChunks().empty());
+  std::vector<float> out(4096);
+  auto now = b->Read(0, 0, 0, touched, out.data(), Deadline::InMs(1000));
+  ASSERT_TRUE(now.ok()) << now.status().ToString();
+  EXPECT_EQ(out[0], 0.0f);  // the batch has not landed
+  EXPECT_EQ(sites.replicator(1, 0)->stats().gate.notices, 0);
+  sites.net(0)->ReleaseHeld(0, 1);
+  for (int i = 0; i < 400; ++i) {
+    ASSERT_TRUE(b->Read(0, 0, 0, touched, out.data(), Deadline::InMs(1000)).ok());
+    if (out[0] == 2.0f) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(out[0], 2.0f);
+}
+
+}  // namespace
+}  // namespace geops::wan
