@@ -130,9 +130,8 @@ TEST(ReplicatorTest, ATiedReportCountsOnlyOnceItsBatchesLanded) {
 // tie_backlog: while a site's updates wait to leave for a peer (the link
 // holds the batch before them), its report to that peer stays at the clock
 // before them; once they have left, a report says so at once, with no
-// further tick (the peer may be what keeps the site from ticking). The
-// backlog's part of this is PeerOutboxTest.SentThroughStaysBeforeWhatWaits-
-// InTheBacklog.
+// further tick (the peer may be what keeps the site from ticking). For the
+// backlog's part of this, see PeerOutboxTest (peer_outbox_test.cc).
 TEST(ReplicatorTest, ABacklogTiedReportStaysBeforeWhatWaits) {
   for (bool tie_backlog : {false, true}) {
     SCOPED_TRACE(tie_backlog ? "tied to the backlog" : "untied");

@@ -66,8 +66,7 @@ void PeerOutbox::NotePending(Clock k) {
 }
 
 Clock PeerOutbox::SentThrough(Clock k) const {
-  if (!pending_since_ || !backlogged()) return k;
-  return std::min(k, *pending_since_ - 1);
+  return HasPending() ? std::min(k, *pending_since_ - 1) : k;
 }
 
 void PeerOutbox::TrimToBudget(const BacklogCut& cut, std::vector<SparseChunkUpdate>* taken) {

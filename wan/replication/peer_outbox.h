@@ -109,7 +109,7 @@ class PeerOutbox {
   // The clock through which every update this outbox was given at a tick
   // has left for the peer (sent, or left behind as not significant), at
   // shard clock `k`: k when nothing waits in the backlog, otherwise one
-  // less than the clock the oldest waiting updates were selected at. What
+  // less than the first clock NotePending named for what waits. What
   // a restart or a stream reset puts back in the backlog is not counted.
   Clock SentThrough(Clock k) const;
   // Updates given at a tick wait in the backlog (not only the codec's
