@@ -361,6 +361,21 @@ for seed in 1 2 3 4 5; do
   done
 done
 
+# Round sixteen (lag.md): round fourteen's reports kept before what waits
+# to leave held the sites at the drift bound for as long as a backlog
+# lasted; here waiting updates keep a report back at most 4 or 8 clocks
+# (tie_backlog_clocks), on the static and the varying links beside tied
+# reports alone and the LAN, five seeds.
+for seed in 1 2 3 4 5; do
+  seeded $seed
+  for lag in 4 8; do
+    add "asp-freshbl-lag$lag$sfx" harsh/asp "$se;${freshbl%/}\ntie_backlog_clocks = $lag/" \
+      "asp, tied reports, fresh_first, tie_backlog at most $lag clocks behind$sw"
+    add "asp-varying-freshbl-lag$lag$sfx" harsh/asp-varying "$se;${freshbl%/}\ntie_backlog_clocks = $lag/" \
+      "asp on the varying links (outages), tied reports, fresh_first, tie_backlog at most $lag clocks behind$sw"
+  done
+done
+
 selected=("$@")
 [ ${#selected[@]} -eq 0 ] && selected=("${default_probes[@]}")
 for p in "${selected[@]}"; do

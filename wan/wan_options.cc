@@ -111,6 +111,7 @@ Status WanOptions::Validate() const {
   if (peer_lease_ms < 1) return InvalidArgumentError(p + "peer_lease_ms must be >= 1");
   if (max_hold_clocks < 0) return InvalidArgumentError(p + "max_hold_clocks must be >= 0");
   if (max_reorder_batches < 1) return InvalidArgumentError(p + "max_reorder_batches must be >= 1");
+  if (tie_backlog_clocks < 0) return InvalidArgumentError(p + "tie_backlog_clocks must be >= 0");
   if (tie_backlog && !fresh_first) {
     // Without it every link that keeps codec residuals in its backlog looks
     // full: a tick's held updates would leave only at the next tick, and

@@ -141,6 +141,12 @@ struct WanOptions {
   // every update of a peer a site has applied, backlog included; what sits
   // under the significance cut-off is still not counted. Needs fresh_first.
   bool tie_backlog = false;
+  // tie_backlog: waiting updates keep a report back at most this many
+  // clocks behind the shard clock; 0 = as long as they wait. Updates that
+  // have waited longer no longer count, so that a backlog behind a slow
+  // stretch of one link holds the peers at the drift bound for a bounded
+  // number of clocks, not for as long as the stretch lasts. >= 0.
+  int64_t tie_backlog_clocks = 0;
   // asp, all-async: a link whose window is open takes a tick's batch
   // directly even while its backlog holds something, as long as that is
   // only the codec's residuals of earlier cuts (PeerOutbox::HasPending),

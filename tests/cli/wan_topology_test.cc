@@ -286,8 +286,8 @@ TEST(WanTopologyTest, TheThresholdCanSettleOverTheLastClocks) {
   EXPECT_NE(too_long.status().message().find("threshold_settle_clocks"), std::string::npos);
 }
 
-// tie_reports, tie_backlog and fresh_first = true reach the replicator; all
-// are off by default.
+// tie_reports, tie_backlog (and its bound in clocks) and fresh_first reach
+// the replicator; all are off by default.
 TEST(WanTopologyTest, TieReportsReachesTheReplicator) {
   EXPECT_FALSE(BuildWanOptions(*Parse(std::string(kSites)))->tie_reports);
   EXPECT_FALSE(BuildWanOptions(*Parse(std::string(kSites)))->tie_backlog);
@@ -300,6 +300,16 @@ TEST(WanTopologyTest, TieReportsReachesTheReplicator) {
   EXPECT_TRUE(backlog->tie_backlog);
   EXPECT_TRUE(backlog->fresh_first);
   EXPECT_FALSE(on->fresh_first);
+  EXPECT_EQ(backlog->tie_backlog_clocks, 0);
+  auto bounded =
+      BuildWanOptions(*Parse("[wan]\ntie_backlog = true\ntie_backlog_clocks = 6\nfresh_first = true\n" +
+                             std::string(kSites)));
+  ASSERT_TRUE(bounded.ok()) << bounded.status().ToString();
+  EXPECT_EQ(bounded->tie_backlog_clocks, 6);
+  auto negative = BuildWanOptions(*Parse("[wan]\ntie_backlog_clocks = -1\n" + std::string(kSites)));
+  EXPECT_EQ(negative.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(negative.status().message().find("tie_backlog_clocks"), std::string::npos)
+      << negative.status().ToString();
   EXPECT_EQ(Parse("[wan]\ntie_reports = 1\n" + std::string(kSites)).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(Parse("[wan]\ntie_backlog = \"yes\"\n" + std::string(kSites)).status().code(),
             StatusCode::kInvalidArgument);

@@ -567,6 +567,7 @@ void Replicator::Loop() {
         if (backlog_tied) {
           clock = out.SentThrough(k);
           if (held_since_) clock = std::min(clock, *held_since_ - 1);
+          if (options_.tie_backlog_clocks > 0) clock = std::max(clock, k - options_.tie_backlog_clocks);
           clock = std::max(clock, last ? last->clock : Clock{0});
           if (!tick && (!last || clock <= last->clock)) continue;
         }
