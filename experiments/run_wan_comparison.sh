@@ -121,6 +121,9 @@ make_topology() {
     bsp-varying) what="bsp, links varying like $(basename "$vary" .down) (outages)" ;;
     *) echo "unknown run '$run'" >&2; return 1 ;;
   esac
+  if [[ $mode == asp || $mode == all-async ]] && grep -q '^tie_reports = true' "$out"; then
+    what="$what, tied reports"
+  fi
   [ "$run" != lan ] && what="$what; $sites sites"
   if [[ $run == *-sign ]]; then sed -i 's/^codec = .*/codec = "sign"/' "$out"; fi
   if [[ $run == *-int8 ]]; then sed -i 's/^codec = .*/codec = "int8"/' "$out"; fi

@@ -314,7 +314,7 @@ done
 # batches queue behind a slow stretch holds the others at the drift bound
 # as its late reports would, on the static and the varying links beside
 # asp as committed and the LAN, five seeds.
-tied='s/^selective_barrier = .*/&\ntie_reports = true/'
+tied='/^tie_reports = /d;s/^selective_barrier = .*/&\ntie_reports = true/'
 for seed in 1 2 3 4 5; do
   seeded $seed
   add "asp-tied$sfx" harsh/asp "$se;$tied" \
@@ -332,8 +332,8 @@ done
 # a peer a site has applied. Both on top of tied reports (round thirteen),
 # on the static and the varying links beside tied reports alone and the
 # LAN, five seeds.
-fresh='s/^selective_barrier = .*/&\ntie_reports = true\nfresh_first = true/'
-freshbl='s/^selective_barrier = .*/&\ntie_reports = true\nfresh_first = true\ntie_backlog = true/'
+fresh='/^tie_reports = /d;s/^selective_barrier = .*/&\ntie_reports = true\nfresh_first = true/'
+freshbl='/^tie_reports = /d;s/^selective_barrier = .*/&\ntie_reports = true\nfresh_first = true\ntie_backlog = true/'
 for seed in 1 2 3 4 5; do
   seeded $seed
   add "asp-fresh$sfx" harsh/asp "$se;$fresh" \
