@@ -376,6 +376,22 @@ for seed in 1 2 3 4 5; do
   done
 done
 
+# Round seventeen (window.md): with reports kept before what waits to
+# leave, the sites worked at the drift cap and waited there most of the
+# time, their reports held back by updates waiting for one of two slots
+# in flight on links whose round trip lasts 5-16 clocks. Here with 4 and
+# 8 batches in flight per link, on the static and the varying links
+# beside tied reports alone and the LAN, five seeds.
+for seed in 1 2 3 4 5; do
+  seeded $seed
+  for w in 4 8; do
+    add "asp-freshbl-w$w$sfx" harsh/asp "$se;$freshbl;s/^max_inflight_batches = [0-9]*/max_inflight_batches = $w/" \
+      "asp, tied reports, fresh_first, tie_backlog, $w batches in flight per link$sw"
+    add "asp-varying-freshbl-w$w$sfx" harsh/asp-varying "$se;$freshbl;s/^max_inflight_batches = [0-9]*/max_inflight_batches = $w/" \
+      "asp on the varying links (outages), tied reports, fresh_first, tie_backlog, $w batches in flight per link$sw"
+  done
+done
+
 selected=("$@")
 [ ${#selected[@]} -eq 0 ] && selected=("${default_probes[@]}")
 for p in "${selected[@]}"; do
