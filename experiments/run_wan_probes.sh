@@ -46,8 +46,20 @@ declare -A base edits what
 add() {
   local e=$3
   [[ $2 == harsh/* && -n $before ]] && e="$before${e:+;$e}"
+  [[ $2 == harsh/* ]] && e="$untie${e:+;$e}"
   base[$1]=$2; edits[$1]=$e; what[$1]=$4; order+=("$1")
 }
+# Adds the probe asp-$1 over the harsh static links and asp-varying-$1
+# over the varying ones, both with the edits $2 (after the seed's); $3
+# says what the setting is.
+add_both() {
+  add "asp-$1$sfx" harsh/asp "$se;$2" "asp, $3$sw"
+  add "asp-varying-$1$sfx" harsh/asp-varying "$se;$2" "asp on the varying links (outages), $3$sw"
+}
+# The harsh scenario ties asp's clock reports since 2026-11-28 (round
+# seventeen); every probe starts untied, as they all did before, and the
+# probes of tied reports tie again.
+untie='/^tie_reports = /d;/^ *# it landed, so the drift bound also caps/d;/^ *# it has of this site get: as fast, and closer/d;/^ *# the varying links (probes\/README.md, rounds 13 to 16)/d'
 # The harsh peer lease before round four (the default 30 s), for the
 # probes of rounds one to four.
 lease30='/^peer_lease_ms = /d'
@@ -314,13 +326,10 @@ done
 # batches queue behind a slow stretch holds the others at the drift bound
 # as its late reports would, on the static and the varying links beside
 # asp as committed and the LAN, five seeds.
-tied='/^tie_reports = /d;s/^selective_barrier = .*/&\ntie_reports = true/'
+tied='s/^selective_barrier = .*/&\ntie_reports = true/'
 for seed in 1 2 3 4 5; do
   seeded $seed
-  add "asp-tied$sfx" harsh/asp "$se;$tied" \
-    "asp, each clock report taken once the batches sent before it landed (tie_reports)$sw"
-  add "asp-varying-tied$sfx" harsh/asp-varying "$se;$tied" \
-    "asp on the varying links (outages), each clock report taken once the batches sent before it landed (tie_reports)$sw"
+  add_both tied "$tied" "each clock report taken once the batches sent before it landed (tie_reports)"
 done
 # Round fourteen (fresh.md): with int4 values nearly every backlog cut
 # leaves residuals behind, and a backlog of residuals alone held a link's
@@ -332,18 +341,12 @@ done
 # a peer a site has applied. Both on top of tied reports (round thirteen),
 # on the static and the varying links beside tied reports alone and the
 # LAN, five seeds.
-fresh='/^tie_reports = /d;s/^selective_barrier = .*/&\ntie_reports = true\nfresh_first = true/'
-freshbl='/^tie_reports = /d;s/^selective_barrier = .*/&\ntie_reports = true\nfresh_first = true\ntie_backlog = true/'
+fresh='s/^selective_barrier = .*/&\ntie_reports = true\nfresh_first = true/'
+freshbl='s/^selective_barrier = .*/&\ntie_reports = true\nfresh_first = true\ntie_backlog = true/'
 for seed in 1 2 3 4 5; do
   seeded $seed
-  add "asp-fresh$sfx" harsh/asp "$se;$fresh" \
-    "asp, tied reports, a link's batches sent past a backlog of codec residuals (fresh_first)$sw"
-  add "asp-freshbl$sfx" harsh/asp "$se;$freshbl" \
-    "asp, tied reports, fresh_first, each report kept before what waits to leave (tie_backlog)$sw"
-  add "asp-varying-fresh$sfx" harsh/asp-varying "$se;$fresh" \
-    "asp on the varying links (outages), tied reports, a link's batches sent past a backlog of codec residuals (fresh_first)$sw"
-  add "asp-varying-freshbl$sfx" harsh/asp-varying "$se;$freshbl" \
-    "asp on the varying links (outages), tied reports, fresh_first, each report kept before what waits to leave (tie_backlog)$sw"
+  add_both fresh "$fresh" "tied reports, a link's batches sent past a backlog of codec residuals (fresh_first)"
+  add_both freshbl "$freshbl" "tied reports, fresh_first, each report kept before what waits to leave (tie_backlog)"
 done
 
 # Round fifteen (fresh_ds.md): round fourteen's reports kept before what
@@ -354,10 +357,8 @@ done
 for seed in 1 2 3 4 5; do
   seeded $seed
   for ds in 16 24; do
-    add "asp-freshbl-ds$ds$sfx" harsh/asp "$se;$freshbl;s/^staleness_ds = .*/staleness_ds = $ds/" \
-      "asp, tied reports, fresh_first, tie_backlog, DS $ds$sw"
-    add "asp-varying-freshbl-ds$ds$sfx" harsh/asp-varying "$se;$freshbl;s/^staleness_ds = .*/staleness_ds = $ds/" \
-      "asp on the varying links (outages), tied reports, fresh_first, tie_backlog, DS $ds$sw"
+    add_both "freshbl-ds$ds" "$freshbl;s/^staleness_ds = .*/staleness_ds = $ds/" \
+      "tied reports, fresh_first, tie_backlog, DS $ds"
   done
 done
 
@@ -369,10 +370,8 @@ done
 for seed in 1 2 3 4 5; do
   seeded $seed
   for lag in 4 8; do
-    add "asp-freshbl-lag$lag$sfx" harsh/asp "$se;${freshbl%/}\ntie_backlog_clocks = $lag/" \
-      "asp, tied reports, fresh_first, tie_backlog at most $lag clocks behind$sw"
-    add "asp-varying-freshbl-lag$lag$sfx" harsh/asp-varying "$se;${freshbl%/}\ntie_backlog_clocks = $lag/" \
-      "asp on the varying links (outages), tied reports, fresh_first, tie_backlog at most $lag clocks behind$sw"
+    add_both "freshbl-lag$lag" "${freshbl%/}\ntie_backlog_clocks = $lag/" \
+      "tied reports, fresh_first, tie_backlog at most $lag clocks behind"
   done
 done
 
@@ -385,10 +384,8 @@ done
 for seed in 1 2 3 4 5; do
   seeded $seed
   for w in 4 8; do
-    add "asp-freshbl-w$w$sfx" harsh/asp "$se;$freshbl;s/^max_inflight_batches = [0-9]*/max_inflight_batches = $w/" \
-      "asp, tied reports, fresh_first, tie_backlog, $w batches in flight per link$sw"
-    add "asp-varying-freshbl-w$w$sfx" harsh/asp-varying "$se;$freshbl;s/^max_inflight_batches = [0-9]*/max_inflight_batches = $w/" \
-      "asp on the varying links (outages), tied reports, fresh_first, tie_backlog, $w batches in flight per link$sw"
+    add_both "freshbl-w$w" "$freshbl;s/^max_inflight_batches = [0-9]*/max_inflight_batches = $w/" \
+      "tied reports, fresh_first, tie_backlog, $w batches in flight per link"
   done
 done
 
