@@ -389,6 +389,20 @@ for seed in 1 2 3 4 5; do
   done
 done
 
+# Round eighteen (window_split.md): round seventeen's tie_backlog with 4
+# in flight waited twice as long on the varying links as on the static
+# ones; here on the varying links' outages alone and their rate swings
+# alone (round twelve's split traces), beside the whole trace and the
+# LAN, three seeds: which part the wait comes from.
+w4="$freshbl;s/^max_inflight_batches = [0-9]*/max_inflight_batches = 4/"
+for seed in 1 2 3; do
+  seeded $seed
+  add "asp-varying-nooutage-freshbl-w4$sfx" harsh/asp-varying "$se;$w4;s|^variation = .*|variation = \"$split-no-outages.down\"|" \
+    "asp, tied reports, fresh_first, tie_backlog, 4 in flight, on the varying links with their outages filled in$sw"
+  add "asp-varying-outageonly-freshbl-w4$sfx" harsh/asp-varying "$se;$w4;s|^variation = .*|variation = \"$split-outages-only.down\"|" \
+    "asp, tied reports, fresh_first, tie_backlog, 4 in flight, on links with the varying links' outages at a constant rate otherwise$sw"
+done
+
 selected=("$@")
 [ ${#selected[@]} -eq 0 ] && selected=("${default_probes[@]}")
 for p in "${selected[@]}"; do
