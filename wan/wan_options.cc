@@ -112,6 +112,9 @@ Status WanOptions::Validate() const {
   if (max_hold_clocks < 0) return InvalidArgumentError(p + "max_hold_clocks must be >= 0");
   if (max_reorder_batches < 1) return InvalidArgumentError(p + "max_reorder_batches must be >= 1");
   if (tie_backlog_clocks < 0) return InvalidArgumentError(p + "tie_backlog_clocks must be >= 0");
+  if (tie_backlog_clocks > 0 && !tie_backlog) {
+    return InvalidArgumentError(p + "tie_backlog_clocks bounds tie_backlog, which is off (set tie_backlog = true)");
+  }
   if (tie_backlog && !fresh_first) {
     // Without it every link that keeps codec residuals in its backlog looks
     // full: a tick's held updates would leave only at the next tick, and

@@ -310,6 +310,10 @@ TEST(WanTopologyTest, TieReportsReachesTheReplicator) {
   EXPECT_EQ(negative.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(negative.status().message().find("tie_backlog_clocks"), std::string::npos)
       << negative.status().ToString();
+  auto without = BuildWanOptions(*Parse("[wan]\ntie_backlog_clocks = 6\n" + std::string(kSites)));
+  EXPECT_EQ(without.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(without.status().message().find("tie_backlog_clocks bounds tie_backlog"), std::string::npos)
+      << without.status().ToString();
   EXPECT_EQ(Parse("[wan]\ntie_reports = 1\n" + std::string(kSites)).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(Parse("[wan]\ntie_backlog = \"yes\"\n" + std::string(kSites)).status().code(),
             StatusCode::kInvalidArgument);
