@@ -145,7 +145,8 @@ struct WanOptions {
   // clocks behind the shard clock; 0 = as long as they wait. Updates that
   // have waited longer no longer count, so that a backlog behind a slow
   // stretch of one link holds the peers at the drift bound for a bounded
-  // number of clocks, not for as long as the stretch lasts. >= 0.
+  // number of clocks, not for as long as the stretch lasts. >= 0; > 0
+  // needs tie_backlog.
   int64_t tie_backlog_clocks = 0;
   // asp, all-async: a link whose window is open takes a tick's batch
   // directly even while its backlog holds something, as long as that is
