@@ -392,8 +392,8 @@ done
 # Round eighteen (window_split.md): round seventeen's tie_backlog with 4
 # in flight waited twice as long on the varying links as on the static
 # ones; here on the varying links' outages alone and their rate swings
-# alone (round twelve's split traces), beside the whole trace and the
-# LAN, three seeds: which part the wait comes from.
+# alone (round twelve's split traces, $split), beside the whole trace and
+# the LAN, three seeds: which part the wait comes from.
 w4="$freshbl;s/^max_inflight_batches = [0-9]*/max_inflight_batches = 4/"
 for seed in 1 2 3; do
   seeded $seed
