@@ -403,6 +403,20 @@ for seed in 1 2 3; do
     "asp, tied reports, fresh_first, tie_backlog, 4 in flight, on links with the varying links' outages at a constant rate otherwise$sw"
 done
 
+# Round nineteen (tied_window.md): tied reports alone, the one setting
+# as fast as the targets on both kinds of links, with 4 and 8 batches in
+# flight per link instead of 2: updates wait less for a slot, so what a
+# tied report lets a peer train on is younger. On the static and the
+# varying links beside tied reports with 2 in flight and the LAN, five
+# seeds.
+for seed in 1 2 3 4 5; do
+  seeded $seed
+  for w in 4 8; do
+    add_both "tied-w$w" "$tied;s/^max_inflight_batches = .*/max_inflight_batches = $w/" \
+      "each clock report taken once the batches sent before it landed (tie_reports), $w batches in flight per link"
+  done
+done
+
 selected=("$@")
 [ ${#selected[@]} -eq 0 ] && selected=("${default_probes[@]}")
 for p in "${selected[@]}"; do

@@ -168,6 +168,7 @@ json SiteWan::StatsJson() const {
                      {"elements_sent", p.out.elements_sent},
                      {"backlog_batches", p.out.backlog_batches},
                      {"backlog_scans", p.out.backlog_scans},
+                     {"backlog_trimmed", p.out.backlog_trimmed},
                      {"backlog_elements_scanned", p.out.backlog_elements_scanned},
                      {"max_backlog_chunks", p.out.max_backlog_chunks},
                      {"notices_sent", p.out.notices_sent},
