@@ -57,14 +57,14 @@ workers = 2
 
 // The counter workload in asp, 60 clocks; the [wan] table is left open for
 // `more_wan`.
-std::string CounterAsp(const std::string& name, const std::string& more_wan) {
+std::string CounterAsp(const std::string& name, const std::string& more_wan, int clocks = 60) {
   return "name = \"" + name + "\"\n" + R"(
 [model]
 workload = "counter"
 layers = [784, 64, 10]
 chunk_kib = 4
 [training]
-clocks = 60
+clocks = )" + std::to_string(clocks) + R"(
 staleness = 1
 eval_every = 0
 [wan]
@@ -100,8 +100,10 @@ TEST_F(WanScenarioTest, CounterEndsExactAtEverySite) {
 }
 
 TEST_F(WanScenarioTest, BatchesGoRoundALinkThatIsOutAndTheCounterEndsExact) {
-  // us -> eu is out from 0.5 s to 8 s of each shard's trace time, which
-  // covers most of the run; every other link carries throughout.
+  // us -> eu is out from 0.5 s to 8 s of each shard's trace time; every
+  // other link carries throughout. 400 clocks last well past 0.5 s however
+  // fast the machine (60 took about that long on a fast one, and the run
+  // could end before the outage began).
   {
     std::ofstream csv(dir_ / "links.csv");
     csv << "time_s,src,dst,bandwidth_mbps,delay_ms\n";
@@ -124,11 +126,12 @@ workers = 1
 [[sites]]
 name = "ap"
 workers = 2
-)"));
+)",
+                                                   400));
   RunResult r = Launch(topo, 300);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   nlohmann::json s = Summary();
-  EXPECT_EQ(s["counter_expected"], 300.0);
+  EXPECT_EQ(s["counter_expected"], 2000.0);  // 5 workers x 400 clocks
   ASSERT_EQ(s["counter_max_abs_error_by_site"].size(), 3u) << s.dump();
   for (const auto& [site, err] : s["counter_max_abs_error_by_site"].items()) EXPECT_EQ(err, 0.0) << site;
   // us's batches for eu went through ap, which carried them on.
