@@ -74,6 +74,7 @@ struct WanSpec {
   bool tie_reports = false;            // asp: a peer takes a clock once the batches sent before it landed
   bool tie_backlog = false;            // asp: a report's clock stays before what waits in the backlog
   int64_t tie_backlog_clocks = 0;      // ... at most this many clocks behind the shard's (0: no bound)
+  int64_t tie_backlog_last_clocks = 0; // ... over the training's last this many clocks only (0: all)
   bool fresh_first = false;            // asp: a backlog of codec residuals only does not hold a link's batches
   double notice_min_ms = 50;           // asp: announce batches slower than this on the wire
   int64_t notice_timeout_ms = 10000;

@@ -143,6 +143,7 @@ Result<wan::WanOptions> BuildWanOptions(const Topology& t) {
   o.tie_reports = w.tie_reports;
   o.tie_backlog = w.tie_backlog;
   o.tie_backlog_clocks = w.tie_backlog_clocks;
+  o.tie_backlog_last_clocks = w.tie_backlog_last_clocks;
   o.fresh_first = w.fresh_first;
   o.notice_timeout_ms = w.notice_timeout_ms;
   o.peer_lease_ms = w.peer_lease_ms;

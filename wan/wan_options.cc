@@ -115,6 +115,14 @@ Status WanOptions::Validate() const {
   if (tie_backlog_clocks > 0 && !tie_backlog) {
     return InvalidArgumentError(p + "tie_backlog_clocks bounds tie_backlog, which is off (set tie_backlog = true)");
   }
+  if (tie_backlog_last_clocks < 0) return InvalidArgumentError(p + "tie_backlog_last_clocks must be >= 0");
+  if (tie_backlog_last_clocks > 0 && !tie_backlog) {
+    return InvalidArgumentError(p + "tie_backlog_last_clocks times tie_backlog, which is off (set tie_backlog = true)");
+  }
+  if (tie_backlog_last_clocks > threshold.last_clock) {
+    return InvalidArgumentError(p + "tie_backlog_last_clocks (" + std::to_string(tie_backlog_last_clocks) +
+                                ") exceeds the training's clocks (" + std::to_string(threshold.last_clock) + ")");
+  }
   if (tie_backlog && !fresh_first) {
     // Without it every link that keeps codec residuals in its backlog looks
     // full: a tick's held updates would leave only at the next tick, and

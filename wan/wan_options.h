@@ -148,6 +148,16 @@ struct WanOptions {
   // number of clocks, not for as long as the stretch lasts. >= 0; > 0
   // needs tie_backlog.
   int64_t tie_backlog_clocks = 0;
+  // tie_backlog holds only over the training's last this many clocks
+  // (threshold.last_clock): before, a report gives the shard clock as with
+  // tie_reports alone. Counting what waits costs seconds at every clock it
+  // holds, and what it buys is the final model. 0 (the default): the whole
+  // run. >= 0; > 0 needs tie_backlog and at most threshold.last_clock.
+  int64_t tie_backlog_last_clocks = 0;
+  // Whether tie_backlog holds at shard clock k (tie_backlog_last_clocks).
+  bool TiesBacklogAt(Clock k) const {
+    return tie_backlog && (tie_backlog_last_clocks <= 0 || k > threshold.last_clock - tie_backlog_last_clocks);
+  }
   // asp, all-async: a link whose window is open takes a tick's batch
   // directly even while its backlog holds something, as long as that is
   // only the codec's residuals of earlier cuts (PeerOutbox::HasPending),

@@ -314,6 +314,25 @@ TEST(WanTopologyTest, TieReportsReachesTheReplicator) {
   EXPECT_EQ(without.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(without.status().message().find("tie_backlog_clocks bounds tie_backlog"), std::string::npos)
       << without.status().ToString();
+  EXPECT_EQ(backlog->tie_backlog_last_clocks, 0);
+  EXPECT_TRUE(backlog->TiesBacklogAt(1));
+  auto late = BuildWanOptions(*Parse("[wan]\ntie_backlog = true\ntie_backlog_last_clocks = 40\nfresh_first = true\n" +
+                                     std::string(kSites)));
+  ASSERT_TRUE(late.ok()) << late.status().ToString();
+  EXPECT_EQ(late->tie_backlog_last_clocks, 40);
+  const int64_t clocks = late->threshold.last_clock;  // the [training] clocks
+  ASSERT_GE(clocks, 40);
+  EXPECT_FALSE(late->TiesBacklogAt(clocks - 40));
+  EXPECT_TRUE(late->TiesBacklogAt(clocks - 39));
+  auto early = BuildWanOptions(*Parse("[wan]\ntie_backlog_last_clocks = 40\n" + std::string(kSites)));
+  EXPECT_EQ(early.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(early.status().message().find("tie_backlog_last_clocks times tie_backlog"), std::string::npos)
+      << early.status().ToString();
+  auto past = BuildWanOptions(*Parse("[wan]\ntie_backlog = true\nfresh_first = true\ntie_backlog_last_clocks = " +
+                                     std::to_string(clocks + 1) + "\n" + std::string(kSites)));
+  EXPECT_EQ(past.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(past.status().message().find("exceeds the training's clocks"), std::string::npos)
+      << past.status().ToString();
   EXPECT_EQ(Parse("[wan]\ntie_reports = 1\n" + std::string(kSites)).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(Parse("[wan]\ntie_backlog = \"yes\"\n" + std::string(kSites)).status().code(),
             StatusCode::kInvalidArgument);

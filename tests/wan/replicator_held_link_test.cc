@@ -131,23 +131,31 @@ TEST(ReplicatorTest, ATiedReportCountsOnlyOnceItsBatchesLanded) {
 // holds the batch before them), its report to that peer stays at the clock
 // before them; once they have left, a report says so at once, with no
 // further tick (the peer may be what keeps the site from ticking); with
-// tie_backlog_clocks, at most that many clocks before the shard's. For the
+// tie_backlog_clocks, at most that many clocks before the shard's; with
+// tie_backlog_last_clocks, only over the training's last clocks. For the
 // backlog's part of this, see PeerOutboxTest (peer_outbox_test.cc).
 TEST(ReplicatorTest, ABacklogTiedReportStaysBeforeWhatWaits) {
   struct Case {
     const char* name;
     bool tie_backlog;
     int64_t tie_backlog_clocks;
+    int64_t tie_backlog_last_clocks;
+    int64_t training_clocks;
     Clock held_at;  // the peer's mirror clock while clocks 2 and 3 wait
   };
   // Bounded to one clock, the waiting updates keep the report of clock 3
-  // back at 2, not at 1.
-  for (const Case& c : {Case{"untied", false, 0, 3}, Case{"tied to the backlog", true, 0, 1},
-                        Case{"tied for one clock at most", true, 1, 2}}) {
+  // back at 2, not at 1. Tied over the last 50 of 100 clocks, clock 3 is
+  // reported as untied; over the last 3 of 4 (clocks 2 to 4), as tied.
+  for (const Case& c : {Case{"untied", false, 0, 0, 0, 3}, Case{"tied to the backlog", true, 0, 0, 0, 1},
+                        Case{"tied for one clock at most", true, 1, 0, 0, 2},
+                        Case{"tied later in the training", true, 0, 50, 100, 3},
+                        Case{"tied over the training's last clocks", true, 0, 3, 4, 1}}) {
     SCOPED_TRACE(c.name);
     WanOptions o = AnnouncingAsp(false);
     o.tie_backlog = c.tie_backlog;
     o.tie_backlog_clocks = c.tie_backlog_clocks;
+    o.tie_backlog_last_clocks = c.tie_backlog_last_clocks;
+    o.threshold.last_clock = c.training_clocks;
     o.fresh_first = true;
     WanSites sites(CounterModel(), {1, 1}, 1, o, HeldBatches(), 2);
     // Clocks 2 and 3's updates wait in the accumulator (the only link is full).

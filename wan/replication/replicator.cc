@@ -523,7 +523,7 @@ void Replicator::Loop() {
     // backlog, or that could select what a hold left in the accumulator,
     // reports too, tick or not: a peer held at the drift bound by this
     // site's last report may be what keeps this site from ticking.
-    const bool backlog_tied = options_.tie_backlog && !finishing && !was_drained &&
+    const bool backlog_tied = options_.TiesBacklogAt(k) && !finishing && !was_drained &&
                               (options_.mode == WanMode::kAsp || options_.mode == WanMode::kAllAsync);
     const bool reselect = backlog_tied && !tick && held_since_ && !HoldInAccumulator(false);
     const bool work = tick || finishing || !acks.empty() || backlogged || !records.empty() || reselect;
