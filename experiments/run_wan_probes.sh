@@ -432,6 +432,18 @@ for seed in 1 2 3 4 5; do
   done
 done
 
+# Round twenty-one (late_w8.md): round twenty's timed tie_backlog (the
+# last 400 or 300 clocks) with 8 batches in flight instead of 4, beside
+# it with 4, tied reports alone with 8 (round nineteen's most accurate
+# fast setting) and the LAN on the varying links, five seeds.
+for seed in 1 2 3 4 5; do
+  seeded $seed
+  for last in 400 300; do
+    add_both "freshbl-w8-last$last" "${freshbl%/}\ntie_backlog_last_clocks = $last/;s/^max_inflight_batches = .*/max_inflight_batches = 8/" \
+      "tied reports, fresh_first, 8 in flight, tie_backlog over the last $last clocks"
+  done
+done
+
 selected=("$@")
 [ ${#selected[@]} -eq 0 ] && selected=("${default_probes[@]}")
 for p in "${selected[@]}"; do
