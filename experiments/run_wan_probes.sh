@@ -444,6 +444,11 @@ for seed in 1 2 3 4 5; do
   done
 done
 
+# Round twenty-two (late_static.md): the timed tie_backlog of rounds
+# twenty and twenty-one on the static links (their probes come from
+# those rounds' add_both), beside tied reports alone and the LAN, with
+# the varying links' 8-in-flight, last-300-clocks run again, five seeds.
+
 selected=("$@")
 [ ${#selected[@]} -eq 0 ] && selected=("${default_probes[@]}")
 for p in "${selected[@]}"; do
