@@ -123,6 +123,18 @@ make_topology() {
   esac
   if [[ $mode == asp || $mode == all-async ]] && grep -q '^tie_reports = true' "$out"; then
     what="$what, tied reports"
+    if grep -q '^tie_backlog = true' "$out"; then
+      local last
+      last=$(sed -n 's/^tie_backlog_last_clocks = \([0-9]*\).*/\1/p' "$out")
+      if [[ -n $last && $last != 0 ]]; then
+        what="$what, what waits counted over the last $last clocks"
+      else
+        what="$what, what waits counted"
+      fi
+    fi
+  fi
+  if [[ $mode == asp ]]; then
+    what="$what, $(sed -n 's/^max_inflight_batches = \([0-9]*\).*/\1/p' "$out") in flight"
   fi
   [ "$run" != lan ] && what="$what; $sites sites"
   if [[ $run == *-sign ]]; then sed -i 's/^codec = .*/codec = "sign"/' "$out"; fi

@@ -57,9 +57,13 @@ add_both() {
   add "asp-varying-$1$sfx" harsh/asp-varying "$se;$2" "asp on the varying links (outages), $3$sw"
 }
 # The harsh scenario ties asp's clock reports since 2026-11-28 (round
-# seventeen); every probe starts untied, as they all did before, and the
-# probes of tied reports tie again.
+# seventeen), and since round twenty-two counts what waits over the last
+# 400 clocks with 4 batches in flight; every probe starts untied, with 2
+# in flight, as they all did before, and the probes of those settings set
+# them again.
 untie='/^tie_reports = /d;/^ *# it landed, so the drift bound also caps/d;/^ *# it has of this site get: as fast, and closer/d;/^ *# the varying links (probes\/README.md, rounds 13 to 16)/d'
+untie="$untie;/^# Over the training.s last 400 clocks a report also waits/,/^tie_backlog_last_clocks = /d"
+untie="$untie;s/^max_inflight_batches = 4      # four batches/max_inflight_batches = 2      # two batches/"
 # The harsh peer lease before round four (the default 30 s), for the
 # probes of rounds one to four.
 lease30='/^peer_lease_ms = /d'
