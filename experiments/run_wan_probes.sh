@@ -447,6 +447,18 @@ done
 # those rounds' add_both), beside tied reports alone and the LAN, with
 # the varying links' 8-in-flight, last-300-clocks run again, five seeds.
 
+# Round twenty-three (new_seeds.md): the harsh scenario's setting since
+# round twenty-two (tie_backlog over the last 400 clocks, 4 in flight)
+# and tied reports alone on seeds 6 to 10, which no round before ran, on
+# the static and the varying links beside the LAN.
+for seed in 6 7 8 9 10; do
+  seeded $seed
+  add "lan-now$sfx" harsh/lan "$se" "LAN baseline (rate decaying to 0.0005)$sw"
+  add_both tied "$tied" "each clock report taken once the batches sent before it landed (tie_reports)"
+  add_both freshbl-w4-last400 "${freshbl%/}\ntie_backlog_last_clocks = 400/;s/^max_inflight_batches = .*/max_inflight_batches = 4/" \
+    "tied reports, fresh_first, 4 in flight, tie_backlog over the last 400 clocks"
+done
+
 selected=("$@")
 [ ${#selected[@]} -eq 0 ] && selected=("${default_probes[@]}")
 for p in "${selected[@]}"; do
