@@ -55,8 +55,8 @@ shards = 2
 workers = 2
 )";
 
-// The counter workload in asp, 60 clocks; the [wan] table is left open for
-// `more_wan`.
+// The counter workload in asp, `clocks` clocks (60 unless told); the [wan]
+// table is left open for `more_wan`.
 std::string CounterAsp(const std::string& name, const std::string& more_wan, int clocks = 60) {
   return "name = \"" + name + "\"\n" + R"(
 [model]
