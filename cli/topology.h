@@ -72,6 +72,7 @@ struct WanSpec {
   int64_t backlog_revisit = 8;         // a backlog cut looks at each chunk whole every this many cuts
   bool selective_barrier = true;       // asp: announce slow batches (below); false: never
   bool tie_reports = false;            // asp: a peer takes a clock once the batches sent before it landed
+  int64_t report_every_clocks = 1;     // asp: a clock report to each peer every this many clocks
   bool tie_backlog = false;            // asp: a report's clock stays before what waits in the backlog
   int64_t tie_backlog_clocks = 0;      // ... at most this many clocks behind the shard's (0: no bound)
   int64_t tie_backlog_last_clocks = 0; // ... over the training's last this many clocks only (0: all)

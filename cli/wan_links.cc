@@ -141,6 +141,7 @@ Result<wan::WanOptions> BuildWanOptions(const Topology& t) {
   o.notice_min_seconds = w.notice_min_ms * 1e-3;
   o.selective_barrier = w.selective_barrier;
   o.tie_reports = w.tie_reports;
+  o.report_every_clocks = w.report_every_clocks;
   o.tie_backlog = w.tie_backlog;
   o.tie_backlog_clocks = w.tie_backlog_clocks;
   o.tie_backlog_last_clocks = w.tie_backlog_last_clocks;

@@ -182,6 +182,8 @@ json SiteWan::StatsJson() const {
           {"elements_pushed", r.elements_pushed},
           {"elements_selected", r.elements_selected},
           {"select_holds", r.select_holds},
+          {"reports_sent", r.reports_sent},
+          {"reports_held", r.reports_held},
           {"journal_rows_saved", r.journal_rows_saved},
           {"journal_peak_saved_bytes", r.journal_peak_saved_bytes},
           {"batches_encoded", r.batches_encoded},

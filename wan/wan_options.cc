@@ -115,6 +115,16 @@ Status WanOptions::Validate() const {
   if (tie_backlog_clocks > 0 && !tie_backlog) {
     return InvalidArgumentError(p + "tie_backlog_clocks bounds tie_backlog, which is off (set tie_backlog = true)");
   }
+  if (report_every_clocks < 1) return InvalidArgumentError(p + "report_every_clocks must be >= 1");
+  if (report_every_clocks > 1 && mode != WanMode::kAsp && mode != WanMode::kAllAsync) {
+    return InvalidArgumentError(p + "report_every_clocks applies to asp and all-async only (mode " +
+                                std::string(WanModeName(mode)) + " takes every clock's report)");
+  }
+  if (report_every_clocks > 1 && mode == WanMode::kAsp && staleness_ds >= 0 && report_every_clocks > staleness_ds) {
+    return InvalidArgumentError(p + "report_every_clocks (" + std::to_string(report_every_clocks) +
+                                ") exceeds staleness_ds (" + std::to_string(staleness_ds) +
+                                "): a peer's view of this site would lag more than the drift bound");
+  }
   if (tie_backlog_last_clocks < 0) return InvalidArgumentError(p + "tie_backlog_last_clocks must be >= 0");
   if (tie_backlog_last_clocks > 0 && !tie_backlog) {
     return InvalidArgumentError(p + "tie_backlog_last_clocks times tie_backlog, which is off (set tie_backlog = true)");

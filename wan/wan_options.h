@@ -132,6 +132,15 @@ struct WanOptions {
   // how old a peer's applied updates may get, not only its reported clock;
   // false (the default): a report counts at once.
   bool tie_reports = false;
+  // asp, all-async: a peer is sent a clock report once the shard clock has
+  // moved this many clocks past the last one it was sent (1: every clock).
+  // On links where a report is one of hundreds of messages a second, each
+  // costing a send, a receive and a reply with their thread switches, a
+  // report every few clocks spares most of them; the peer's view of this
+  // site lags up to this many clocks - 1 more. A report held back goes out
+  // anyway once no tick has come for kReportFlushMs (a site waiting at the
+  // drift bound still says where it is). >= 1, at most staleness_ds.
+  int64_t report_every_clocks = 1;
   // asp, all-async: a clock report gives the clock through which this
   // shard's selected updates have all left for that peer, not the shard's
   // clock: while updates wait in the peer's backlog (the link fell behind),

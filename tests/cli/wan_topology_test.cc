@@ -342,6 +342,26 @@ TEST(WanTopologyTest, TieReportsReachesTheReplicator) {
       << alone.status().ToString();
 }
 
+// report_every_clocks reaches the replicator (1, every clock, by default);
+// refused below 1, above the drift bound, and for a mode that takes every
+// clock's report.
+TEST(WanTopologyTest, ReportEveryClocksReachesTheReplicator) {
+  EXPECT_EQ(BuildWanOptions(*Parse(std::string(kSites)))->report_every_clocks, 1);
+  auto two = BuildWanOptions(*Parse("[wan]\nstaleness_ds = 8\nreport_every_clocks = 2\n" + std::string(kSites)));
+  ASSERT_TRUE(two.ok()) << two.status().ToString();
+  EXPECT_EQ(two->report_every_clocks, 2);
+  auto zero = BuildWanOptions(*Parse("[wan]\nreport_every_clocks = 0\n" + std::string(kSites)));
+  EXPECT_EQ(zero.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(zero.status().message().find("report_every_clocks must be >= 1"), std::string::npos)
+      << zero.status().ToString();
+  auto past = BuildWanOptions(*Parse("[wan]\nstaleness_ds = 2\nreport_every_clocks = 3\n" + std::string(kSites)));
+  EXPECT_EQ(past.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(past.status().message().find("exceeds staleness_ds"), std::string::npos) << past.status().ToString();
+  auto bsp = BuildWanOptions(*Parse("[wan]\nmode = \"bsp\"\nreport_every_clocks = 2\n" + std::string(kSites)));
+  EXPECT_EQ(bsp.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bsp.status().message().find("asp and all-async only"), std::string::npos) << bsp.status().ToString();
+}
+
 // selective_barrier = false reaches the replicator; it is on by default.
 TEST(WanTopologyTest, TheSelectiveBarrierCanBeTurnedOff) {
   EXPECT_TRUE(BuildWanOptions(*Parse(std::string(kSites)))->selective_barrier);

@@ -7,9 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "common/time_source.h"
 #include "tests/wan/wan_sites.h"
 
 namespace geops::wan {
@@ -94,6 +96,55 @@ void SendOneHeldThenTwoClocks(WanSites& sites) {
   for (Clock c = 1; c < 3; ++c) {
     ASSERT_TRUE(a->Update(0, c, keys, ones).ok());
     ASSERT_TRUE(a->AdvanceClock(0, c + 1, false).ok());
+  }
+}
+
+// report_every_clocks: a peer is sent a clock report once the shard clock
+// moved that many clocks past the last one it was sent; one held back goes
+// out once no tick came for a while (a site waiting at the drift bound still
+// says where it is). On a ManualTime, so that no flush comes before the
+// test moves time.
+TEST(ReplicatorTest, AReportEveryFewClocksAndAHeldOneGoesOutWhenTicksStop) {
+  for (int64_t every : {1, 3}) {
+    SCOPED_TRACE("every " + std::to_string(every) + " clocks");
+    WanOptions o = AnnouncingAsp(false);
+    o.report_every_clocks = every;
+    ManualTime time;
+    WanSites sites(CounterModel(), {1, 1}, 1, o, LinkFaults{}, 2, &time);
+    const ModelSpec& spec = sites.spec();
+    const std::vector<ChunkKey> keys = spec.ChunksOfShard(0, 1);
+    datacenter::Shard* a = sites.shard(0, 0);
+    ASSERT_TRUE(a->RegisterWorker(0, 0, "").ok());
+    ASSERT_TRUE(sites.shard(1, 0)->RegisterWorker(0, 0, "").ok());
+    std::vector<float> ones;
+    for (ChunkKey k : keys) ones.insert(ones.end(), spec.ChunkElements(k), 1.0f);
+    Replicator* r = sites.replicator(0, 0);
+    for (Clock c = 0; c < 9; ++c) {
+      ASSERT_TRUE(a->Update(0, c, keys, ones).ok());
+      ASSERT_TRUE(a->AdvanceClock(0, c + 1, false).ok());
+      // Each clock its own tick.
+      for (int i = 0; i < 2000 && r->stats().ticked_clock < c + 1; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      ASSERT_EQ(r->stats().ticked_clock, c + 1);
+    }
+    MirrorGate* gate = sites.replicator(1, 0)->gate();
+    // Every 3 clocks: the reports of clocks 1, 4 and 7 leave; 2, 3, 5, 6, 8
+    // and 9 wait for a later one.
+    const Clock reported = every == 1 ? 9 : 7;
+    for (int i = 0; i < 2000 && gate->MinMirrorClock() < reported; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_EQ(gate->MinMirrorClock(), reported);
+    EXPECT_EQ(r->stats().reports_sent, every == 1 ? 9 : 3);
+    EXPECT_EQ(r->stats().reports_held, every == 1 ? 0 : 6);
+    // No tick comes: the report of clock 9 leaves once the flush is due.
+    time.Advance(std::chrono::milliseconds(250));
+    for (int i = 0; i < 2000 && gate->MinMirrorClock() < 9; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_EQ(gate->MinMirrorClock(), 9);
+    EXPECT_EQ(r->stats().reports_sent, every == 1 ? 9 : 4);
   }
 }
 

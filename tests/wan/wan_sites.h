@@ -42,8 +42,9 @@ inline ModelSpec CounterModel() {
 
 class WanSites {
  public:
+  // `time`: the replicators' clock (null: the steady clock).
   WanSites(ModelSpec spec, std::vector<int> workers_per_site, int shards, WanOptions options,
-           LinkFaults faults, uint64_t seed = 1)
+           LinkFaults faults, uint64_t seed = 1, const TimeSource* time = nullptr)
       : spec_(std::move(spec)), workers_(std::move(workers_per_site)), shards_(shards) {
     const int n = static_cast<int>(workers_.size());
     std::vector<SiteId> all;
@@ -70,6 +71,7 @@ class WanSites {
         for (SiteId p : all)
           if (p != s) rc.peers.push_back(p);
         rc.options = options;
+        rc.time = time;
         auto r = Replicator::Create(&spec_, rc, shard_[s][i].get(), nets_[i]->Transport(s));
         EXPECT_TRUE(r.ok()) << r.status().ToString();
         repl_[s].push_back(std::move(r).value());

@@ -13,6 +13,9 @@ namespace {
 
 // The tick loop's round when nothing happens (time_'s milliseconds).
 constexpr int64_t kIdleRoundMs = 100;
+// A clock report held back by report_every_clocks goes out once no tick
+// came for this long (the loop wakes at least every kIdleRoundMs).
+constexpr int64_t kReportFlushMs = 100;
 // When this process started, for recovery metrics (static initialisation
 // runs as the process starts).
 const double kProcessStartUnix = UnixSeconds();
@@ -197,6 +200,7 @@ Replicator::Replicator(const ModelSpec* spec, ReplicatorConfig config, ReplicaTa
     return spec_->HasChunk(key) && target_->ReadChunkElements(key, at, out).ok();
   };
   last_reports_.resize(shipper_.outboxes().size());
+  report_held_since_.resize(shipper_.outboxes().size());
 }
 
 Replicator::~Replicator() {
@@ -559,18 +563,41 @@ void Replicator::Loop() {
     // The drain is complete once every peer's backlog has left (a peer not
     // heard from yet keeps its backlog until it is; the drain goes on).
     bool drain_complete = finishing && durable.ok();
-    if (tick || finishing || backlog_tied) {
+    const auto now = time_->Now();
+    int64_t reports_sent = 0;
+    int64_t reports_held = 0;
+    const auto flush_due = [&](size_t i) {
+      return report_held_since_[i] && now - *report_held_since_[i] >= std::chrono::milliseconds(kReportFlushMs);
+    };
+    bool flush = false;
+    for (size_t i = 0; i < report_held_since_.size(); ++i) flush = flush || flush_due(i);
+    if (tick || finishing || backlog_tied || flush) {
       std::vector<PeerOutbox>& outboxes = shipper_.outboxes();
       for (PeerOutbox& out : outboxes) {
-        std::optional<WanClockReport>& last = last_reports_[static_cast<size_t>(&out - outboxes.data())];
+        const size_t i = static_cast<size_t>(&out - outboxes.data());
+        std::optional<WanClockReport>& last = last_reports_[i];
         Clock clock = k;
         if (backlog_tied) {
           clock = out.SentThrough(k);
           if (held_since_) clock = std::min(clock, *held_since_ - 1);
           if (options_.tie_backlog_clocks > 0) clock = std::max(clock, k - options_.tie_backlog_clocks);
           clock = std::max(clock, last ? last->clock : Clock{0});
-          if (!tick && (!last || clock <= last->clock)) continue;
+          if (!tick && !flush_due(i) && (!last || clock <= last->clock)) continue;
+        } else if (!tick && !finishing && !flush_due(i)) {
+          continue;
         }
+        // report_every_clocks: a report that moves the peer's view less than
+        // that many clocks waits for a later one, or for the flush.
+        if (options_.report_every_clocks > 1 && !finishing && !was_drained && last && !last->drained &&
+            clock < last->clock + options_.report_every_clocks && !flush_due(i)) {
+          if (clock > last->clock) {
+            if (!report_held_since_[i]) report_held_since_[i] = now;
+            ++reports_held;
+          }
+          continue;
+        }
+        report_held_since_[i].reset();
+        if (!finishing && !was_drained && last && clock <= last->clock && !tick) continue;  // nothing new
         // bsp and avg tie the clock to the batches sent (a peer takes it
         // once they landed); asp and all-async report progress at once,
         // unless told to tie as well (WanOptions::tie_reports).
@@ -586,6 +613,7 @@ void Replicator::Loop() {
         const WanClockReport report{config_.site, clock, tied ? out.last_seq() : 0, drained_to, incarnation_,
                                     inbox_.Incarnation(out.peer())};
         transport_->SendClock(out.peer(), report);
+        ++reports_sent;
         last = report;
       }
     }
@@ -601,6 +629,8 @@ void Replicator::Loop() {
     const bool in_flight = shipper_.InFlight();
 
     lock.lock();
+    stats_.reports_sent += reports_sent;
+    stats_.reports_held += reports_held;
     for (size_t i = 0; i < shipper_.outboxes().size(); ++i) {
       outbox_stats_[i] = shipper_.outboxes()[i].stats();
       outbox_seq_[i] = shipper_.outboxes()[i].last_seq();

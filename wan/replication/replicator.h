@@ -134,6 +134,8 @@ struct ReplicatorStats {
   int64_t elements_pushed = 0;    // local update values tapped
   int64_t elements_selected = 0;  // values taken out of the filter
   int64_t select_holds = 0;       // ticks (or their later slices) left in the accumulator: every link full
+  int64_t reports_sent = 0;       // clock reports sent, all peers
+  int64_t reports_held = 0;       // reports held back for a later one (WanOptions::report_every_clocks)
   double select_seconds = 0;
   double encode_seconds = 0;      // encoding selections and sealing or backlogging them per peer
   bool drained = false;           // the final marker has been sent
@@ -296,6 +298,9 @@ class Replicator final : public ReplicationTap, public OutboundParticipant {
   std::map<SiteId, uint64_t> boots_;      // GUARDED_BY(mu_): each peer's process, as last heard
   std::vector<SiteId> report_again_;      // GUARDED_BY(mu_): peers to send the last report again
   std::vector<std::optional<WanClockReport>> last_reports_;  // tick thread: per outbox, the last sent
+  // tick thread: per outbox, since when a report is held back
+  // (WanOptions::report_every_clocks)
+  std::vector<std::optional<SteadyClock::time_point>> report_held_since_;
   std::optional<Clock> held_since_;       // tick thread: the first clock whose selection a hold left behind
   Clock selection_since_ = 1;             // tick thread: the first clock the round's selection holds updates of
   bool drain_acked_ = false;              // GUARDED_BY(mu_): drained and nothing in flight
