@@ -11,24 +11,18 @@ accuracy at the lowest site and the seconds the shards waited at the drift
 bound; then, per NAME, the median and the range of each over its rounds,
 and each median against the first NAME's.
 """
-import json
 import os
 import statistics
 import sys
 
-from wan_events import drift_wait_seconds
+from wan_events import drift_wait_seconds, load_run
 
 COLUMNS = ["clock at target", "s to target", "ms / clock to target", "final accuracy (lowest site)",
            "drift wait s (all shards)"]
 
 
 def measure(folder):
-    events = []
-    with open(os.path.join(folder, "events.jsonl")) as f:
-        for line in f:
-            events.append(json.loads(line))
-    with open(os.path.join(folder, "summary.json")) as f:
-        summary = json.load(f)
+    events, summary = load_run(folder)
     target = summary.get("target_accuracy") or 0.85
     evals = [e for e in events if e["event"] == "eval"]
     # The evaluating site evaluates along the way (site 0); every site

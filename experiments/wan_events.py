@@ -1,4 +1,18 @@
 """What the WAN experiment scripts read from a launch's events.jsonl."""
+import json
+import os
+
+
+def load_run(folder):
+    """A `geops launch` folder's events (events.jsonl, in order) and summary
+    (summary.json)."""
+    events = []
+    with open(os.path.join(folder, "events.jsonl")) as f:
+        for line in f:
+            events.append(json.loads(line))
+    with open(os.path.join(folder, "summary.json")) as f:
+        summary = json.load(f)
+    return events, summary
 
 
 def bytes_at(events, t):

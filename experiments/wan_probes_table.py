@@ -13,20 +13,14 @@ could not hear it), the batches that went through a third site while their
 own link was out (relay_after_ms) and the accuracy at every evaluation of
 the evaluating site.
 """
-import json
 import os
 import sys
 
-from wan_events import bytes_at, drift_wait_seconds, peer_silences
+from wan_events import bytes_at, drift_wait_seconds, load_run, peer_silences
 
 
 def load(folder):
-    events = []
-    with open(os.path.join(folder, "events.jsonl")) as f:
-        for line in f:
-            events.append(json.loads(line))
-    with open(os.path.join(folder, "summary.json")) as f:
-        summary = json.load(f)
+    events, summary = load_run(folder)
     with open(os.path.join(folder, "what.txt")) as f:
         what = f.read().strip()
     return events, summary, what

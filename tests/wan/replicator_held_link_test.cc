@@ -75,19 +75,27 @@ TEST(ReplicatorTest, NoticeHoldsReadsOfExactlyTheAnnouncedChunks) {
   EXPECT_GE(sites.replicator(1, 0)->stats().gate.notices, 1);
 }
 
+// Registers worker 0 with shard 0 of sites 0 and 1, and sets `ones` to 1
+// for every element of that shard's chunks: one clock's update.
+void RegisterBoth(WanSites& sites, std::vector<float>* ones) {
+  const ModelSpec& spec = sites.spec();
+  ASSERT_TRUE(sites.shard(0, 0)->RegisterWorker(0, 0, "").ok());
+  ASSERT_TRUE(sites.shard(1, 0)->RegisterWorker(0, 0, "").ok());
+  ones->clear();
+  for (ChunkKey k : spec.ChunksOfShard(0, 1)) ones->insert(ones->end(), spec.ChunkElements(k), 1.0f);
+}
+
 // Two sites on links that hold site 0's batches: site 0 sends clock 1's
 // batch (held on the link) and then ticks clocks 2 and 3, whose updates
 // wait behind it. Returns once clock 1's batch has left; a report ties
 // only to batches sent before it, and until one is sent there is nothing
 // to wait for.
 void SendOneHeldThenTwoClocks(WanSites& sites) {
-  const ModelSpec& spec = sites.spec();
-  const std::vector<ChunkKey> keys = spec.ChunksOfShard(0, 1);
+  const std::vector<ChunkKey> keys = sites.spec().ChunksOfShard(0, 1);
   datacenter::Shard* a = sites.shard(0, 0);
-  ASSERT_TRUE(a->RegisterWorker(0, 0, "").ok());
-  ASSERT_TRUE(sites.shard(1, 0)->RegisterWorker(0, 0, "").ok());
   std::vector<float> ones;
-  for (ChunkKey k : keys) ones.insert(ones.end(), spec.ChunkElements(k), 1.0f);
+  RegisterBoth(sites, &ones);
+  if (::testing::Test::HasFatalFailure()) return;
   ASSERT_TRUE(a->Update(0, 0, keys, ones).ok());
   ASSERT_TRUE(a->AdvanceClock(0, 1, false).ok());
   auto sent = [&] { return sites.replicator(0, 0)->stats().peers.at(0).last_seq; };
@@ -111,13 +119,11 @@ TEST(ReplicatorTest, AReportEveryFewClocksAndAHeldOneGoesOutWhenTicksStop) {
     o.report_every_clocks = every;
     ManualTime time;
     WanSites sites(CounterModel(), {1, 1}, 1, o, LinkFaults{}, 2, &time);
-    const ModelSpec& spec = sites.spec();
-    const std::vector<ChunkKey> keys = spec.ChunksOfShard(0, 1);
+    const std::vector<ChunkKey> keys = sites.spec().ChunksOfShard(0, 1);
     datacenter::Shard* a = sites.shard(0, 0);
-    ASSERT_TRUE(a->RegisterWorker(0, 0, "").ok());
-    ASSERT_TRUE(sites.shard(1, 0)->RegisterWorker(0, 0, "").ok());
     std::vector<float> ones;
-    for (ChunkKey k : keys) ones.insert(ones.end(), spec.ChunkElements(k), 1.0f);
+    RegisterBoth(sites, &ones);
+    if (HasFatalFailure()) return;
     Replicator* r = sites.replicator(0, 0);
     for (Clock c = 0; c < 9; ++c) {
       ASSERT_TRUE(a->Update(0, c, keys, ones).ok());
