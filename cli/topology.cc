@@ -110,7 +110,7 @@ Status ParseWan(const toml::table& root, const std::string& origin, Topology* t)
   TableReader r(root["wan"].as_table(), "wan", origin);
   r.RejectUnknown({"mode", "staleness_ds", "max_drift_allowance", "max_hold_clocks", "threshold", "threshold_floor", "threshold_follows_lr", "threshold_settle_clocks", "value_floor", "codec", "compress", "averaging_period", "outer_fragments",
                    "outer_lr", "outer_momentum", "outer_nesterov", "outer_average_last", "outer_overlap",
-                   "max_inflight_batches", "max_queue_ms", "backlog_revisit", "selective_barrier", "tie_reports", "report_every_clocks", "tie_backlog", "tie_backlog_clocks", "tie_backlog_last_clocks", "fresh_first", "notice_min_ms", "notice_timeout_ms", "peer_lease_ms", "relay_after_ms", "time_scale",
+                   "max_inflight_batches", "max_queue_ms", "backlog_revisit", "selective_barrier", "tie_reports", "report_every_clocks", "target_utilization", "tie_backlog", "tie_backlog_clocks", "tie_backlog_last_clocks", "fresh_first", "notice_min_ms", "notice_timeout_ms", "peer_lease_ms", "relay_after_ms", "time_scale",
                    "kernel_rate", "emulate",
                    "links", "trace_dir", "skyplane_bandwidth", "bandwidth_scale", "trace_file", "variation", "variation_bin_s",
                    "variation_stagger_s"});
@@ -138,6 +138,7 @@ Status ParseWan(const toml::table& root, const std::string& origin, Topology* t)
   r.Get("selective_barrier", &w.selective_barrier);
   r.Get("tie_reports", &w.tie_reports);
   r.Get("report_every_clocks", &w.report_every_clocks);
+  r.Get("target_utilization", &w.target_utilization);
   r.Get("tie_backlog", &w.tie_backlog);
   r.Get("tie_backlog_clocks", &w.tie_backlog_clocks);
   r.Get("tie_backlog_last_clocks", &w.tie_backlog_last_clocks);

@@ -73,6 +73,7 @@ struct WanSpec {
   bool selective_barrier = true;       // asp: announce slow batches (below); false: never
   bool tie_reports = false;            // asp: a peer takes a clock once the batches sent before it landed
   int64_t report_every_clocks = 1;     // asp: a clock report to each peer every this many clocks
+  double target_utilization = 0;       // asp: steer the cut-off to this share of the busiest link (0: off)
   bool tie_backlog = false;            // asp: a report's clock stays before what waits in the backlog
   int64_t tie_backlog_clocks = 0;      // ... at most this many clocks behind the shard's (0: no bound)
   int64_t tie_backlog_last_clocks = 0; // ... over the training's last this many clocks only (0: all)

@@ -142,6 +142,7 @@ Result<wan::WanOptions> BuildWanOptions(const Topology& t) {
   o.selective_barrier = w.selective_barrier;
   o.tie_reports = w.tie_reports;
   o.report_every_clocks = w.report_every_clocks;
+  o.target_utilization = w.target_utilization;
   o.tie_backlog = w.tie_backlog;
   o.tie_backlog_clocks = w.tie_backlog_clocks;
   o.tie_backlog_last_clocks = w.tie_backlog_last_clocks;

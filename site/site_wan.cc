@@ -184,6 +184,7 @@ json SiteWan::StatsJson() const {
           {"select_holds", r.select_holds},
           {"reports_sent", r.reports_sent},
           {"reports_held", r.reports_held},
+          {"threshold_multiplier", r.threshold_multiplier},
           {"journal_rows_saved", r.journal_rows_saved},
           {"journal_peak_saved_bytes", r.journal_peak_saved_bytes},
           {"batches_encoded", r.batches_encoded},

@@ -115,6 +115,13 @@ Status WanOptions::Validate() const {
   if (tie_backlog_clocks > 0 && !tie_backlog) {
     return InvalidArgumentError(p + "tie_backlog_clocks bounds tie_backlog, which is off (set tie_backlog = true)");
   }
+  if (!(target_utilization >= 0 && target_utilization <= 1)) {
+    return InvalidArgumentError(p + "target_utilization must be in [0, 1] (0: no steering)");
+  }
+  if (target_utilization > 0 && mode != WanMode::kAsp) {
+    return InvalidArgumentError(p + "target_utilization steers asp's significance cut-off; mode " +
+                                std::string(WanModeName(mode)) + " has none");
+  }
   if (report_every_clocks < 1) return InvalidArgumentError(p + "report_every_clocks must be >= 1");
   if (report_every_clocks > 1 && mode != WanMode::kAsp && mode != WanMode::kAllAsync) {
     return InvalidArgumentError(p + "report_every_clocks applies to asp and all-async only (mode " +

@@ -141,6 +141,13 @@ struct WanOptions {
   // anyway once no tick has come for kReportFlushMs (a site waiting at the
   // drift bound still says where it is). >= 1, at most staleness_ds.
   int64_t report_every_clocks = 1;
+  // asp: steer the significance cut-off by the measured links (the design's
+  // "optionally steered by measured WAN bandwidth"): every second the link
+  // that shipped the most against its bandwidth is compared with this share
+  // of it, and a BandwidthController multiplies the cut-off up when that
+  // link ships more, down when it ships less. 0 (the default): no steering.
+  // In [0, 1]; > 0 needs asp.
+  double target_utilization = 0;
   // asp, all-async: a clock report gives the clock through which this
   // shard's selected updates have all left for that peer, not the shard's
   // clock: while updates wait in the peer's backlog (the link fell behind),

@@ -362,6 +362,24 @@ TEST(WanTopologyTest, ReportEveryClocksReachesTheReplicator) {
   EXPECT_NE(bsp.status().message().find("asp and all-async only"), std::string::npos) << bsp.status().ToString();
 }
 
+// target_utilization reaches the replicator (0, no steering, by default);
+// refused outside [0, 1] and for a mode without asp's cut-off.
+TEST(WanTopologyTest, TargetUtilizationReachesTheReplicator) {
+  EXPECT_EQ(BuildWanOptions(*Parse(std::string(kSites)))->target_utilization, 0);
+  auto on = BuildWanOptions(*Parse("[wan]\ntarget_utilization = 0.6\n" + std::string(kSites)));
+  ASSERT_TRUE(on.ok()) << on.status().ToString();
+  EXPECT_EQ(on->target_utilization, 0.6);
+  for (const char* bad : {"-0.1", "1.5", "nan"}) {
+    auto refused = BuildWanOptions(*Parse("[wan]\ntarget_utilization = " + std::string(bad) + "\n" + kSites));
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(refused.status().message().find("target_utilization must be in [0, 1]"), std::string::npos)
+        << refused.status().ToString();
+  }
+  auto diloco = BuildWanOptions(*Parse("[wan]\nmode = \"diloco\"\ntarget_utilization = 0.6\n" + std::string(kSites)));
+  EXPECT_EQ(diloco.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(diloco.status().message().find("has none"), std::string::npos) << diloco.status().ToString();
+}
+
 // selective_barrier = false reaches the replicator; it is on by default.
 TEST(WanTopologyTest, TheSelectiveBarrierCanBeTurnedOff) {
   EXPECT_TRUE(BuildWanOptions(*Parse(std::string(kSites)))->selective_barrier);

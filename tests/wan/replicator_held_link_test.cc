@@ -154,6 +154,60 @@ TEST(ReplicatorTest, AReportEveryFewClocksAndAHeldOneGoesOutWhenTicksStop) {
   }
 }
 
+// target_utilization: every second the link that shipped the most against
+// its bandwidth steers the cut-off, up when it ships more than that share,
+// down when less; links of unknown bandwidth do not steer. On a ManualTime,
+// one clock's batch a second.
+TEST(ReplicatorTest, TheBusiestLinkSteersTheCutOff) {
+  struct Case {
+    const char* name;
+    double target;
+    double bytes_per_second;  // the link's (0: unknown)
+    int direction;            // the multiplier's way: +1 up, -1 down, 0 stays 1
+  };
+  for (const Case& c : {Case{"a link that cannot carry a batch a second", 0.5, 100, 1},
+                        Case{"an idle link", 0.5, 1e9, -1}, Case{"a link of unknown bandwidth", 0.5, 0, 0},
+                        Case{"no steering", 0, 100, 0}}) {
+    SCOPED_TRACE(c.name);
+    WanOptions o = AnnouncingAsp(false);
+    o.target_utilization = c.target;
+    o.max_inflight_batches = 1000;  // every tick's batch leaves, however slow the link
+    o.max_queue_seconds = 1e6;
+    LinkFaults link;
+    link.bytes_per_second = c.bytes_per_second;
+    ManualTime time;
+    WanSites sites(CounterModel(), {1, 1}, 1, o, link, 2, &time);
+    const std::vector<ChunkKey> keys = sites.spec().ChunksOfShard(0, 1);
+    datacenter::Shard* a = sites.shard(0, 0);
+    std::vector<float> ones;
+    RegisterBoth(sites, &ones);
+    if (HasFatalFailure()) return;
+    Replicator* r = sites.replicator(0, 0);
+    for (Clock k = 0; k < 4; ++k) {
+      ASSERT_TRUE(a->Update(0, k, keys, ones).ok());
+      ASSERT_TRUE(a->AdvanceClock(0, k + 1, false).ok());
+      for (int i = 0; i < 2000 && (r->stats().ticked_clock < k + 1 || time.waiters() == 0); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      ASSERT_EQ(r->stats().ticked_clock, k + 1);
+      time.Advance(std::chrono::milliseconds(1001));
+    }
+    const auto moved = [&] {
+      const double m = r->stats().threshold_multiplier;
+      return c.direction > 0 ? m > 1 : (c.direction < 0 ? m < 1 : m != 1);
+    };
+    // A multiplier that is to stay is given the rounds' time to move anyway.
+    for (int i = 0; i < (c.direction == 0 ? 100 : 2000) && !moved(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (c.direction == 0) {
+      EXPECT_EQ(r->stats().threshold_multiplier, 1.0);
+    } else {
+      EXPECT_TRUE(moved()) << "multiplier " << r->stats().threshold_multiplier;
+    }
+  }
+}
+
 // tie_reports: a peer takes an asp site's clock only once the batches sent
 // before the report have landed, so the drift bound also bounds how old the
 // updates it has applied may get; untied, the report counts at once.

@@ -16,6 +16,10 @@ constexpr int64_t kIdleRoundMs = 100;
 // A clock report held back by report_every_clocks goes out once no tick
 // came for this long (the loop wakes at least every kIdleRoundMs).
 constexpr int64_t kReportFlushMs = 100;
+// target_utilization: how often the links' bytes steer the cut-off. A few
+// round trips of the slowest links, so that one interval sees the
+// acknowledgements of what the one before sent.
+constexpr int64_t kSteerIntervalMs = 1000;
 // When this process started, for recovery metrics (static initialisation
 // runs as the process starts).
 const double kProcessStartUnix = UnixSeconds();
@@ -92,6 +96,12 @@ Result<std::unique_ptr<Replicator>> Replicator::Create(const ModelSpec* spec, Re
   GEOPS_RETURN_IF_ERROR(r->Restore(std::move(recovered)).WithContext("restoring the WAN outbound state"));
   r->recovery_.state_loaded_unix = UnixSeconds();
   r->recovery_.process_start_unix = kProcessStartUnix;
+  if (r->options_.target_utilization > 0) {
+    BandwidthControllerOptions bo;
+    bo.target_utilization = r->options_.target_utilization;
+    GEOPS_ASSIGN_OR_RETURN(BandwidthController steer, BandwidthController::Create(bo));
+    r->steer_ = steer;
+  }
   if (UsesOuterStep(r->options_.mode)) {
     if (!outer.present && !records.empty()) {
       return FailedPreconditionError(
@@ -626,6 +636,7 @@ void Replicator::Loop() {
       }
     }
     CheckCaughtUp();
+    Steer(now);
     const bool in_flight = shipper_.InFlight();
 
     lock.lock();
@@ -646,6 +657,41 @@ void Replicator::Loop() {
     if (drained_ && !in_flight && !drain_acked_) drain_acked_ = true;
     drained_cv_.notify_all();
   }
+}
+
+void Replicator::Steer(SteadyClock::time_point now) {
+  if (!steer_) return;
+  const std::vector<PeerOutbox>& outboxes = shipper_.outboxes();
+  const auto restart = [&] {
+    steer_since_ = now;
+    steer_bytes_.clear();
+    for (const PeerOutbox& out : outboxes) steer_bytes_.push_back(out.stats().bytes_sent);
+  };
+  if (!steer_since_) return restart();
+  const double interval = std::chrono::duration<double>(now - *steer_since_).count();
+  if (interval * 1000 < kSteerIntervalMs) return;
+  // The busiest link: the most bytes handed to it against its bandwidth.
+  // Links of unknown bandwidth (0: not modelled) do not steer.
+  double busiest = -1;
+  double bytes = 0;
+  double bits_per_s = 0;
+  for (size_t i = 0; i < outboxes.size(); ++i) {
+    const double bw = transport_->BandwidthBytesPerSecond(outboxes[i].peer());
+    if (!(bw > 0)) continue;
+    const double sent = static_cast<double>(outboxes[i].stats().bytes_sent - steer_bytes_[i]);
+    if (sent / bw > busiest) {
+      busiest = sent / bw;
+      bytes = sent;
+      bits_per_s = 8 * bw;
+    }
+  }
+  if (busiest >= 0) {
+    const double m = steer_->Update(bytes, interval, bits_per_s);
+    std::lock_guard<std::mutex> lock(mu_);
+    schedule_.set_multiplier(m);
+    stats_.threshold_multiplier = schedule_.multiplier();
+  }
+  restart();
 }
 
 void Replicator::OnPeerBoot(SiteId origin, uint64_t boot) {

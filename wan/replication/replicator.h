@@ -80,6 +80,7 @@
 #include "common/replication.h"
 #include "common/status.h"
 #include "wan/codec/codec.h"
+#include "wan/replication/bandwidth_controller.h"
 #include "wan/replication/drift_allowance.h"
 #include "wan/replication/mirror_gate.h"
 #include "wan/replication/outbound_shipper.h"
@@ -134,8 +135,9 @@ struct ReplicatorStats {
   int64_t elements_pushed = 0;    // local update values tapped
   int64_t elements_selected = 0;  // values taken out of the filter
   int64_t select_holds = 0;       // ticks (or their later slices) left in the accumulator: every link full
-  int64_t reports_sent = 0;       // clock reports sent, all peers
+  int64_t reports_sent = 0;       // clock reports the tick loop sent, all peers (a restarted peer's repeat not counted)
   int64_t reports_held = 0;       // reports held back for a later one (WanOptions::report_every_clocks)
+  double threshold_multiplier = 1;  // asp: the steering's factor on the cut-off (WanOptions::target_utilization)
   double select_seconds = 0;
   double encode_seconds = 0;      // encoding selections and sealing or backlogging them per peer
   bool drained = false;           // the final marker has been sent
@@ -265,6 +267,10 @@ class Replicator final : public ReplicationTap, public OutboundParticipant {
   // Cuts batches from backlogs whose window is open.
   void ServeBacklogs(Clock k, bool finishing);
   const float* LookupValue(ChunkKey key);
+  // target_utilization: once a steering interval has passed, feeds the
+  // busiest link's bytes to the controller and sets the cut-off's
+  // multiplier (tick thread, mu_ not held).
+  void Steer(SteadyClock::time_point now);
 
   // How long a tick (or a peer's contribution) waits for its changes to be
   // durable; a store that slow is treated as failed (nothing of that tick
@@ -301,6 +307,11 @@ class Replicator final : public ReplicationTap, public OutboundParticipant {
   // tick thread: per outbox, since when a report is held back
   // (WanOptions::report_every_clocks)
   std::vector<std::optional<SteadyClock::time_point>> report_held_since_;
+  // target_utilization (tick thread): the controller, when the interval
+  // began and each outbox's bytes_sent then.
+  std::optional<BandwidthController> steer_;
+  std::optional<SteadyClock::time_point> steer_since_;
+  std::vector<int64_t> steer_bytes_;
   std::optional<Clock> held_since_;       // tick thread: the first clock whose selection a hold left behind
   Clock selection_since_ = 1;             // tick thread: the first clock the round's selection holds updates of
   bool drain_acked_ = false;              // GUARDED_BY(mu_): drained and nothing in flight
