@@ -30,6 +30,9 @@ names=()
 for topo in "$@"; do
   [ -f "$topo" ] || { echo "no topology $topo" >&2; exit 2; }
   name=$(basename "$topo" .toml)
+  for n in "${names[@]}"; do
+    [ "$n" != "$name" ] || { echo "two topologies named $name: the runs are told apart by file name" >&2; exit 2; }
+  done
   # A copy beside the original, so that relative trace folders stay valid.
   copy=$(dirname "$topo")/.repeats.$$.$name.toml
   copies+=("$copy")
