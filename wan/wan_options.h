@@ -138,8 +138,8 @@ struct WanOptions {
   // costing a send, a receive and a reply with their thread switches, a
   // report every few clocks spares most of them; the peer's view of this
   // site lags up to this many clocks - 1 more. A report held back goes out
-  // anyway once no tick has come for kReportFlushMs (a site waiting at the
-  // drift bound still says where it is). >= 1, at most staleness_ds.
+  // anyway once it has waited 100 ms (a site waiting at the drift bound
+  // still says where it is). >= 1, at most staleness_ds.
   int64_t report_every_clocks = 1;
   // asp: steer the significance cut-off by the measured links (the design's
   // "optionally steered by measured WAN bandwidth"): every second the link

@@ -109,7 +109,7 @@ void SendOneHeldThenTwoClocks(WanSites& sites) {
 
 // report_every_clocks: a peer is sent a clock report once the shard clock
 // moved that many clocks past the last one it was sent; one held back goes
-// out once no tick came for a while (a site waiting at the drift bound still
+// out once it has waited 100 ms (a site waiting at the drift bound still
 // says where it is). On a ManualTime, so that no flush comes before the
 // test moves time.
 TEST(ReplicatorTest, AReportEveryFewClocksAndAHeldOneGoesOutWhenTicksStop) {

@@ -13,8 +13,8 @@ namespace {
 
 // The tick loop's round when nothing happens (time_'s milliseconds).
 constexpr int64_t kIdleRoundMs = 100;
-// A clock report held back by report_every_clocks goes out once no tick
-// came for this long (the loop wakes at least every kIdleRoundMs).
+// A clock report held back by report_every_clocks goes out once it has
+// waited this long (the loop wakes at least every kIdleRoundMs).
 constexpr int64_t kReportFlushMs = 100;
 // target_utilization: how often the links' bytes steer the cut-off. A few
 // round trips of the slowest links, so that one interval sees the
