@@ -85,6 +85,20 @@ void RegisterBoth(WanSites& sites, std::vector<float>* ones) {
   for (ChunkKey k : spec.ChunksOfShard(0, 1)) ones->insert(ones->end(), spec.ChunkElements(k), 1.0f);
 }
 
+// Site 0's worker pushes `ones` at clock c and moves to c + 1; returns once
+// site 0's replicator ticked that clock on its own (no two clocks in one
+// tick) and something waits on `time` again.
+void PushAndTick(WanSites& sites, const ManualTime& time, const std::vector<float>& ones, Clock c) {
+  datacenter::Shard* a = sites.shard(0, 0);
+  ASSERT_TRUE(a->Update(0, c, sites.spec().ChunksOfShard(0, 1), ones).ok());
+  ASSERT_TRUE(a->AdvanceClock(0, c + 1, false).ok());
+  Replicator* r = sites.replicator(0, 0);
+  for (int i = 0; i < 2000 && (r->stats().ticked_clock < c + 1 || time.waiters() == 0); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(r->stats().ticked_clock, c + 1);
+}
+
 // Two sites on links that hold site 0's batches: site 0 sends clock 1's
 // batch (held on the link) and then ticks clocks 2 and 3, whose updates
 // wait behind it. Returns once clock 1's batch has left; a report ties
@@ -119,20 +133,13 @@ TEST(ReplicatorTest, AReportEveryFewClocksAndAHeldOneGoesOutWhenTicksStop) {
     o.report_every_clocks = every;
     ManualTime time;
     WanSites sites(CounterModel(), {1, 1}, 1, o, LinkFaults{}, 2, &time);
-    const std::vector<ChunkKey> keys = sites.spec().ChunksOfShard(0, 1);
-    datacenter::Shard* a = sites.shard(0, 0);
     std::vector<float> ones;
     RegisterBoth(sites, &ones);
     if (HasFatalFailure()) return;
     Replicator* r = sites.replicator(0, 0);
     for (Clock c = 0; c < 9; ++c) {
-      ASSERT_TRUE(a->Update(0, c, keys, ones).ok());
-      ASSERT_TRUE(a->AdvanceClock(0, c + 1, false).ok());
-      // Each clock its own tick.
-      for (int i = 0; i < 2000 && r->stats().ticked_clock < c + 1; ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-      ASSERT_EQ(r->stats().ticked_clock, c + 1);
+      PushAndTick(sites, time, ones, c);
+      if (HasFatalFailure()) return;
     }
     MirrorGate* gate = sites.replicator(1, 0)->gate();
     // Every 3 clocks: the reports of clocks 1, 4 and 7 leave; 2, 3, 5, 6, 8
@@ -177,19 +184,13 @@ TEST(ReplicatorTest, TheBusiestLinkSteersTheCutOff) {
     link.bytes_per_second = c.bytes_per_second;
     ManualTime time;
     WanSites sites(CounterModel(), {1, 1}, 1, o, link, 2, &time);
-    const std::vector<ChunkKey> keys = sites.spec().ChunksOfShard(0, 1);
-    datacenter::Shard* a = sites.shard(0, 0);
     std::vector<float> ones;
     RegisterBoth(sites, &ones);
     if (HasFatalFailure()) return;
     Replicator* r = sites.replicator(0, 0);
     for (Clock k = 0; k < 4; ++k) {
-      ASSERT_TRUE(a->Update(0, k, keys, ones).ok());
-      ASSERT_TRUE(a->AdvanceClock(0, k + 1, false).ok());
-      for (int i = 0; i < 2000 && (r->stats().ticked_clock < k + 1 || time.waiters() == 0); ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-      ASSERT_EQ(r->stats().ticked_clock, k + 1);
+      PushAndTick(sites, time, ones, k);
+      if (HasFatalFailure()) return;
       time.Advance(std::chrono::milliseconds(1001));
     }
     const auto moved = [&] {
