@@ -21,6 +21,7 @@ rounds=${1:?usage: run_repeats.sh ROUNDS TOPOLOGY [TOPOLOGY ...]}
 shift
 [ $# -ge 1 ] || { echo "usage: run_repeats.sh ROUNDS TOPOLOGY [TOPOLOGY ...]" >&2; exit 2; }
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "ROUNDS must be a positive number, not '$rounds'" >&2; exit 2; }
+[[ -z ${SEED:-} || $SEED =~ ^[0-9]+$ ]] || { echo "SEED must be a whole number, not '$SEED'" >&2; exit 2; }
 geops=${GEOPS:-build/cli/geops}
 timeout=${TIMEOUT:-600}
 runs=$(mktemp -d)
