@@ -46,9 +46,14 @@ def test_every_site_counts_exactly_from_the_first_workers_initial_values(start_s
 def test_a_torch_model_trains_to_the_same_parameters_at_both_sites(start_sites, tmp_path):
     sites = start_sites(SITES, workload="client", shards=2, workers=1, clocks=80, staleness=1, chunk_kib=1)
     results = run_workers(sites, "client_train_worker.py", tmp_path, workers=1)
+    def curves():   # every site's loss at each clock, and when it ended, for a failure to show
+        t0 = min(r["times"][0] for _, r, _ in results)
+        return "\n".join(f"{w}: " + " ".join(f"{x:.2f}@{t - t0:.2f}s" for x, t in zip(r["losses"], r["times"]))
+                         for w, r, _ in results)
+
     for who, record, evs in results:
         first, last = sum(record["losses"][:5]) / 5, sum(record["losses"][-5:]) / 5
-        assert last < 0.5 * first, f"{who}: loss did not fall: {first} -> {last}"
+        assert last < 0.5 * first, f"{who}: loss did not fall: {first} -> {last}\n{curves()}"
         assert evs[-1]["event"] == "final", who
     east = torch.tensor([v for t in results[0][1]["params"] for v in t])
     west = torch.tensor([v for t in results[1][1]["params"] for v in t])

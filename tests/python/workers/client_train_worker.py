@@ -6,6 +6,7 @@ variables; TEST_RESULT (a JSON file) from the test."""
 
 import json
 import os
+import time
 import zlib
 
 import torch
@@ -19,7 +20,7 @@ model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4))
 target_map = torch.randn(8, 4, generator=torch.Generator().manual_seed(5))
 data = torch.Generator().manual_seed(stream)            # this worker's own examples
 
-losses = []
+losses, times = [], []   # each clock's loss, and when it ended (wall clock)
 with geops.init(model) as ps:
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.5)
     for step in ps.steps():
@@ -33,7 +34,8 @@ with geops.init(model) as ps:
         ps.clock()
         ps.report(loss=loss.item(), examples=32)
         losses.append(loss.item())
+        times.append(time.time())
     ps.pull(staleness=0)   # the final model: every worker of every site is in
     params = [p.detach().flatten().tolist() for p in model.parameters()]
 with open(os.environ["TEST_RESULT"], "w") as f:
-    json.dump({"losses": losses, "params": params}, f)
+    json.dump({"losses": losses, "times": times, "params": params}, f)
