@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""What delay alone costs the harsh scenario's training, without geops.
+
+The harsh runs (experiments/results/wan/harsh) train an MLP 784-512-256-10
+on Fashion-MNIST with five workers of batch 32, lr 0.05 decaying by half a
+cosine to 0.0005 over 1000 clocks. asp needs 1.2-1.3x the LAN's clocks to
+reach 0.85 there. This replays that training in one process, in lock step,
+with nothing lost, quantised or held back: every update counts exactly
+once at every replica, and the only difference between the cases is when a
+peer's update lands. It answers how many clocks the delay itself costs, so
+that a gap measured in geops can be split into what the delay costs and
+what geops adds.
+
+Cases (--case, repeatable):
+  lan            one replica; each clock every worker computes its gradient
+                 on it before any update of that clock lands (synchronous
+                 SGD over the five workers)
+  delay:D        a replica per site; a site's own update lands at once, each
+                 peer's D - 1 clocks later (delay:1 is the LAN)
+  harsh:MS       as delay:D, with D for each pair of sites from the harsh
+                 scenario's one-way delays (68-202 ms) at MS ms a clock
+  ...+look:L     (appended to delay or harsh) each worker computes its
+                 gradient at its replica plus L times the recent per-clock
+                 sum of its peers' updates (an estimate of what is in
+                 flight, as DANA-style look-ahead does)
+
+Accuracy is site 0's replica on the 10,000 test images every 25 clocks.
+Runs go side by side (--jobs); the table gives each run and, per case, the
+median clock at which 0.85 was first reached and its ratio to the LAN's.
+
+Usage: python3 experiments/delay_sim.py --case lan --case delay:2 --seeds 1,2,3 [--table FILE]
+"""
+import argparse
+import gzip
+import math
+import multiprocessing
+import os
+import platform
+import statistics
+import struct
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+
+DATA = "/usr/share/datasets/fashion-mnist/"    # Debian's dataset-fashion-mnist
+LAYERS = [784, 512, 256, 10]
+# One-way delay in ms from site j (column) to site i (row): us-west-1,
+# sa-east-1, eu-north-1, af-south-1, ap-southeast-2 (`geops trace show
+# experiments/topologies/harsh.toml`).
+HARSH_MS = [[0, 88.5, 87.3, 145.0, 68.2],
+            [88.5, 0, 110.9, 167.5, 153.9],
+            [87.2, 112.0, 0, 84.6, 145.2],
+            [144.9, 167.5, 84.6, 0, 201.7],
+            [68.2, 153.9, 145.3, 201.7, 0]]
+WORKERS, BATCH, CLOCKS, LR0, LR1 = 5, 32, 1000, 0.05, 0.0005
+EVAL_EVERY, TARGET = 25, 0.85
+
+
+def load(kind):
+    import numpy as np
+    import torch
+    try:
+        with gzip.open(DATA + f"{kind}-images-idx3-ubyte.gz") as f:
+            magic, n, rows, cols = struct.unpack(">IIII", f.read(16))
+            x = np.frombuffer(f.read(), np.uint8)
+        with gzip.open(DATA + f"{kind}-labels-idx1-ubyte.gz") as f:
+            f.read(8)
+            y = np.frombuffer(f.read(), np.uint8)
+    except OSError as e:
+        sys.exit(f"cannot read Fashion-MNIST under {DATA} ({e}); install dataset-fashion-mnist")
+    if magic != 2051 or x.size != n * rows * cols or y.size != n:
+        sys.exit(f"{DATA}{kind}: not an IDX image/label pair")
+    x = x.reshape(n, rows * cols).astype(np.float32) / 255.0
+    return torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
+
+
+def parse_case(case):
+    """(delays[i][j] in clocks, look-ahead) of a case name; raises ValueError naming it."""
+    base, _, look = case.partition("+look:")
+    lookahead = float(look) if look else 0.0
+    if base == "lan":
+        if look:
+            raise ValueError(f"case {case}: the LAN has nothing in flight to look ahead at")
+        return None, 0.0
+    kind, _, arg = base.partition(":")
+    if kind == "delay" and arg.isdigit() and int(arg) >= 1:
+        d = int(arg)
+        return [[0 if i == j else d for j in range(WORKERS)] for i in range(WORKERS)], lookahead
+    if kind == "harsh":
+        ms = float(arg)
+        if ms > 0:
+            return [[0 if i == j else max(1, round(HARSH_MS[i][j] / ms)) for j in range(WORKERS)]
+                    for i in range(WORKERS)], lookahead
+    raise ValueError(f"case {case}: expected lan, delay:D (D >= 1) or harsh:MS (MS > 0), optionally +look:L")
+
+
+def run(case, seed):
+    import torch
+    torch.set_num_threads(1)
+    delays, lookahead = parse_case(case)
+    train_x, train_y = load("train")
+    test_x, test_y = load("t10k")
+    shapes = list(zip(LAYERS[:-1], LAYERS[1:]))
+
+    def unflatten(v):
+        out, k = [], 0
+        for i, o in shapes:
+            out.append(v[k:k + i * o].view(i, o))
+            k += i * o
+            out.append(v[k:k + o])
+            k += o
+        return out
+
+    def logits(v, x):
+        ps = unflatten(v)
+        for layer in range(0, len(ps), 2):
+            x = x @ ps[layer] + ps[layer + 1]
+            if layer + 2 < len(ps):
+                x = torch.relu(x)
+        return x
+
+    def gradient(v, x, y):
+        v = v.detach().requires_grad_(True)
+        (g,) = torch.autograd.grad(torch.nn.functional.cross_entropy(logits(v, x), y), v)
+        return g
+
+    gen = torch.Generator().manual_seed(seed)
+    init = []
+    for i, o in shapes:      # geops' MLP: uniform +-sqrt(6 / fan-in), zero biases
+        init += [(torch.rand(i, o, generator=gen) * 2 - 1) * math.sqrt(6.0 / i), torch.zeros(o)]
+    v0 = torch.cat([p.reshape(-1) for p in init])
+    order = [torch.randperm(len(train_x), generator=gen) for _ in range(WORKERS)]
+    replicas = [v0.clone() for _ in range(1 if delays is None else WORKERS)]
+    in_flight = [torch.zeros_like(v0) for _ in range(WORKERS)]   # per-clock peer mass, averaged
+    deepest = 0 if delays is None else max(max(row) for row in delays)
+    history = []           # history[c][w]: worker w's update of clock c (the last `deepest` kept)
+    evals = []
+    for c in range(CLOCKS):
+        lr = LR1 + 0.5 * (LR0 - LR1) * (1 + math.cos(math.pi * c / (CLOCKS - 1)))
+        updates = []
+        for w in range(WORKERS):
+            start = (c * BATCH) % len(train_x)
+            idx = order[w][start:start + BATCH]
+            view = replicas[0] if delays is None else replicas[w]
+            if lookahead:
+                view = view + lookahead * in_flight[w]
+            updates.append(-lr * gradient(view, train_x[idx], train_y[idx]))
+        if delays is None:
+            for u in updates:
+                replicas[0] += u
+        else:
+            history.append(updates)
+            for i in range(WORKERS):
+                arrived = torch.zeros_like(v0)
+                for j in range(WORKERS):
+                    sent = c - delays[i][j] + 1 if j != i else c
+                    if sent >= 0:
+                        arrived += history[sent][j]
+                replicas[i] += arrived
+                if lookahead:
+                    in_flight[i].mul_(0.9).add_(arrived - updates[i], alpha=0.1)
+            if len(history) > deepest:
+                history[len(history) - deepest - 1] = None
+        if (c + 1) % EVAL_EVERY == 0:
+            with torch.no_grad():
+                acc = (logits(replicas[0], test_x).argmax(1) == test_y).float().mean().item()
+            evals.append((c + 1, acc))
+    reached = next((c for c, a in evals if a >= TARGET), None)
+    return {"case": case, "seed": seed, "reached": reached, "final": evals[-1][1],
+            "at500": dict(evals).get(500), "curve": evals}
+
+
+def machine():
+    cpu = platform.processor() or "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{os.cpu_count()} cores, {cpu}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--case", action="append", required=True, help="lan, delay:D, harsh:MS, +look:L")
+    ap.add_argument("--seeds", default="1", help="comma-separated seeds")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--table", help="markdown file to write (default: print)")
+    args = ap.parse_args()
+    try:
+        for case in args.case:
+            parse_case(case)
+        seeds = [int(s) for s in args.seeds.split(",")]
+    except ValueError as e:
+        ap.error(str(e))
+    if "lan" not in args.case:
+        ap.error("the cases must include lan: the ratios are against it")
+    started = time.time()
+    jobs = [(case, seed) for seed in seeds for case in args.case]
+    with multiprocessing.Pool(max(1, args.jobs)) as pool:
+        results = pool.starmap(run, jobs)
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+    except OSError:
+        rev = "?"
+    cases = " ".join(f"--case {c}" for c in args.case)
+    out = ["# What delay alone costs: the harsh training in lock step, every update exact, peers' late", "",
+           f"command: python3 experiments/delay_sim.py {cases} --seeds {args.seeds}",
+           f"finished: {datetime.now(timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')} "
+           f"({time.time() - started:.0f} s, {args.jobs} side by side)",
+           f"machine: {machine()}", f"geops: {rev}", "",
+           "| case | seed | clock at 0.85 | accuracy at 500 | final accuracy | accuracy every 100 clocks |",
+           "|---|---:|---:|---:|---:|---|"]
+    for r in results:
+        curve = " ".join(f"{c}:{a:.3f}" for c, a in r["curve"] if c % 100 == 0)
+        out.append(f"| {r['case']} | {r['seed']} | {r['reached'] or '-'} | {r['at500']:.4f} | {r['final']:.4f} | {curve} |")
+    out += ["", "| case | median clock at 0.85 (runs that reached it) | / lan | median final accuracy |",
+            "|---|---:|---:|---:|"]
+    medians = {}
+    for case in args.case:
+        rs = [r for r in results if r["case"] == case]
+        hits = [r["reached"] for r in rs if r["reached"]]
+        # A run that never reached 0.85 counts as past the end, so the median is not flattered.
+        medians[case] = statistics.median([r["reached"] or CLOCKS + EVAL_EVERY for r in rs])
+        med = medians[case] if medians[case] <= CLOCKS else "never"
+        ratio = f"{medians[case] / medians['lan']:.2f}x" if medians[case] <= CLOCKS else "-"
+        out.append(f"| {case} | {med} ({len(hits)} of {len(rs)}) | {ratio} | "
+                   f"{statistics.median(r['final'] for r in rs):.4f} |")
+    text = "\n".join(out) + "\n"
+    if args.table:
+        with open(args.table, "w") as f:
+            f.write(text)
+    print(text, end="")
+
+
+if __name__ == "__main__":
+    main()
