@@ -23,6 +23,15 @@ Cases (--case, repeatable):
                  gradient at its replica plus L times the recent per-clock
                  sum of its peers' updates (an estimate of what is in
                  flight, as DANA-style look-ahead does)
+  ...+filter:T   (appended to delay or harsh) a site ships an element to its
+                 peers only once its accumulated update exceeds T times
+                 max(|value|, 0.03) times the rate's decay, as asp's
+                 significance filter with threshold_follows_lr and
+                 value_floor 0.03 does (the rest waits, exact, for later)
+  ...+ssp:S      (appended to any case) each worker reads its replica only
+                 every S + 1 clocks, as an SSP cache of staleness S serves a
+                 site's only worker, and adds its own updates to its copy
+                 in between
 
 Accuracy is site 0's replica on the 10,000 test images every 25 clocks.
 Runs go side by side (--jobs); the table gives each run and, per case, the
@@ -76,29 +85,51 @@ def load(kind):
 
 
 def parse_case(case):
-    """(delays[i][j] in clocks, look-ahead) of a case name; raises ValueError naming it."""
-    base, _, look = case.partition("+look:")
-    lookahead = float(look) if look else 0.0
+    """(delays[i][j] in clocks or None for the LAN, look-ahead, filter
+    threshold, SSP staleness) of a case name; raises ValueError naming it."""
+    base, *mods = case.split("+")
+    lookahead = threshold = 0.0
+    ssp = 0
+    for mod in mods:
+        if mod.startswith("ssp:") and mod[4:].isdigit():
+            ssp = int(mod[4:])
+            continue
+        key, _, value = mod.partition(":")
+        try:
+            number = float(value)
+        except ValueError:
+            number = -1.0
+        if key not in ("look", "filter") or number <= 0:
+            raise ValueError(f"case {case}: '+{mod}' is not +look:L or +filter:T with a positive number, "
+                             "or +ssp:S with a whole one")
+        if key == "look":
+            lookahead = number
+        else:
+            threshold = number
     if base == "lan":
-        if look:
-            raise ValueError(f"case {case}: the LAN has nothing in flight to look ahead at")
-        return None, 0.0
+        if lookahead or threshold:
+            raise ValueError(f"case {case}: the LAN has no peers' updates to look ahead at or filter")
+        return None, 0.0, 0.0, ssp
     kind, _, arg = base.partition(":")
     if kind == "delay" and arg.isdigit() and int(arg) >= 1:
         d = int(arg)
-        return [[0 if i == j else d for j in range(WORKERS)] for i in range(WORKERS)], lookahead
+        return [[0 if i == j else d for j in range(WORKERS)] for i in range(WORKERS)], lookahead, threshold, ssp
     if kind == "harsh":
-        ms = float(arg)
+        try:
+            ms = float(arg)
+        except ValueError:
+            ms = 0.0
         if ms > 0:
             return [[0 if i == j else max(1, round(HARSH_MS[i][j] / ms)) for j in range(WORKERS)]
-                    for i in range(WORKERS)], lookahead
-    raise ValueError(f"case {case}: expected lan, delay:D (D >= 1) or harsh:MS (MS > 0), optionally +look:L")
+                    for i in range(WORKERS)], lookahead, threshold, ssp
+    raise ValueError(f"case {case}: expected lan, delay:D (D >= 1) or harsh:MS (MS > 0), "
+                     "optionally +look:L, +filter:T and +ssp:S")
 
 
 def run(case, seed):
     import torch
     torch.set_num_threads(1)
-    delays, lookahead = parse_case(case)
+    delays, lookahead, threshold, ssp = parse_case(case)
     train_x, train_y = load("train")
     test_x, test_y = load("t10k")
     shapes = list(zip(LAYERS[:-1], LAYERS[1:]))
@@ -133,6 +164,8 @@ def run(case, seed):
     order = [torch.randperm(len(train_x), generator=gen) for _ in range(WORKERS)]
     replicas = [v0.clone() for _ in range(1 if delays is None else WORKERS)]
     in_flight = [torch.zeros_like(v0) for _ in range(WORKERS)]   # per-clock peer mass, averaged
+    held = [torch.zeros_like(v0) for _ in range(WORKERS)]        # what the filter has not shipped yet
+    copies = [None] * WORKERS                                   # each worker's SSP copy (ssp > 0)
     deepest = 0 if delays is None else max(max(row) for row in delays)
     history = []           # history[c][w]: worker w's update of clock c (the last `deepest` kept)
     evals = []
@@ -143,23 +176,37 @@ def run(case, seed):
             start = (c * BATCH) % len(train_x)
             idx = order[w][start:start + BATCH]
             view = replicas[0] if delays is None else replicas[w]
+            if ssp:
+                if c % (ssp + 1) == 0:
+                    copies[w] = view.clone()
+                view = copies[w]
             if lookahead:
                 view = view + lookahead * in_flight[w]
             updates.append(-lr * gradient(view, train_x[idx], train_y[idx]))
+            if ssp:
+                copies[w] += updates[w]
         if delays is None:
             for u in updates:
                 replicas[0] += u
         else:
-            history.append(updates)
+            shipped = updates
+            if threshold:
+                cut = threshold * (lr / LR0)
+                shipped = []
+                for w in range(WORKERS):
+                    held[w] += updates[w]
+                    take = held[w].abs() > cut * replicas[w].abs().clamp(min=0.03)
+                    shipped.append(torch.where(take, held[w], torch.zeros_like(v0)))
+                    held[w] -= shipped[w]
+            history.append(shipped)
             for i in range(WORKERS):
                 arrived = torch.zeros_like(v0)
                 for j in range(WORKERS):
-                    sent = c - delays[i][j] + 1 if j != i else c
-                    if sent >= 0:
-                        arrived += history[sent][j]
-                replicas[i] += arrived
+                    if j != i and c - delays[i][j] + 1 >= 0:
+                        arrived += history[c - delays[i][j] + 1][j]
+                replicas[i] += updates[i] + arrived
                 if lookahead:
-                    in_flight[i].mul_(0.9).add_(arrived - updates[i], alpha=0.1)
+                    in_flight[i].mul_(0.9).add_(arrived, alpha=0.1)
             if len(history) > deepest:
                 history[len(history) - deepest - 1] = None
         if (c + 1) % EVAL_EVERY == 0:
@@ -183,7 +230,7 @@ def machine():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--case", action="append", required=True, help="lan, delay:D, harsh:MS, +look:L")
+    ap.add_argument("--case", action="append", required=True, help="lan, delay:D, harsh:MS, +look:L, +filter:T, +ssp:S")
     ap.add_argument("--seeds", default="1", help="comma-separated seeds")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--table", help="markdown file to write (default: print)")
@@ -201,8 +248,12 @@ def main():
     with multiprocessing.Pool(max(1, args.jobs)) as pool:
         results = pool.starmap(run, jobs)
     try:
+        here = os.path.dirname(os.path.abspath(__file__))
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                             cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+                             cwd=here).stdout.strip()
+        if subprocess.run(["git", "status", "--porcelain", "--", os.path.basename(__file__)], capture_output=True,
+                          text=True, cwd=here).stdout.strip():
+            rev += "+local changes"
     except OSError:
         rev = "?"
     cases = " ".join(f"--case {c}" for c in args.case)
