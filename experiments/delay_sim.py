@@ -5,11 +5,12 @@ The harsh runs (experiments/results/wan/harsh) train an MLP 784-512-256-10
 on Fashion-MNIST with five workers of batch 32, lr 0.05 decaying by half a
 cosine to 0.0005 over 1000 clocks. asp needs 1.2-1.3x the LAN's clocks to
 reach 0.85 there. This replays that training in one process, in lock step,
-with nothing lost, quantised or held back: every update counts exactly
-once at every replica, and the only difference between the cases is when a
-peer's update lands. It answers how many clocks the delay itself costs, so
-that a gap measured in geops can be split into what the delay costs and
-what geops adds.
+with nothing lost or quantised: every update counts exactly once at every
+replica, and the cases differ in when a peer's update lands (and, with the
+modifiers below, in what a site holds back first and how often a worker
+reads). It answers how many clocks the delay itself costs, so that a gap
+measured in geops can be split into what the delay costs and what geops
+adds.
 
 Cases (--case, repeatable):
   lan            one replica; each clock every worker computes its gradient
