@@ -33,6 +33,13 @@ Cases (--case, repeatable):
                  every S + 1 clocks, as an SSP cache of staleness S serves a
                  site's only worker, and adds its own updates to its copy
                  in between
+  ...+async:P    (appended to harsh:MS) the sites out of lock step: time
+                 runs in ticks of P x MS ms, and at each a site does its next
+                 clock with probability P (MS ms a clock on average, as
+                 sites sharing cores take turns) if asp's drift bound lets
+                 it: no more than DS 8 plus the allowance (its slowest-
+                 reached peer's delay in clocks, at most 24) ahead of the
+                 clock through which a peer's updates have landed
 
 Accuracy is site 0's replica on the 10,000 test images every 25 clocks.
 Runs go side by side (--jobs); the table gives each run and, per case, the
@@ -46,6 +53,7 @@ import math
 import multiprocessing
 import os
 import platform
+import random
 import statistics
 import struct
 import subprocess
@@ -86,51 +94,54 @@ def load(kind):
 
 
 def parse_case(case):
-    """(delays[i][j] in clocks or None for the LAN, look-ahead, filter
-    threshold, SSP staleness) of a case name; raises ValueError naming it."""
+    """A case name's settings: delays[i][j] in clocks (None for the LAN),
+    look-ahead, filter threshold, SSP staleness, pace (0: lock step) and ms a
+    clock. Raises ValueError naming the case."""
     base, *mods = case.split("+")
-    lookahead = threshold = 0.0
-    ssp = 0
+    got = {"delays": None, "lookahead": 0.0, "threshold": 0.0, "ssp": 0, "pace": 0.0, "ms": 0.0}
     for mod in mods:
-        if mod.startswith("ssp:") and mod[4:].isdigit():
-            ssp = int(mod[4:])
-            continue
         key, _, value = mod.partition(":")
+        if key == "ssp" and value.isdigit():
+            got["ssp"] = int(value)
+            continue
         try:
             number = float(value)
         except ValueError:
             number = -1.0
-        if key not in ("look", "filter") or number <= 0:
-            raise ValueError(f"case {case}: '+{mod}' is not +look:L or +filter:T with a positive number, "
-                             "or +ssp:S with a whole one")
-        if key == "look":
-            lookahead = number
+        if key in ("look", "filter") and number > 0:
+            got["lookahead" if key == "look" else "threshold"] = number
+        elif key == "async" and 0 < number <= 1 and base.startswith("harsh:"):
+            got["pace"] = number
         else:
-            threshold = number
+            raise ValueError(f"case {case}: '+{mod}' is not +look:L or +filter:T (positive), +ssp:S "
+                             "(whole) or +async:P (in (0, 1], after harsh:MS)")
     if base == "lan":
-        if lookahead or threshold:
+        if got["lookahead"] or got["threshold"]:
             raise ValueError(f"case {case}: the LAN has no peers' updates to look ahead at or filter")
-        return None, 0.0, 0.0, ssp
+        return got
     kind, _, arg = base.partition(":")
     if kind == "delay" and arg.isdigit() and int(arg) >= 1:
         d = int(arg)
-        return [[0 if i == j else d for j in range(WORKERS)] for i in range(WORKERS)], lookahead, threshold, ssp
+        got["delays"] = [[0 if i == j else d for j in range(WORKERS)] for i in range(WORKERS)]
+        return got
     if kind == "harsh":
         try:
-            ms = float(arg)
+            got["ms"] = float(arg)
         except ValueError:
-            ms = 0.0
-        if ms > 0:
-            return [[0 if i == j else max(1, round(HARSH_MS[i][j] / ms)) for j in range(WORKERS)]
-                    for i in range(WORKERS)], lookahead, threshold, ssp
+            got["ms"] = 0.0
+        if got["ms"] > 0:
+            got["delays"] = [[0 if i == j else max(1, round(HARSH_MS[i][j] / got["ms"])) for j in range(WORKERS)]
+                             for i in range(WORKERS)]
+            return got
     raise ValueError(f"case {case}: expected lan, delay:D (D >= 1) or harsh:MS (MS > 0), "
-                     "optionally +look:L, +filter:T and +ssp:S")
+                     "optionally +look:L, +filter:T, +ssp:S and +async:P")
 
 
 def run(case, seed):
     import torch
     torch.set_num_threads(1)
-    delays, lookahead, threshold, ssp = parse_case(case)
+    got = parse_case(case)
+    delays, lookahead, threshold, ssp = got["delays"], got["lookahead"], got["threshold"], got["ssp"]
     train_x, train_y = load("train")
     test_x, test_y = load("t10k")
     shapes = list(zip(LAYERS[:-1], LAYERS[1:]))
@@ -170,36 +181,82 @@ def run(case, seed):
     deepest = 0 if delays is None else max(max(row) for row in delays)
     history = []           # history[c][w]: worker w's update of clock c (the last `deepest` kept)
     evals = []
+
+    def rate(c):
+        return LR1 + 0.5 * (LR0 - LR1) * (1 + math.cos(math.pi * c / (CLOCKS - 1)))
+
+    def step(w, c, replica):
+        """Worker w's update of clock c, computed at its view of `replica`."""
+        start = (c * BATCH) % len(train_x)
+        idx = order[w][start:start + BATCH]
+        view = replica
+        if ssp:
+            if c % (ssp + 1) == 0:
+                copies[w] = view.clone()
+            view = copies[w]
+        if lookahead:
+            view = view + lookahead * in_flight[w]
+        u = -rate(c) * gradient(view, train_x[idx], train_y[idx])
+        if ssp:
+            copies[w] += u
+        return u
+
+    def ship(w, u, c):
+        """What site w sends its peers of its update u of clock c (all of it, or what the filter lets through)."""
+        if not threshold:
+            return u
+        held[w] += u
+        take = held[w].abs() > threshold * (rate(c) / LR0) * replicas[w].abs().clamp(min=0.03)
+        out = torch.where(take, held[w], torch.zeros_like(v0))
+        held[w] -= out
+        return out
+
+    if got["pace"]:
+        # Out of lock step: ticks of pace x ms; a site does its next clock
+        # with probability `pace` when the drift bound lets it.
+        rng = random.Random(seed)
+        tick_ms = got["pace"] * got["ms"]
+        ticks = [[0 if i == j else max(1, round(HARSH_MS[i][j] / tick_ms)) for j in range(WORKERS)]
+                 for i in range(WORKERS)]
+        bound = [8 + min(24, math.ceil(max(HARSH_MS[j][i] for j in range(WORKERS) if j != i) / got["ms"]))
+                 for i in range(WORKERS)]
+        deep = max(max(row) for row in ticks)
+        clock = [0] * WORKERS
+        clocks_after = []  # clocks_after[t][j]: j's clock after tick t
+        sent = []          # sent[t][j]: what j shipped at tick t, or None
+        t = 0
+        while min(clock) < CLOCKS:
+            landed = lambda i, j: clocks_after[t - ticks[i][j]][j] if t - ticks[i][j] >= 0 else 0
+            moving = [i for i in range(WORKERS) if clock[i] < CLOCKS and rng.random() < got["pace"] and
+                      clock[i] - min(landed(i, j) for j in range(WORKERS) if j != i) <= bound[i]]
+            own = {i: step(i, clock[i], replicas[i]) for i in moving}
+            sent.append([ship(i, own[i], clock[i]) if i in own else None for i in range(WORKERS)])
+            for i in range(WORKERS):
+                for j in range(WORKERS):
+                    if j != i and t - ticks[i][j] + 1 >= 0 and sent[t - ticks[i][j] + 1][j] is not None:
+                        replicas[i] += sent[t - ticks[i][j] + 1][j]
+                if i in own:
+                    replicas[i] += own[i]
+                    clock[i] += 1
+            clocks_after.append(list(clock))
+            if len(sent) > deep:
+                sent[len(sent) - deep - 1] = None
+            if 0 in own and clock[0] % EVAL_EVERY == 0:
+                with torch.no_grad():
+                    acc = (logits(replicas[0], test_x).argmax(1) == test_y).float().mean().item()
+                evals.append((clock[0], acc))
+            t += 1
+        reached = next((c for c, a in evals if a >= TARGET), None)
+        return {"case": case, "seed": seed, "reached": reached, "final": evals[-1][1],
+                "at500": dict(evals).get(500), "curve": evals}
+
     for c in range(CLOCKS):
-        lr = LR1 + 0.5 * (LR0 - LR1) * (1 + math.cos(math.pi * c / (CLOCKS - 1)))
-        updates = []
-        for w in range(WORKERS):
-            start = (c * BATCH) % len(train_x)
-            idx = order[w][start:start + BATCH]
-            view = replicas[0] if delays is None else replicas[w]
-            if ssp:
-                if c % (ssp + 1) == 0:
-                    copies[w] = view.clone()
-                view = copies[w]
-            if lookahead:
-                view = view + lookahead * in_flight[w]
-            updates.append(-lr * gradient(view, train_x[idx], train_y[idx]))
-            if ssp:
-                copies[w] += updates[w]
+        updates = [step(w, c, replicas[0] if delays is None else replicas[w]) for w in range(WORKERS)]
         if delays is None:
             for u in updates:
                 replicas[0] += u
         else:
-            shipped = updates
-            if threshold:
-                cut = threshold * (lr / LR0)
-                shipped = []
-                for w in range(WORKERS):
-                    held[w] += updates[w]
-                    take = held[w].abs() > cut * replicas[w].abs().clamp(min=0.03)
-                    shipped.append(torch.where(take, held[w], torch.zeros_like(v0)))
-                    held[w] -= shipped[w]
-            history.append(shipped)
+            history.append([ship(w, updates[w], c) for w in range(WORKERS)])
             for i in range(WORKERS):
                 arrived = torch.zeros_like(v0)
                 for j in range(WORKERS):
@@ -231,7 +288,7 @@ def machine():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--case", action="append", required=True, help="lan, delay:D, harsh:MS, +look:L, +filter:T, +ssp:S")
+    ap.add_argument("--case", action="append", required=True, help="lan, delay:D, harsh:MS, +look:L, +filter:T, +ssp:S, +async:P")
     ap.add_argument("--seeds", default="1", help="comma-separated seeds")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--table", help="markdown file to write (default: print)")
@@ -258,7 +315,7 @@ def main():
     except OSError:
         rev = "?"
     cases = " ".join(f"--case {c}" for c in args.case)
-    out = ["# What delay alone costs: the harsh training in lock step, every update exact, peers' late", "",
+    out = ["# What delay alone costs: the harsh training without geops, every update exact, peers' late", "",
            f"command: python3 experiments/delay_sim.py {cases} --seeds {args.seeds}",
            f"finished: {datetime.now(timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')} "
            f"({time.time() - started:.0f} s, {args.jobs} side by side)",
