@@ -115,6 +115,8 @@ def parse_case(case):
         else:
             raise ValueError(f"case {case}: '+{mod}' is not +look:L or +filter:T (positive), +ssp:S "
                              "(whole) or +async:P (in (0, 1], after harsh:MS)")
+    if got["lookahead"] and got["pace"]:
+        raise ValueError(f"case {case}: +look and +async do not combine (the look-ahead is kept per clock)")
     if base == "lan":
         if got["lookahead"] or got["threshold"]:
             raise ValueError(f"case {case}: the LAN has no peers' updates to look ahead at or filter")
