@@ -33,6 +33,10 @@ Cases (--case, repeatable):
                  every S + 1 clocks, as an SSP cache of staleness S serves a
                  site's only worker, and adds its own updates to its copy
                  in between
+  ...+part       (appended to any case) each worker draws its examples from
+                 its own fifth of the training set (examples w, w + 5, ...),
+                 reshuffled every epoch, as geops' workers do; without it
+                 each draws from all 60,000 in an order of its own
   ...+async:P    (appended to harsh:MS) the sites out of lock step: time
                  runs in ticks of P x MS ms, and at each a site does its next
                  clock with probability P (MS ms a clock on average, as
@@ -98,8 +102,11 @@ def parse_case(case):
     look-ahead, filter threshold, SSP staleness, pace (0: lock step) and ms a
     clock. Raises ValueError naming the case."""
     base, *mods = case.split("+")
-    got = {"delays": None, "lookahead": 0.0, "threshold": 0.0, "ssp": 0, "pace": 0.0, "ms": 0.0}
+    got = {"delays": None, "lookahead": 0.0, "threshold": 0.0, "ssp": 0, "pace": 0.0, "ms": 0.0, "part": False}
     for mod in mods:
+        if mod == "part":
+            got["part"] = True
+            continue
         key, _, value = mod.partition(":")
         if key == "ssp" and value.isdigit():
             got["ssp"] = int(value)
@@ -114,7 +121,7 @@ def parse_case(case):
             got["pace"] = number
         else:
             raise ValueError(f"case {case}: '+{mod}' is not +look:L or +filter:T (positive), +ssp:S "
-                             "(whole) or +async:P (in (0, 1], after harsh:MS)")
+                             "(whole), +part or +async:P (in (0, 1], after harsh:MS)")
     if got["lookahead"] and got["pace"]:
         raise ValueError(f"case {case}: +look and +async do not combine (the look-ahead is kept per clock)")
     if base == "lan":
@@ -136,7 +143,7 @@ def parse_case(case):
                              for i in range(WORKERS)]
             return got
     raise ValueError(f"case {case}: expected lan, delay:D (D >= 1) or harsh:MS (MS > 0), "
-                     "optionally +look:L, +filter:T, +ssp:S and +async:P")
+                     "optionally +look:L, +filter:T, +ssp:S, +part and +async:P")
 
 
 def run(case, seed):
@@ -187,10 +194,24 @@ def run(case, seed):
     def rate(c):
         return LR1 + 0.5 * (LR0 - LR1) * (1 + math.cos(math.pi * c / (CLOCKS - 1)))
 
+    epochs = {}   # +part: worker -> (epoch, that epoch's order of its examples)
+
+    def batch(w, c):
+        """The indices of worker w's examples at clock c."""
+        if not got["part"]:
+            start = (c * BATCH) % len(train_x)
+            return order[w][start:start + BATCH]
+        mine = torch.arange(w, len(train_x), WORKERS)
+        per_epoch = len(mine) // BATCH
+        epoch, k = divmod(c, per_epoch)
+        if epochs.get(w, (None,))[0] != epoch:
+            shuffle = torch.Generator().manual_seed(seed * 1000003 + w * 1009 + epoch)
+            epochs[w] = (epoch, mine[torch.randperm(len(mine), generator=shuffle)])
+        return epochs[w][1][k * BATCH:(k + 1) * BATCH]
+
     def step(w, c, replica):
         """Worker w's update of clock c, computed at its view of `replica`."""
-        start = (c * BATCH) % len(train_x)
-        idx = order[w][start:start + BATCH]
+        idx = batch(w, c)
         view = replica
         if ssp:
             if c % (ssp + 1) == 0:
@@ -290,7 +311,7 @@ def machine():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--case", action="append", required=True, help="lan, delay:D, harsh:MS, +look:L, +filter:T, +ssp:S, +async:P")
+    ap.add_argument("--case", action="append", required=True, help="lan, delay:D, harsh:MS, +look:L, +filter:T, +ssp:S, +part, +async:P")
     ap.add_argument("--seeds", default="1", help="comma-separated seeds")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--table", help="markdown file to write (default: print)")
