@@ -191,6 +191,11 @@ def run(case, seed):
     history = []           # history[c][w]: worker w's update of clock c (the last `deepest` kept)
     evals = []
 
+    def evaluate(c):
+        """Site 0's test accuracy after its clock c, into evals."""
+        with torch.no_grad():
+            evals.append((c, (logits(replicas[0], test_x).argmax(1) == test_y).float().mean().item()))
+
     def rate(c):
         return LR1 + 0.5 * (LR0 - LR1) * (1 + math.cos(math.pi * c / (CLOCKS - 1)))
 
@@ -265,35 +270,28 @@ def run(case, seed):
             if len(sent) > deep:
                 sent[len(sent) - deep - 1] = None
             if 0 in own and clock[0] % EVAL_EVERY == 0:
-                with torch.no_grad():
-                    acc = (logits(replicas[0], test_x).argmax(1) == test_y).float().mean().item()
-                evals.append((clock[0], acc))
+                evaluate(clock[0])
             t += 1
-        reached = next((c for c, a in evals if a >= TARGET), None)
-        return {"case": case, "seed": seed, "reached": reached, "final": evals[-1][1],
-                "at500": dict(evals).get(500), "curve": evals}
-
-    for c in range(CLOCKS):
-        updates = [step(w, c, replicas[0] if delays is None else replicas[w]) for w in range(WORKERS)]
-        if delays is None:
-            for u in updates:
-                replicas[0] += u
-        else:
-            history.append([ship(w, updates[w], c) for w in range(WORKERS)])
-            for i in range(WORKERS):
-                arrived = torch.zeros_like(v0)
-                for j in range(WORKERS):
-                    if j != i and c - delays[i][j] + 1 >= 0:
-                        arrived += history[c - delays[i][j] + 1][j]
-                replicas[i] += updates[i] + arrived
-                if lookahead:
-                    in_flight[i].mul_(0.9).add_(arrived, alpha=0.1)
-            if len(history) > deepest:
-                history[len(history) - deepest - 1] = None
-        if (c + 1) % EVAL_EVERY == 0:
-            with torch.no_grad():
-                acc = (logits(replicas[0], test_x).argmax(1) == test_y).float().mean().item()
-            evals.append((c + 1, acc))
+    else:
+        for c in range(CLOCKS):
+            updates = [step(w, c, replicas[0] if delays is None else replicas[w]) for w in range(WORKERS)]
+            if delays is None:
+                for u in updates:
+                    replicas[0] += u
+            else:
+                history.append([ship(w, updates[w], c) for w in range(WORKERS)])
+                for i in range(WORKERS):
+                    arrived = torch.zeros_like(v0)
+                    for j in range(WORKERS):
+                        if j != i and c - delays[i][j] + 1 >= 0:
+                            arrived += history[c - delays[i][j] + 1][j]
+                    replicas[i] += updates[i] + arrived
+                    if lookahead:
+                        in_flight[i].mul_(0.9).add_(arrived, alpha=0.1)
+                if len(history) > deepest:
+                    history[len(history) - deepest - 1] = None
+            if (c + 1) % EVAL_EVERY == 0:
+                evaluate(c + 1)
     reached = next((c for c, a in evals if a >= TARGET), None)
     return {"case": case, "seed": seed, "reached": reached, "final": evals[-1][1],
             "at500": dict(evals).get(500), "curve": evals}
