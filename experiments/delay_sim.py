@@ -37,6 +37,13 @@ Cases (--case, repeatable):
                  its own fifth of the training set (examples w, w + 5, ...),
                  reshuffled every epoch, as geops' workers do; without it
                  each draws from all 60,000 in an order of its own
+  ...+window:N   (appended to delay or harsh, in lock step) at most N
+                 batches from a site to a peer unacknowledged, as asp's
+                 max_inflight_batches allows: a batch's acknowledgement is
+                 back a round trip (twice the delay) after it left, and what
+                 a site ships meanwhile waits, summed, and leaves as one
+                 batch when a place is free (geops' backlog, coalesced per
+                 chunk)
   ...+async:P    (appended to harsh:MS) the sites out of lock step: time
                  runs in ticks of P x MS ms, and at each a site does its next
                  clock with probability P (MS ms a clock on average, as
@@ -102,7 +109,8 @@ def parse_case(case):
     look-ahead, filter threshold, SSP staleness, pace (0: lock step) and ms a
     clock. Raises ValueError naming the case."""
     base, *mods = case.split("+")
-    got = {"delays": None, "lookahead": 0.0, "threshold": 0.0, "ssp": 0, "pace": 0.0, "ms": 0.0, "part": False}
+    got = {"delays": None, "lookahead": 0.0, "threshold": 0.0, "ssp": 0, "pace": 0.0, "ms": 0.0, "part": False,
+           "window": 0}
     for mod in mods:
         if mod == "part":
             got["part"] = True
@@ -110,6 +118,9 @@ def parse_case(case):
         key, _, value = mod.partition(":")
         if key == "ssp" and value.isdigit():
             got["ssp"] = int(value)
+            continue
+        if key == "window" and value.isdigit() and int(value) >= 1:
+            got["window"] = int(value)
             continue
         try:
             number = float(value)
@@ -121,12 +132,14 @@ def parse_case(case):
             got["pace"] = number
         else:
             raise ValueError(f"case {case}: '+{mod}' is not +look:L or +filter:T (positive), +ssp:S "
-                             "(whole), +part or +async:P (in (0, 1], after harsh:MS)")
+                             "(whole), +window:N (N >= 1), +part or +async:P (in (0, 1], after harsh:MS)")
     if got["lookahead"] and got["pace"]:
         raise ValueError(f"case {case}: +look and +async do not combine (the look-ahead is kept per clock)")
+    if got["window"] and got["pace"]:
+        raise ValueError(f"case {case}: +window and +async do not combine (the window is kept in clocks)")
     if base == "lan":
-        if got["lookahead"] or got["threshold"]:
-            raise ValueError(f"case {case}: the LAN has no peers' updates to look ahead at or filter")
+        if got["lookahead"] or got["threshold"] or got["window"]:
+            raise ValueError(f"case {case}: the LAN has no peers' updates to look ahead at, filter or window")
         return got
     kind, _, arg = base.partition(":")
     if kind == "delay" and arg.isdigit() and int(arg) >= 1:
@@ -143,7 +156,7 @@ def parse_case(case):
                              for i in range(WORKERS)]
             return got
     raise ValueError(f"case {case}: expected lan, delay:D (D >= 1) or harsh:MS (MS > 0), "
-                     "optionally +look:L, +filter:T, +ssp:S, +part and +async:P")
+                     "optionally +look:L, +filter:T, +ssp:S, +window:N, +part and +async:P")
 
 
 def run(case, seed):
@@ -239,6 +252,29 @@ def run(case, seed):
         held[w] -= out
         return out
 
+    window = got["window"]
+    pending = [[None] * WORKERS for _ in range(WORKERS)]   # pending[j][i]: j's mass waiting for a place to i
+    unacked = [[[] for _ in range(WORKERS)] for _ in range(WORKERS)]  # unacked[j][i]: clocks its places free
+    landing = [{} for _ in range(WORKERS)]                 # landing[i][c]: what lands at i at clock c
+    batches = [0]
+
+    def send_windowed(c, shipped):
+        """+window: each site's shipment of clock c joins what waits for
+        each peer; it leaves as one batch while fewer than N are unacknowledged."""
+        for j in range(WORKERS):
+            for i in range(WORKERS):
+                if i == j:
+                    continue
+                pending[j][i] = shipped[j].clone() if pending[j][i] is None else pending[j][i].add_(shipped[j])
+                unacked[j][i] = [free for free in unacked[j][i] if free > c]
+                if len(unacked[j][i]) < window:
+                    d = delays[i][j]
+                    land = c + d - 1
+                    landing[i][land] = landing[i].get(land, 0) + pending[j][i]
+                    unacked[j][i].append(c + 2 * d - 1)
+                    pending[j][i] = None
+                    batches[0] += 1
+
     if got["pace"]:
         # Out of lock step: ticks of pace x ms; a site does its next clock
         # with probability `pace` when the drift bound lets it.
@@ -280,10 +316,14 @@ def run(case, seed):
                     replicas[0] += u
             else:
                 history.append([ship(w, updates[w], c) for w in range(WORKERS)])
+                if window:
+                    send_windowed(c, history[-1])
                 for i in range(WORKERS):
                     arrived = torch.zeros_like(v0)
+                    if window:
+                        arrived += landing[i].pop(c, 0)
                     for j in range(WORKERS):
-                        if j != i and c - delays[i][j] + 1 >= 0:
+                        if not window and j != i and c - delays[i][j] + 1 >= 0:
                             arrived += history[c - delays[i][j] + 1][j]
                     replicas[i] += updates[i] + arrived
                     if lookahead:
@@ -309,7 +349,7 @@ def machine():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--case", action="append", required=True, help="lan, delay:D, harsh:MS, +look:L, +filter:T, +ssp:S, +part, +async:P")
+    ap.add_argument("--case", action="append", required=True, help="lan, delay:D, harsh:MS, +look:L, +filter:T, +ssp:S, +window:N, +part, +async:P")
     ap.add_argument("--seeds", default="1", help="comma-separated seeds")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--table", help="markdown file to write (default: print)")
