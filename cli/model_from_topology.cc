@@ -26,6 +26,7 @@ ShardOptions BuildShardOptions(const Topology& t, int site, int shard) {
   o.num_shards = t.sites[site].shards;
   o.num_workers = t.sites[site].workers;
   o.worker_lease_ms = t.worker_lease_ms;
+  o.change_readers = t.change_readers;
   o.auth_token = t.auth_token;
   return o;
 }

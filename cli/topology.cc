@@ -432,7 +432,8 @@ Result<Topology> ParseTopology(const std::string& text, const std::string& origi
   TableReader train(root["training"].as_table(), "training", origin);
   train.RejectUnknown({"clocks", "batch_size", "learning_rate", "final_learning_rate", "staleness", "eval_every",
                        "target_accuracy", "backend", "compute_threads", "data_dir",
-                       "worker_lease_ms", "rpc_timeout_ms", "retry_window_ms", "auth_token", "command"});
+                       "worker_lease_ms", "change_readers", "rpc_timeout_ms", "retry_window_ms", "auth_token",
+                       "command"});
   train.Get("clocks", &t.clocks);
   train.Get("batch_size", &t.batch_size);
   train.Get("learning_rate", &t.learning_rate);
@@ -444,6 +445,7 @@ Result<Topology> ParseTopology(const std::string& text, const std::string& origi
   train.Get("compute_threads", &t.compute_threads);
   train.Get("data_dir", &t.data_dir);
   train.Get("worker_lease_ms", &t.worker_lease_ms);
+  train.Get("change_readers", &t.change_readers);
   train.Get("rpc_timeout_ms", &t.rpc_timeout_ms);
   train.Get("retry_window_ms", &t.retry_window_ms);
   train.Get("auth_token", &t.auth_token);
@@ -460,6 +462,7 @@ Result<Topology> ParseTopology(const std::string& text, const std::string& origi
                 "must be \"cpu\", \"cuda\" or \"auto\"");
   train.Require(t.compute_threads >= 1 && t.compute_threads <= 256, "compute_threads", "must be in 1..256");
   train.Require(t.worker_lease_ms >= 10, "worker_lease_ms", "must be >= 10");
+  train.Require(t.change_readers >= -1, "change_readers", "must be >= 0, or -1 for automatic");
   train.Require(t.rpc_timeout_ms >= 1, "rpc_timeout_ms", "must be >= 1");
   train.Require(t.retry_window_ms >= 0, "retry_window_ms", "must be >= 0");
   train.Require(!root["training"]["command"] || (!t.command.empty() && !t.command[0].empty()), "command",

@@ -144,6 +144,9 @@ struct Topology {
   int compute_threads = 1;        // BLAS threads per worker
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   int64_t worker_lease_ms = 10000;
+  // Workers whose reads carry only what changed (ShardOptions::change_readers):
+  // -1 = worker 0 of a site with one worker, else none.
+  int change_readers = -1;
   int64_t rpc_timeout_ms = 30000;
   // How long a worker keeps retrying a shard that is unavailable (down,
   // restarting) before it gives up: long enough for a supervisor to restart

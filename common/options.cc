@@ -13,6 +13,10 @@ Status ShardOptions::Validate() const {
   if (max_read_wait_ms < 1) return InvalidArgumentError("max_read_wait_ms must be >= 1");
   if (max_batch_bytes < 1024) return InvalidArgumentError("max_batch_bytes must be >= 1024");
   if (max_commit_wait_ms < 1) return InvalidArgumentError("max_commit_wait_ms must be >= 1");
+  if (change_readers < -1) {
+    return InvalidArgumentError("change_readers must be >= 0, or -1 for automatic; got " +
+                                std::to_string(change_readers));
+  }
   return Status::Ok();
 }
 

@@ -4,6 +4,7 @@
 #ifndef GEOPS_COMMON_OPTIONS_H_
 #define GEOPS_COMMON_OPTIONS_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -35,6 +36,16 @@ struct ShardOptions {
   // Where leases and read waits read the time; null: the steady clock (a
   // ManualTime in tests). Must outlive the shard.
   const TimeSource* time = nullptr;
+  // Incremental reads (Shard::ReadChanged) are tracked for workers
+  // 0..change_readers-1, at one bit per element each; -1: for worker 0 when
+  // the site has one worker (whose reads then carry only what its peers'
+  // updates changed), else for none (other workers' dense updates change
+  // every chunk at every clock, so there is nothing to save).
+  int change_readers = -1;
+  // The number of workers whose reads are tracked.
+  int ChangeReaders() const {
+    return change_readers >= 0 ? std::min(change_readers, num_workers) : (num_workers == 1 ? 1 : 0);
+  }
 
   Status Validate() const;
 };

@@ -35,6 +35,18 @@ struct ReadReply {
   Clock shard_clock = 0;
 };
 
+// An incremental read's answer (Shard::ReadChanged): what changed in the
+// chunks read since the reader's last incremental read of this shard, as
+// runs of elements. The chunks are laid back to back in the order read,
+// as a full read's values are.
+struct ChangedValues {
+  // To send as `since` with the next incremental read of this shard; 0:
+  // the reader is not tracked, and the runs cover every chunk read.
+  uint64_t read_id = 0;
+  std::vector<uint32_t> runs;  // (start, length) pairs, ascending, disjoint
+  std::vector<float> values;   // the runs' values, back to back
+};
+
 struct UpdateReply {
   bool applied = false;  // false: this (worker, clock) batch was already applied
   Clock shard_clock = 0;

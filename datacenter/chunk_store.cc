@@ -1,6 +1,7 @@
 #include "datacenter/chunk_store.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <mutex>
@@ -75,8 +76,8 @@ void ChunkStore::Read(int64_t local, float* out) const {
   std::copy(src, src + n, out);
 }
 
-ChunkStore::BatchGuard::BatchGuard(ChunkStore* store, std::span<const int64_t> locals)
-    : store_(store), locals_(locals), order_(locals.begin(), locals.end()) {
+ChunkStore::BatchGuard::BatchGuard(ChunkStore* store, std::span<const int64_t> locals, int writer)
+    : store_(store), locals_(locals), writer_(writer), order_(locals.begin(), locals.end()) {
   std::sort(order_.begin(), order_.end());
   for (int64_t local : order_) store_->locks_[local].lock();
 }
@@ -112,6 +113,7 @@ void ChunkStore::BatchGuard::Add(const float* deltas) {
   for (int64_t local : locals_) {
     const int64_t n = store_->elements(local);
     store_->WillWrite(local);
+    store_->MarkWhole(local, writer_);
     store_->bound_[local] = AddIntoMaxAbs(store_->data_ + store_->offsets_[local], src, n);
     src += n;
   }
@@ -133,6 +135,7 @@ void ChunkStore::BatchGuard::AddSparse(size_t chunk, std::span<const uint32_t> i
   const int64_t local = locals_[chunk];
   float* dst = store_->data_ + store_->offsets_[local];
   store_->WillWrite(local);
+  store_->MarkElements(local, indices);
   // The values not touched keep the old bound; the touched ones are known.
   float bound = store_->bound_[local];
   for (size_t i = 0; i < indices.size(); ++i) {
@@ -147,6 +150,7 @@ void ChunkStore::Add(int64_t local, const float* delta) {
   const int64_t n = elements(local);
   std::unique_lock<std::shared_mutex> lock(locks_[local]);
   WillWrite(local);
+  MarkWhole(local, -1);
   bound_[local] = AddIntoMaxAbs(dst, delta, n);
 }
 
@@ -155,8 +159,90 @@ void ChunkStore::Overwrite(int64_t local, const float* values) {
   const int64_t n = elements(local);
   std::unique_lock<std::shared_mutex> lock(locks_[local]);
   WillWrite(local);
+  MarkWhole(local, -1);
   std::copy(values, values + n, dst);
   bound_[local] = MaxAbs(dst, n);
+}
+
+void ChunkStore::EnableChangeTracking(int readers) {
+  readers_ = readers;
+  const size_t n = keys_.size();
+  whole_.assign(static_cast<size_t>(readers) * n, 1);  // nothing read yet: everything to send
+  words_.assign(n + 1, 0);
+  for (size_t i = 0; i < n; ++i) words_[i + 1] = words_[i] + (elements(static_cast<int64_t>(i)) + 63) / 64;
+  bits_.assign(static_cast<size_t>(readers) * static_cast<size_t>(words_.back()), 0);
+}
+
+void ChunkStore::MarkElements(int64_t local, std::span<const uint32_t> indices) {
+  for (int r = 0; r < readers_; ++r) {
+    if (whole_[static_cast<size_t>(r) * keys_.size() + local]) continue;  // goes whole anyway
+    uint64_t* bits = bits_.data() + static_cast<size_t>(r) * words_.back() + words_[local];
+    for (uint32_t e : indices) bits[e / 64] |= uint64_t{1} << (e % 64);
+  }
+}
+
+void ChunkStore::MarkAllChanged(int slot) {
+  for (int64_t i = 0; i < num_chunks(); ++i) {
+    std::shared_lock<std::shared_mutex> lock(locks_[i]);
+    whole_[static_cast<size_t>(slot) * keys_.size() + i] = 1;
+  }
+}
+
+void ChunkStore::ReadChanged(int64_t local, int slot, uint32_t base, std::vector<uint32_t>* runs,
+                             std::vector<float>* values) {
+  const float* src = data_ + offsets_[local];
+  const int64_t n = elements(local);
+  uint64_t* bits = bits_.data() + static_cast<size_t>(slot) * words_.back() + words_[local];
+  const int64_t words = words_[local + 1] - words_[local];
+  std::shared_lock<std::shared_mutex> lock(locks_[local]);
+  uint8_t& whole = whole_[static_cast<size_t>(slot) * keys_.size() + local];
+  if (!whole) {
+    // A run costs 8 bytes besides its values: past a third of the chunk
+    // marked, the whole chunk is as cheap to send, and quicker to make.
+    int64_t marked = 0;
+    for (int64_t w = 0; w < words; ++w) marked += std::popcount(bits[w]);
+    if (marked * 3 > n) whole = 1;
+  }
+  if (whole) {
+    runs->push_back(base);
+    runs->push_back(static_cast<uint32_t>(n));
+    values->insert(values->end(), src, src + n);
+    whole = 0;
+    std::fill(bits, bits + words, uint64_t{0});
+    return;
+  }
+  // Runs of consecutive marked elements, word by word.
+  int64_t run_start = -1;
+  for (int64_t w = 0; w < words; ++w) {
+    uint64_t word = bits[w];
+    if (word == 0) {
+      if (run_start >= 0) {
+        runs->push_back(base + static_cast<uint32_t>(run_start));
+        runs->push_back(static_cast<uint32_t>(w * 64 - run_start));
+        values->insert(values->end(), src + run_start, src + w * 64);
+        run_start = -1;
+      }
+      continue;
+    }
+    bits[w] = 0;
+    for (int b = 0; b < 64; ++b) {
+      const bool marked = (word >> b) & 1;
+      const int64_t e = w * 64 + b;
+      if (marked && run_start < 0) {
+        run_start = e;
+      } else if (!marked && run_start >= 0) {
+        runs->push_back(base + static_cast<uint32_t>(run_start));
+        runs->push_back(static_cast<uint32_t>(e - run_start));
+        values->insert(values->end(), src + run_start, src + e);
+        run_start = -1;
+      }
+    }
+  }
+  if (run_start >= 0) {
+    runs->push_back(base + static_cast<uint32_t>(run_start));
+    runs->push_back(static_cast<uint32_t>(n - run_start));
+    values->insert(values->end(), src + run_start, src + n);
+  }
 }
 
 void ChunkStore::Snapshot(std::vector<std::pair<ChunkKey, std::vector<float>>>* out) const {

@@ -95,8 +95,10 @@ class ChunkStore {
   // whose bound a sparse add loosened past it) is checked sum by sum.
   class BatchGuard {
    public:
-    // `locals`: the batch's chunks in batch order, each once.
-    BatchGuard(ChunkStore* store, std::span<const int64_t> locals);
+    // `locals`: the batch's chunks in batch order, each once. `writer`: the
+    // change-tracking slot whose own copy already has what Add adds (its
+    // chunks are not marked for it), or -1.
+    BatchGuard(ChunkStore* store, std::span<const int64_t> locals, int writer = -1);
     ~BatchGuard();
     BatchGuard(const BatchGuard&) = delete;
     BatchGuard& operator=(const BatchGuard&) = delete;
@@ -123,12 +125,36 @@ class ChunkStore {
    private:
     ChunkStore* store_;
     std::span<const int64_t> locals_;
+    int writer_;
     std::vector<int64_t> order_;  // locals_ sorted: the lock order
   };
 
   // Replaces chunk `local` with `values` (elements(local) floats) under its
   // exclusive lock; used to load persisted values. REQUIRES: no aliasing.
   void Overwrite(int64_t local, const float* values);
+
+  // Change tracking for incremental reads (Shard::ReadChanged). A reader
+  // that keeps a copy of the chunks, and adds its own updates to that copy
+  // with the same float additions the store makes, needs from the store
+  // only what anything else changed since it last looked. Each of `readers`
+  // slots keeps, per chunk, a flag "changed whole" and one bit per element
+  // (1 bit per element per slot): a dense write (Add, BatchGuard::Add,
+  // Overwrite) marks its chunks whole for every slot but the writer's, a
+  // sparse one (AddSparse) marks its elements for every slot. Every write
+  // goes through those methods, so nothing changes a chunk unmarked.
+  // REQUIRES: called once, before the store is shared; readers >= 1.
+  void EnableChangeTracking(int readers);
+  int change_readers() const { return readers_; }
+  // Marks every chunk changed whole for `slot` (a reader whose copy is not
+  // known to match: it gets everything at its next look).
+  void MarkAllChanged(int slot);
+  // Reader `slot`'s look at chunk `local`, under the chunk's shared lock:
+  // appends what changed for it since its last look as (start, length)
+  // runs of elements, offset by `base`, to *runs, and their values to
+  // *values (the whole chunk when it changed whole), and clears the marks.
+  // REQUIRES: one look per slot at a time (the caller serialises a slot).
+  void ReadChanged(int64_t local, int slot, uint32_t base, std::vector<uint32_t>* runs,
+                   std::vector<float>* values);
 
   // Replaces `out` with a copy of every chunk, in key order. Each chunk is
   // copied under its lock; chunks are not copied at one instant together.
@@ -150,7 +176,23 @@ class ChunkStore {
     }
   }
 
+  // Change tracking, under chunk `local`'s exclusive lock (a write).
+  void MarkWhole(int64_t local, int except_slot) {
+    for (int r = 0; r < readers_; ++r) {
+      if (r != except_slot) whole_[static_cast<size_t>(r) * keys_.size() + local] = 1;
+    }
+  }
+  void MarkElements(int64_t local, std::span<const uint32_t> indices);
+
   float* data_ = nullptr;  // owned, 64-byte aligned; chunk i guarded by locks_[i]
+  // Change tracking (EnableChangeTracking): per slot and chunk, GUARDED_BY
+  // the chunk's lock (written by writers under the exclusive lock, and by
+  // the slot's one reader under the shared lock, which no writer holds
+  // then; readers of other slots touch other bytes).
+  int readers_ = 0;
+  std::vector<uint8_t> whole_;       // [slot * num_chunks + local]: changed whole
+  std::vector<uint64_t> bits_;       // [slot * words_.back() + words_[local] + e / 64]: element e changed
+  std::vector<int64_t> words_;       // per chunk, and one past the end: its first word of bits
   // Per chunk, GUARDED_BY(locks_[i]): no value of chunk i exceeds this in
   // magnitude (+Inf: not known).
   std::unique_ptr<float[]> bound_;

@@ -119,6 +119,20 @@ class Shard : public ReplicaTarget {
   virtual Result<ReadReply> Read(WorkerId worker, Clock clock, int64_t staleness,
                                  std::span<const ChunkKey> keys, float* out,
                                  Deadline deadline) = 0;
+  // An incremental read: waits as Read does, then puts into *out what
+  // changed in the chunks `keys` since this worker's last incremental read
+  // of this shard, as long as `since` is the read_id that read returned;
+  // with any other `since` (0 at first, or after a reply the worker did
+  // not get) everything in `keys` counts as changed. A worker that adds
+  // its own updates to its copy (as PsClient's cache does, with the same
+  // float additions) keeps that copy equal to the shard's values bit for
+  // bit by applying the runs over it: the shard leaves its own dense
+  // updates unmarked for it (ChunkStore::EnableChangeTracking). A worker
+  // that is not tracked (ShardOptions::change_readers) gets every chunk
+  // whole and read_id 0. Errors as Read's.
+  virtual Result<ReadReply> ReadChanged(WorkerId worker, Clock clock, int64_t staleness,
+                                        std::span<const ChunkKey> keys, uint64_t since,
+                                        ChangedValues* out, Deadline deadline) = 0;
   // The key checks of Read (BatchValidator::CheckRead) alone, for a caller
   // that sizes the reply's buffer first (the Thrift handler): every key
   // exists, is owned here and named once, and the reply fits in

@@ -45,6 +45,20 @@ struct ReadReply {
   2: binary values,
 }
 
+// An incremental read (Shard::ReadChanged): what changed since the reply
+// whose read_id is `since` (0: none; everything counts as changed).
+struct ReadChangedRequest {
+  1: ReadRequest request,
+  2: i64 since,
+}
+
+struct ReadChangedReply {
+  1: i64 shard_clock,
+  2: i64 read_id,             // the next request's `since`; 0: not tracked, every chunk whole
+  3: binary runs,             // (u32 start, u32 length) pairs, little-endian, in floats of the chunks back to back
+  4: binary values,           // the runs' float32 values, back to back
+}
+
 // One batch per shard per clock; (worker_id, clock) makes it idempotent.
 struct UpdateRequest {
   1: i32 worker_id,
@@ -160,6 +174,7 @@ service ParameterServer {
   InitValuesReply initValues(1: InitValuesRequest req) throws (1: GeopsError err),
   RegisterReply registerWorker(1: RegisterRequest req) throws (1: GeopsError err),
   ReadReply read(1: ReadRequest req) throws (1: GeopsError err),
+  ReadChangedReply readChanged(1: ReadChangedRequest req) throws (1: GeopsError err),
   UpdateReply update(1: UpdateRequest req) throws (1: GeopsError err),
   ClockReply clock(1: ClockRequest req) throws (1: GeopsError err),
   void heartbeat(1: i32 worker_id) throws (1: GeopsError err),

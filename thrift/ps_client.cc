@@ -237,6 +237,58 @@ Result<ReadReply> ThriftShardConnection::Read(WorkerId worker, Clock clock, int6
   return r;
 }
 
+Result<ReadReply> ThriftShardConnection::ReadChanged(WorkerId worker, Clock clock, int64_t staleness,
+                                                     std::span<const ChunkKey> keys, uint64_t since,
+                                                     ChangedValues* out, int64_t deadline_ms) {
+  if (deadline_ms < 0) {
+    return InvalidArgumentError("read deadline_ms must be >= 0, got " + std::to_string(deadline_ms));
+  }
+  gen::ReadChangedRequest req;
+  req.request.worker_id = worker;
+  req.request.clock = clock;
+  req.request.staleness = staleness;
+  PackKeysInto(keys, &req.request.chunk_keys);
+  req.request.deadline_ms = deadline_ms;
+  req.since = static_cast<int64_t>(since);
+  gen::ReadChangedReply reply;
+  GEOPS_RETURN_IF_ERROR(Invoke("readChanged", deadline_ms, [&](gen::ParameterServerClient& c) {
+    HookGuard guard(socket_.protocol().get());
+    c.readChanged(reply, req);
+  }));
+  // The runs must lie inside the chunks read, ascending, and account for
+  // every value: a reply that does not is refused whole.
+  const std::optional<int64_t> expected = PayloadBytes(keys);
+  const auto bad = [&](const std::string& why) {
+    return InternalError("readChanged on " + address_.ToString() + ": " + why +
+                         "; do worker and shard run the same model?");
+  };
+  if (reply.runs.size() % (2 * sizeof(uint32_t)) != 0 || reply.values.size() % sizeof(float) != 0) {
+    return bad("runs of " + std::to_string(reply.runs.size()) + " bytes or values of " +
+               std::to_string(reply.values.size()) + " bytes are not whole");
+  }
+  out->runs.resize(reply.runs.size() / sizeof(uint32_t));
+  if (!reply.runs.empty()) std::memcpy(out->runs.data(), reply.runs.data(), reply.runs.size());
+  out->values.resize(reply.values.size() / sizeof(float));
+  if (!reply.values.empty()) std::memcpy(out->values.data(), reply.values.data(), reply.values.size());
+  uint64_t end = 0, total = 0;
+  for (size_t i = 0; i < out->runs.size(); i += 2) {
+    if (out->runs[i] < end) return bad("its runs overlap or are out of order");
+    end = uint64_t{out->runs[i]} + out->runs[i + 1];
+    total += out->runs[i + 1];
+  }
+  if (total != out->values.size()) {
+    return bad("its runs hold " + std::to_string(total) + " values, it carries " + std::to_string(out->values.size()));
+  }
+  if (expected && end * sizeof(float) > static_cast<uint64_t>(*expected)) {
+    return bad("a run ends at float " + std::to_string(end) + ", past the " +
+               std::to_string(*expected / sizeof(float)) + " the chunks hold");
+  }
+  out->read_id = static_cast<uint64_t>(reply.read_id);
+  ReadReply r;
+  r.shard_clock = reply.shard_clock;
+  return r;
+}
+
 Result<UpdateReply> ThriftShardConnection::Update(WorkerId worker, Clock clock,
                                                   std::span<const ChunkKey> keys,
                                                   std::span<const float> values, int32_t part) {

@@ -80,6 +80,10 @@ class ThriftShardConnection : public worker::ShardConnection {
   Result<ReadReply> Read(WorkerId worker, Clock clock, int64_t staleness,
                          std::span<const ChunkKey> keys, float* out,
                          int64_t deadline_ms) override;
+  // Unimplemented from a shard without `readChanged` (the caller reads
+  // whole); Internal when the reply's runs do not fit `keys` or its values.
+  Result<ReadReply> ReadChanged(WorkerId worker, Clock clock, int64_t staleness, std::span<const ChunkKey> keys,
+                                uint64_t since, ChangedValues* out, int64_t deadline_ms) override;
   // ResourceExhausted when the request would exceed max_frame_bytes (nothing sent).
   Result<UpdateReply> Update(WorkerId worker, Clock clock, std::span<const ChunkKey> keys,
                              std::span<const float> values, int32_t part) override;

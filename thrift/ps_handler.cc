@@ -169,6 +169,29 @@ Status PsHandler::DoRead(datacenter::Shard* shard, gen::ReadReply& reply, const 
   return Status::Ok();
 }
 
+void PsHandler::readChanged(gen::ReadChangedReply& reply, const gen::ReadChangedRequest& req) {
+  Serve("readChanged", [&]() -> Status {
+    const gen::ReadRequest& read = req.request;
+    GEOPS_RETURN_IF_ERROR(CheckActsFor(read.worker_id, "readChanged"));
+    GEOPS_ASSIGN_OR_RETURN(datacenter::Shard * shard, ServingShard());
+    if (read.deadline_ms < 0) {
+      return InvalidArgumentError("read deadline_ms must be >= 0, got " + std::to_string(read.deadline_ms));
+    }
+    std::vector<ChunkKey> keys = UnpackKeys(read.chunk_keys);
+    const Deadline deadline = Deadline::InMs(std::min(read.deadline_ms, shard->options().max_read_wait_ms));
+    handed_to_ = shard;
+    ChangedValues changed;
+    GEOPS_ASSIGN_OR_RETURN(ReadReply r, shard->ReadChanged(read.worker_id, read.clock, read.staleness, keys,
+                                                           static_cast<uint64_t>(req.since), &changed, deadline));
+    reply.shard_clock = r.shard_clock;
+    reply.read_id = static_cast<int64_t>(changed.read_id);
+    reply.runs.assign(reinterpret_cast<const char*>(changed.runs.data()), changed.runs.size() * sizeof(uint32_t));
+    reply.values.assign(reinterpret_cast<const char*>(changed.values.data()),
+                        changed.values.size() * sizeof(float));
+    return Status::Ok();
+  });
+}
+
 void PsHandler::update(gen::UpdateReply& reply, const gen::UpdateRequest& req) {
   Serve("update", [&]() -> Status {
     GEOPS_RETURN_IF_ERROR(CheckActsFor(req.worker_id, "update"));

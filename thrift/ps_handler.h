@@ -58,6 +58,7 @@ class PsHandler : public gen::ParameterServerIf {
   void initValues(gen::InitValuesReply& reply, const gen::InitValuesRequest& req) override;
   void registerWorker(gen::RegisterReply& reply, const gen::RegisterRequest& req) override;
   void read(gen::ReadReply& reply, const gen::ReadRequest& req) override;
+  void readChanged(gen::ReadChangedReply& reply, const gen::ReadChangedRequest& req) override;
   void update(gen::UpdateReply& reply, const gen::UpdateRequest& req) override;
   void clock(gen::ClockReply& reply, const gen::ClockRequest& req) override;
   void heartbeat(int32_t worker_id) override;

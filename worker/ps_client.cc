@@ -48,6 +48,9 @@ PsClient::PsClient(const ModelSpec& spec, int num_shards, const WorkerClientOpti
   stream_both_ = spec_.total_elements() * static_cast<int64_t>(sizeof(float)) >= kStreamModelBytes;
   shard_keys_.resize(num_shards_);
   read_buf_.resize(num_shards_);
+  incremental_.assign(num_shards_, 1);
+  since_.assign(num_shards_, 0);
+  changed_.resize(num_shards_);
   send_buf_.resize(num_shards_);
   read_groups_.resize(num_shards_);
   for (ShardId s = 0; s < num_shards_; ++s) {
@@ -326,6 +329,28 @@ Status PsClient::ReadShard(ShardId s, geops::Clock clock, int64_t staleness, geo
   } fence{!also_into.empty() && stream_both_};
   for (const auto& [begin, end] : read_groups_[s]) {
     const std::span<const ChunkKey> group(keys.data() + begin, end - begin);
+    // With no copy of the caller's to fill, only what changed since the
+    // last read (ShardConnection::ReadChanged).
+    if (also_into.empty() && incremental_[s]) {
+      const uint64_t since = since_[s];
+      since_[s] = 0;  // until this reply is in the cache
+      Status st = CallShard(s, [&](ShardConnection& c) -> Status {
+        auto r = c.ReadChanged(options_.worker_id, clock, staleness, group, since, &changed_[s], options_.rpc_timeout_ms);
+        if (!r.ok()) return r.status();
+        *stamp = std::min(*stamp, r->shard_clock);
+        return Status::Ok();
+      });
+      if (st.ok()) {
+        ScatterChanged(group, changed_[s]);
+        since_[s] = changed_[s].read_id;
+        // Not tracked (read_id 0): every chunk came whole, which `read`
+        // does with fewer copies (docs/wire_format.md).
+        if (since_[s] == 0) incremental_[s] = 0;
+        continue;
+      }
+      if (st.code() != StatusCode::kUnimplemented) return st;
+      incremental_[s] = 0;  // a shard without them: whole reads from now on
+    }
     float* buf = read_buf_[s].data();
     GEOPS_RETURN_IF_ERROR(CallShard(s, [&](ShardConnection& c) -> Status {
       auto r = c.Read(options_.worker_id, clock, staleness, group, buf, options_.rpc_timeout_ms);
@@ -355,6 +380,27 @@ Status PsClient::ReadShard(ShardId s, geops::Clock clock, int64_t staleness, geo
     }
   }
   return Status::Ok();
+}
+
+void PsClient::ScatterChanged(std::span<const ChunkKey> group, const ChangedValues& changed) {
+  // Runs are ascending and inside the group's chunks laid back to back
+  // (checked by the connection); a run may span chunks.
+  size_t k = 0;
+  int64_t chunk_start = 0;
+  const float* src = changed.values.data();
+  for (size_t i = 0; i < changed.runs.size(); i += 2) {
+    int64_t at = changed.runs[i];
+    int64_t left = changed.runs[i + 1];
+    while (left > 0) {
+      while (at >= chunk_start + spec_.ChunkElements(group[k])) chunk_start += spec_.ChunkElements(group[k++]);
+      const int64_t n = std::min<int64_t>(left, chunk_start + spec_.ChunkElements(group[k]) - at);
+      float* dst = cache_[group[k].table].data() + spec_.ChunkOffset(group[k]) + (at - chunk_start);
+      std::memcpy(dst, src, n * sizeof(float));
+      src += n;
+      at += n;
+      left -= n;
+    }
+  }
 }
 
 Status PsClient::ReadAt(geops::Clock clock, int64_t staleness, std::span<float* const> also_into) {
@@ -446,10 +492,15 @@ Status PsClient::FlushShard(ShardId s, bool finished) {
     const int32_t part = static_cast<int32_t>(g);
     bool clocked = false;
     GEOPS_RETURN_IF_ERROR(CallShard(s, [&](ShardConnection& c) -> Status {
-      if (g != last) return c.Update(options_.worker_id, clock_, keys, buf, part).status();
-      Result<UpdateReply> r = c.UpdateThenClock(options_.worker_id, clock_, keys, buf, part, finished);
-      if (r.ok()) clocked = r->clocked;
-      return r.status();
+      Result<UpdateReply> r = g != last ? c.Update(options_.worker_id, clock_, keys, buf, part)
+                                        : c.UpdateThenClock(options_.worker_id, clock_, keys, buf, part, finished);
+      if (!r.ok()) return r.status();
+      clocked = r->clocked;
+      // A part the shard had already (a retry, or a clock this worker ended
+      // there before it restarted) may be in the cache already too: the
+      // cache adds it below, so the next read takes everything.
+      if (!r->applied) since_[s] = 0;
+      return Status::Ok();
     }));
     if (clocked) return Status::Ok();
   }
@@ -460,7 +511,13 @@ Status PsClient::FlushShard(ShardId s, bool finished) {
 
 Status PsClient::Clock(bool finished) {
   const double start = NowSeconds();
-  GEOPS_RETURN_IF_ERROR(ForEachShard([&](ShardId s) { return FlushShard(s, finished); }));
+  Status flushed = ForEachShard([&](ShardId s) { return FlushShard(s, finished); });
+  if (!flushed.ok()) {
+    // Some shards may hold this clock's update that the cache will not get
+    // (below): the next reads take everything.
+    std::fill(since_.begin(), since_.end(), 0);
+    return flushed;
+  }
   // Read-my-writes: the cache gets this clock's own deltas.
   for (TableId t = 0; t < static_cast<TableId>(spec_.num_tables()); ++t) {
     for (ChunkId c = 0; c < spec_.num_chunks(t); ++c) {

@@ -7,6 +7,13 @@
 // its chunks, a clock flush sends every shard one update batch with its
 // dirty chunks; the shards are contacted in parallel.
 //
+// A refresh asks each shard only for what changed since its last reply
+// (ShardConnection::ReadChanged, docs/wire_format.md "Incremental reads")
+// and copies that over the cache. A shard that does not track this worker
+// answers with every chunk, and one without the call with an error: either
+// is read whole from then on, and so is every read that also fills a
+// caller's copy.
+//
 // Stale synchronous parallel reads: at clock c with staleness s, Refresh()
 // serves from the cache when its stamp is >= c - s, else it reads from the
 // shards, which answer once the site clock reaches c - s. s = kAsync reads
@@ -163,6 +170,8 @@ class PsClient {
   // Runs fn(shard) for every shard in parallel and returns the first error.
   template <typename Fn>
   Status ForEachShard(Fn&& fn);
+  // Copies `changed` (a reply to ReadChanged of `group`) into the cache.
+  void ScatterChanged(std::span<const ChunkKey> group, const ChangedValues& changed);
   Status ReadShard(ShardId s, geops::Clock clock, int64_t staleness, geops::Clock* stamp,
                    std::span<float* const> also_into);
   Status FlushShard(ShardId s, bool finished);
@@ -194,6 +203,13 @@ class PsClient {
   std::vector<std::vector<std::pair<size_t, size_t>>> read_groups_;
   std::vector<std::vector<float>> read_buf_;
   std::vector<std::vector<float>> send_buf_;
+  // Incremental reads (ShardConnection::ReadChanged), per shard: whether
+  // the connection has them, and the read_id of the last reply scattered
+  // into the cache (0: none, or the cache may not hold the shard's values
+  // plus this worker's own updates since: the next read gets everything).
+  std::vector<uint8_t> incremental_;
+  std::vector<uint64_t> since_;
+  std::vector<ChangedValues> changed_;  // per shard: its last reply (shards are read in parallel)
   std::vector<std::unique_ptr<ShardConnection>> conns_;
 
   mutable std::mutex stats_mu_;

@@ -52,6 +52,14 @@ class ShardConnection {
   virtual Result<ReadReply> Read(WorkerId worker, Clock clock, int64_t staleness,
                                  std::span<const ChunkKey> keys, float* out,
                                  int64_t deadline_ms) = 0;
+  // An incremental read (Shard::ReadChanged): what changed since the reply
+  // whose read_id is `since`. This default has none: Unimplemented, and the
+  // caller reads whole (Read).
+  virtual Result<ReadReply> ReadChanged(WorkerId /*worker*/, Clock /*clock*/, int64_t /*staleness*/,
+                                        std::span<const ChunkKey> /*keys*/, uint64_t /*since*/,
+                                        ChangedValues* /*out*/, int64_t /*deadline_ms*/) {
+    return UnimplementedError("this connection has no incremental reads");
+  }
   // `part`: see Shard::Update (a clock's update in bounded parts).
   virtual Result<UpdateReply> Update(WorkerId worker, Clock clock,
                                      std::span<const ChunkKey> keys,

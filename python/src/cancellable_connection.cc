@@ -36,20 +36,17 @@ class CancellableConnection : public worker::ShardConnection {
 
   Result<ReadReply> Read(WorkerId worker, geops::Clock clock, int64_t staleness,
                          std::span<const ChunkKey> keys, float* out, int64_t deadline_ms) override {
-    if (deadline_ms < 0) return inner_->Read(worker, clock, staleness, keys, out, deadline_ms);
-    const Deadline deadline = Deadline::InMs(deadline_ms);
-    const double start = NowSeconds();
-    for (;;) {
-      if (flag_->raised()) return Interrupted();
-      const int64_t left = deadline.RemainingMs();
-      const int64_t slice = std::min(left, CancellableConnectionFactory::kSliceMs);
-      Result<ReadReply> r = inner_->Read(worker, clock, staleness, keys, out, slice);
-      if (r.ok() || r.status().code() != StatusCode::kDeadlineExceeded) return r;
-      if (slice >= left || deadline.Expired()) {
-        const int64_t waited_ms = static_cast<int64_t>((NowSeconds() - start) * 1000);
-        return r.status().WithContext("read waited " + std::to_string(waited_ms) + " ms in all");
-      }
-    }
+    return InSlices(deadline_ms, [&](int64_t ms) { return inner_->Read(worker, clock, staleness, keys, out, ms); });
+  }
+
+  // A slice that ran out at the shard changed nothing there (the wait comes
+  // before the reply is made), so the next slice repeats `since` safely.
+  Result<ReadReply> ReadChanged(WorkerId worker, geops::Clock clock, int64_t staleness,
+                                std::span<const ChunkKey> keys, uint64_t since, ChangedValues* out,
+                                int64_t deadline_ms) override {
+    return InSlices(deadline_ms, [&](int64_t ms) {
+      return inner_->ReadChanged(worker, clock, staleness, keys, since, out, ms);
+    });
   }
 
   Result<UpdateReply> Update(WorkerId worker, geops::Clock clock, std::span<const ChunkKey> keys,
@@ -79,6 +76,25 @@ class CancellableConnection : public worker::ShardConnection {
   worker::TransferStats stats() const override { return inner_->stats(); }
 
  private:
+  // Calls read(ms) in slices of at most kSliceMs until it answers other
+  // than DeadlineExceeded, the deadline passes or the flag is raised.
+  template <typename ReadFn>
+  Result<ReadReply> InSlices(int64_t deadline_ms, ReadFn&& read) {
+    if (deadline_ms < 0) return read(deadline_ms);
+    const Deadline deadline = Deadline::InMs(deadline_ms);
+    const double start = NowSeconds();
+    for (;;) {
+      if (flag_->raised()) return Interrupted();
+      const int64_t left = deadline.RemainingMs();
+      const int64_t slice = std::min(left, CancellableConnectionFactory::kSliceMs);
+      Result<ReadReply> r = read(slice);
+      if (r.ok() || r.status().code() != StatusCode::kDeadlineExceeded) return r;
+      if (slice >= left || deadline.Expired()) {
+        const int64_t waited_ms = static_cast<int64_t>((NowSeconds() - start) * 1000);
+        return r.status().WithContext("read waited " + std::to_string(waited_ms) + " ms in all");
+      }
+    }
+  }
   const std::unique_ptr<worker::ShardConnection> inner_;
   const CancelFlag* const flag_;
 };

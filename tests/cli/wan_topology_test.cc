@@ -7,6 +7,7 @@
 
 #include "cli/launch/launch_stats.h"
 #include "cli/launch/summary_wan.h"
+#include "cli/model_from_topology.h"
 #include "cli/topology.h"
 #include "cli/wan_links.h"
 
@@ -138,6 +139,22 @@ TEST(WanTopologyTest, RefusesBadWanSettingsNamingTheLine) {
     ASSERT_FALSE(t.ok()) << c.text;
     EXPECT_NE(t.status().message().find(c.want), std::string::npos) << t.status().message();
   }
+}
+
+// [training] change_readers: which workers' reads carry only what changed
+// (docs/wire_format.md, "Incremental reads"), as each shard is built.
+TEST(WanTopologyTest, TheChangeReadersReachEveryShard) {
+  auto d = Parse(std::string(kSites));
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(BuildShardOptions(*d, 0, 0).change_readers, -1);
+  EXPECT_EQ(BuildShardOptions(*d, 0, 0).ChangeReaders(), 1);  // a site of one worker: worker 0
+  auto t = Parse("[training]\nchange_readers = 0\n" + std::string(kSites));
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(BuildShardOptions(*t, 1, 0).ChangeReaders(), 0);
+  auto bad = Parse("[training]\nchange_readers = -2\n" + std::string(kSites));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("training.change_readers must be >= 0, or -1"), std::string::npos)
+      << bad.status().message();
 }
 
 TEST(WanTopologyTest, TheBacklogRevisitReachesTheShipper) {

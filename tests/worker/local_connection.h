@@ -23,6 +23,8 @@ struct FaultPlan {
   // UpdateThenClock answers as a shard that predates it: the part applied,
   // the clock not moved (`clocked` false).
   std::atomic<bool> predates_then_clock{false};
+  // ReadChanged answers as a connection without it (Unimplemented).
+  std::atomic<bool> whole_reads_only{false};
 };
 
 class LocalConnection : public ShardConnection {
@@ -50,6 +52,12 @@ class LocalConnection : public ShardConnection {
                          int64_t deadline_ms) override {
     if (!Served()) return host_->NotReady();
     return Call([&] { return Served()->Read(w, c, s, keys, out, Deadline::InMs(deadline_ms)); });
+  }
+  Result<ReadReply> ReadChanged(WorkerId w, Clock c, int64_t s, std::span<const ChunkKey> keys, uint64_t since,
+                                ChangedValues* out, int64_t deadline_ms) override {
+    if (!Served()) return host_->NotReady();
+    if (faults_ != nullptr && faults_->whole_reads_only.load()) return ShardConnection::ReadChanged(w, c, s, keys, since, out, deadline_ms);
+    return Call([&] { return Served()->ReadChanged(w, c, s, keys, since, out, Deadline::InMs(deadline_ms)); });
   }
   Result<UpdateReply> Update(WorkerId w, Clock c, std::span<const ChunkKey> keys,
                              std::span<const float> values, int32_t part) override {

@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <future>
 
 #include <thread>
 
+#include "common/replication.h"
 #include "common/time_source.h"
 #include "tests/worker/local_connection.h"
 
@@ -338,6 +340,73 @@ TEST(PsClientTest, GivesUpAfterTheRetryWindowWithTheLastError) {
   EXPECT_NEAR(waited, 12.0, 1e-9);
   EXPECT_EQ(notes, (std::vector<int64_t>{5000, 10000}));
   faults.fail_before = 0;
+}
+
+// A sole worker's refreshes carry only what its peers changed
+// (ShardConnection::ReadChanged); its cache stays equal to the shards'
+// values bit for bit through its own updates, peers' sparse batches and
+// read replies lost on the way, and reads whole from a connection without
+// incremental reads.
+TEST(PsClientTest, ASoleWorkersIncrementalReadsKeepItsCacheExact) {
+  Site site(2, 1);
+  FaultPlan faults;
+  LocalConnectionFactory f(site.shards(), &faults);
+  auto c = site.Client(0, 0, &f);
+  const ModelSpec& spec = site.spec();
+  auto cache_matches = [&] {
+    for (datacenter::Shard* shard : site.shards()) {
+      std::vector<std::pair<ChunkKey, std::vector<float>>> snap;
+      shard->Snapshot(&snap);
+      for (const auto& [key, values] : snap) {
+        const float* cached = c->table(key.table) + spec.ChunkOffset(key);
+        if (std::memcmp(cached, values.data(), values.size() * sizeof(float)) != 0) return false;
+      }
+    }
+    return true;
+  };
+  std::vector<uint64_t> seq(2, 0);
+  auto peer_batch = [&](int round) {
+    for (ShardId s = 0; s < 2; ++s) {
+      std::vector<std::vector<uint32_t>> idx;
+      std::vector<std::vector<float>> val;
+      std::vector<RemoteChunkDelta> deltas;
+      const std::vector<ChunkKey> keys = spec.ChunksOfShard(s, 2);
+      idx.reserve(keys.size());
+      val.reserve(keys.size());
+      for (const ChunkKey key : keys) {
+        const uint32_t n = static_cast<uint32_t>(spec.ChunkElements(key));
+        idx.push_back({static_cast<uint32_t>(round) % n, n - 1});
+        if (idx.back()[0] == n - 1) idx.back().pop_back();
+        val.emplace_back(idx.back().size(), 0.25f * static_cast<float>(round + 1));
+        deltas.push_back(RemoteChunkDelta{key, n, idx.back(), val.back()});
+      }
+      Result<RemoteApplyResult> r = site.shards()[s]->ApplyRemote(1, ++seq[s], deltas);
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+    }
+  };
+  int64_t whole_bytes = 0;
+  for (const ChunkKey key : spec.ChunksOfShard(0, 2)) whole_bytes += spec.ChunkElements(key) * 4;
+  for (const ChunkKey key : spec.ChunksOfShard(1, 2)) whole_bytes += spec.ChunkElements(key) * 4;
+  for (int round = 0; round < 12; ++round) {
+    faults.lose_reply = round % 4 == 1 ? 1 : 0;  // a refresh's reply lost: retried, whole
+    ASSERT_TRUE(c->Refresh().ok());
+    ASSERT_TRUE(cache_matches()) << "round " << round;
+    AddOneEverywhere(c.get());
+    ASSERT_TRUE(c->Clock().ok());
+    peer_batch(round);
+  }
+  ASSERT_TRUE(c->Refresh().ok());
+  EXPECT_TRUE(cache_matches());
+  int64_t served = 0;
+  for (datacenter::Shard* shard : site.shards()) served += shard->GetStatus().read_bytes_served;
+  // 13 refreshes, 4 of them whole (the first, the lost reply and its retry
+  // thrice); the rest carry a few elements per chunk.
+  EXPECT_LT(served, 6 * whole_bytes);
+
+  faults.whole_reads_only = true;  // a shard that predates readChanged
+  peer_batch(12);
+  ASSERT_TRUE(c->ReadAt(c->clock(), 0).ok());  // (a Refresh at this clock is served from the cache)
+  EXPECT_TRUE(cache_matches());
 }
 
 }  // namespace
