@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "common/replication.h"
 #include "common/thread_name.h"
 #include "tests/thrift/thrift_test_util.h"
 
@@ -199,6 +200,50 @@ TEST(PsServerTest, ReadsWithoutASpecToo) {
   ASSERT_TRUE(without->Update(0, 0, keys, delta).ok());
   ASSERT_TRUE(without->Read(0, 0, kAsync, keys, b.data(), 0).ok());
   EXPECT_FLOAT_EQ(b[3], a[3] + 0.5f);
+}
+
+// readChanged over the wire: the first reply carries every chunk, one after
+// the worker's own update nothing, one after a peer's sparse batch only its
+// elements; a worker of a site with several gets read_id 0 and everything.
+TEST(PsServerTest, ReadChangedCarriesOnlyWhatOthersChanged) {
+  auto spec = SmallModel();
+  auto shard = MakeShard(*spec, OneShard(1));
+  auto server = Serve(shard.get());
+  auto conn = Connect(*server, spec);
+  ASSERT_TRUE(conn->Register(0, spec->Fingerprint(), "").ok());
+  const std::vector<ChunkKey> keys = spec->ChunksOfShard(0, 1);
+  const int64_t n = ElementsOf(*spec, keys);
+  ChangedValues changed;
+  ASSERT_TRUE(conn->ReadChanged(0, 0, kAsync, keys, 0, &changed, 1000).ok());
+  EXPECT_NE(changed.read_id, 0u);
+  EXPECT_EQ(static_cast<int64_t>(changed.values.size()), n);
+  ASSERT_TRUE(conn->Update(0, 0, keys, std::vector<float>(n, 0.5f)).ok());
+  uint64_t since = changed.read_id;
+  ASSERT_TRUE(conn->ReadChanged(0, 0, kAsync, keys, since, &changed, 1000).ok());
+  EXPECT_TRUE(changed.runs.empty());
+  const std::vector<uint32_t> idx = {2, 3};
+  const std::vector<float> val = {1.0f, 2.0f};
+  const RemoteChunkDelta d{keys[1], static_cast<uint32_t>(spec->ChunkElements(keys[1])), idx, val};
+  ASSERT_TRUE(shard->ApplyRemote(1, 1, std::span<const RemoteChunkDelta>(&d, 1)).ok());
+  since = changed.read_id;
+  ASSERT_TRUE(conn->ReadChanged(0, 0, kAsync, keys, since, &changed, 1000).ok());
+  const uint32_t at = static_cast<uint32_t>(spec->ChunkElements(keys[0])) + 2;  // keys[1] follows keys[0]
+  EXPECT_EQ(changed.runs, (std::vector<uint32_t>{at, 2}));
+  std::vector<float> full(n);
+  ASSERT_TRUE(conn->Read(0, 0, kAsync, keys, full.data(), 0).ok());
+  ASSERT_EQ(changed.values.size(), 2u);
+  EXPECT_EQ(changed.values[0], full[at]);
+  EXPECT_EQ(changed.values[1], full[at + 1]);
+
+  auto shared = MakeShard(*spec, OneShard(2));
+  auto server2 = Serve(shared.get());
+  auto conn2 = Connect(*server2, spec);
+  ASSERT_TRUE(conn2->Register(1, spec->Fingerprint(), "").ok());
+  ASSERT_TRUE(conn2->ReadChanged(1, 0, kAsync, keys, 0, &changed, 1000).ok());
+  EXPECT_EQ(changed.read_id, 0u);
+  EXPECT_EQ(static_cast<int64_t>(changed.values.size()), n);
+  EXPECT_TRUE(server->Stop(Deadline::InMs(5000)).ok());
+  EXPECT_TRUE(server2->Stop(Deadline::InMs(5000)).ok());
 }
 
 // A worker whose spec cuts the table differently from the shard's: the reply
