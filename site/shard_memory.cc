@@ -28,6 +28,10 @@ datacenter::MemoryPlan ShardMemoryPlan(const Topology& topology, int site, const
     plan.Add("WAN backlogs (" + std::to_string(peers) + (peers == 1 ? " peer)" : " peers)"),
              (values + values / 32) * peers);
   }
+  if (const int readers = shard_options.ChangeReaders(); readers > 0) {
+    // Incremental reads: one bit per element per tracked worker (ChunkStore::EnableChangeTracking).
+    plan.Add("read change marks", values / 32 * readers);
+  }
   if (storage != nullptr) plan.Add("store memtables", storage::StoreMemtableBytes(*storage, store_spec));
   // geops' clients send an update in parts of at most kMaxRequestBytes and
   // read in pieces of the same size: two requests per worker in flight.

@@ -64,7 +64,8 @@ TEST(SiteMemoryBudgetTest, ABudgetThePlanDoesNotFitIsRefusedNamingTheParts) {
   EXPECT_EQ(RunSite(WriteTopology(dir), "64", log, ""), 2);
   const std::string out = testing::ReadFile(log);
   EXPECT_NE(out.find("site a shard 0 needs at least"), std::string::npos) << out;
-  EXPECT_NE(out.find("chunk values 16 MiB + WAN accumulator 16 MiB + WAN backlogs (1 peer) 17 MiB"),
+  EXPECT_NE(out.find("chunk values 16 MiB + WAN accumulator 16 MiB + WAN backlogs (1 peer) 17 MiB + "
+                     "read change marks 1 MiB"),
             std::string::npos)
       << out;
   EXPECT_NE(out.find("its memory budget is 64 MiB"), std::string::npos) << out;
