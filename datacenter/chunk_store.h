@@ -144,7 +144,6 @@ class ChunkStore {
   // goes through those methods, so nothing changes a chunk unmarked.
   // REQUIRES: called once, before the store is shared; readers >= 1.
   void EnableChangeTracking(int readers);
-  int change_readers() const { return readers_; }
   // Marks every chunk changed whole for `slot` (a reader whose copy is not
   // known to match: it gets everything at its next look).
   void MarkAllChanged(int slot);

@@ -40,12 +40,12 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <random>
 #include <string>
 
 #include "datacenter/batch_validator.h"
 #include "datacenter/chunk_store.h"
 #include "datacenter/clock_tracker.h"
+#include "datacenter/read_sessions.h"
 #include "common/float_kernels.h"
 #include "datacenter/remote_applier.h"
 #include "datacenter/shard_persister.h"
@@ -106,16 +106,7 @@ class ShardImpl final : public Shard {
 
   Status Init(ShardStore* persistent) {
     GEOPS_ASSIGN_OR_RETURN(store_, ChunkStore::Create(&spec_, options_.shard_id, options_.num_shards));
-    if (const int readers = options_.ChangeReaders(); readers > 0) {
-      store_->EnableChangeTracking(readers);
-      change_mu_.reset(new std::mutex[readers]);
-      last_read_id_.assign(readers, 0);
-      // Read ids start at a random point per slot, so that a reader's id
-      // from before this shard restarted does not match a new one.
-      std::random_device random;
-      next_read_id_.resize(readers);
-      for (uint64_t& id : next_read_id_) id = ((uint64_t{random()} << 32) | random()) >> 1;
-    }
+    sessions_ = std::make_unique<ReadSessions>(store_.get(), options_.ChangeReaders());
     validator_ = std::make_unique<BatchValidator>(&spec_, options_.shard_id, options_.num_shards,
                                                   options_.max_batch_bytes);
     remote_ = std::make_unique<RemoteApplier>(&spec_, store_.get(), options_.shard_id, options_.num_shards);
@@ -168,33 +159,7 @@ class ShardImpl final : public Shard {
                                 uint64_t since, ChangedValues* out, Deadline deadline) override {
     int64_t elements = 0;
     GEOPS_ASSIGN_OR_RETURN(const Clock shard_clock, WaitReadable(worker, clock, staleness, keys, deadline, &elements));
-    out->runs.clear();
-    out->values.clear();
-    out->read_id = 0;
-    uint32_t base = 0;
-    if (worker < store_->change_readers()) {
-      std::lock_guard<std::mutex> lock(change_mu_[worker]);
-      // A reader whose last reply was not this slot's last (or none) may
-      // have missed changes that reply took off the marks: all count.
-      if (since == 0 || since != last_read_id_[worker]) store_->MarkAllChanged(worker);
-      for (const ChunkKey key : keys) {
-        const int64_t local = store_->LocalIndex(key);
-        store_->ReadChanged(local, worker, base, &out->runs, &out->values);
-        base += static_cast<uint32_t>(store_->elements(local));
-      }
-      out->read_id = last_read_id_[worker] = ++next_read_id_[worker];
-    } else {
-      out->values.resize(static_cast<size_t>(elements));
-      float* dst = out->values.data();
-      for (const ChunkKey key : keys) {
-        const int64_t local = store_->LocalIndex(key);
-        store_->Read(local, dst);
-        out->runs.push_back(base);
-        out->runs.push_back(static_cast<uint32_t>(store_->elements(local)));
-        base += static_cast<uint32_t>(store_->elements(local));
-        dst += store_->elements(local);
-      }
-    }
+    sessions_->Serve(worker, since, keys, out);
     reads_served_.fetch_add(1, std::memory_order_relaxed);
     read_bytes_.fetch_add(static_cast<int64_t>(out->values.size() * sizeof(float) + out->runs.size() * sizeof(uint32_t)),
                           std::memory_order_relaxed);
@@ -280,7 +245,7 @@ class ShardImpl final : public Shard {
     {
       // All or nothing: no stored value may become NaN or infinite.
       // The worker's own copy gets this batch from the worker (Shard::ReadChanged).
-      ChunkStore::BatchGuard guard(store_.get(), locals, worker < store_->change_readers() ? worker : -1);
+      ChunkStore::BatchGuard guard(store_.get(), locals, sessions_->WriterSlot(worker));
       bad = guard.CheckSum(values.data());
       if (!bad) guard.Add(values.data());
     }
@@ -748,6 +713,7 @@ class ShardImpl final : public Shard {
 
   const uint64_t fingerprint_;
   std::unique_ptr<ChunkStore> store_;  // set by Init(); thread-safe itself
+  std::unique_ptr<ReadSessions> sessions_;  // set by Init(); incremental reads (Shard::ReadChanged)
   std::unique_ptr<BatchValidator> validator_;
   std::unique_ptr<RemoteApplier> remote_;                  // set by Init(); thread-safe itself
   std::atomic<ReplicationTap*> tap_{nullptr};              // see AttachReplication
@@ -767,11 +733,6 @@ class ShardImpl final : public Shard {
   std::atomic<int64_t> batches_applied_{0};
   std::atomic<int64_t> batches_duplicate_{0};
   std::atomic<int64_t> update_bytes_{0};
-  // Incremental reads, per tracked worker (ShardOptions::ChangeReaders):
-  // change_mu_[w] serialises its ReadChanged calls and guards the ids.
-  std::unique_ptr<std::mutex[]> change_mu_;
-  std::vector<uint64_t> last_read_id_;  // the id of the last reply: the `since` that continues it
-  std::vector<uint64_t> next_read_id_;
   std::atomic<int64_t> reads_served_{0};
   std::atomic<int64_t> read_bytes_{0};
   std::atomic<int64_t> rejected_{0};
