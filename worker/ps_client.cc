@@ -341,7 +341,7 @@ Status PsClient::ReadShard(ShardId s, geops::Clock clock, int64_t staleness, geo
         return Status::Ok();
       });
       if (st.ok()) {
-        ScatterChanged(group, changed_[s]);
+        GEOPS_RETURN_IF_ERROR(ScatterChanged(s, group, changed_[s]));  // (since_ stays 0)
         since_[s] = changed_[s].read_id;
         // Not tracked (read_id 0): every chunk came whole, which `read`
         // does with fewer copies (docs/wire_format.md).
@@ -382,9 +382,22 @@ Status PsClient::ReadShard(ShardId s, geops::Clock clock, int64_t staleness, geo
   return Status::Ok();
 }
 
-void PsClient::ScatterChanged(std::span<const ChunkKey> group, const ChangedValues& changed) {
-  // Runs are ascending and inside the group's chunks laid back to back
-  // (checked by the connection); a run may span chunks.
+Status PsClient::ScatterChanged(ShardId s, std::span<const ChunkKey> group, const ChangedValues& changed) {
+  // Runs ascend inside the group's chunks laid back to back; a run may
+  // span chunks. A reply that says otherwise changes nothing.
+  int64_t total = 0, end = 0, carried = 0;
+  for (const ChunkKey k : group) total += spec_.ChunkElements(k);
+  bool fits = changed.runs.size() % 2 == 0;
+  for (size_t i = 0; fits && i < changed.runs.size(); i += 2) {
+    fits = changed.runs[i] >= end && int64_t{changed.runs[i]} + changed.runs[i + 1] <= total;
+    end = int64_t{changed.runs[i]} + changed.runs[i + 1];
+    carried += changed.runs[i + 1];
+  }
+  if (!fits || carried != static_cast<int64_t>(changed.values.size())) {
+    return InternalError("shard " + std::to_string(s) + ": a readChanged reply's runs do not fit the " +
+                         std::to_string(total) + " values read, or its " + std::to_string(changed.values.size()) +
+                         " values; do worker and shard run the same model?");
+  }
   size_t k = 0;
   int64_t chunk_start = 0;
   const float* src = changed.values.data();
@@ -401,6 +414,7 @@ void PsClient::ScatterChanged(std::span<const ChunkKey> group, const ChangedValu
       left -= n;
     }
   }
+  return Status::Ok();
 }
 
 Status PsClient::ReadAt(geops::Clock clock, int64_t staleness, std::span<float* const> also_into) {

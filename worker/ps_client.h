@@ -170,8 +170,9 @@ class PsClient {
   // Runs fn(shard) for every shard in parallel and returns the first error.
   template <typename Fn>
   Status ForEachShard(Fn&& fn);
-  // Copies `changed` (a reply to ReadChanged of `group`) into the cache.
-  void ScatterChanged(std::span<const ChunkKey> group, const ChangedValues& changed);
+  // Copies `changed` (shard s's reply to ReadChanged of `group`) into the
+  // cache; Internal, with nothing copied, when its runs do not fit.
+  Status ScatterChanged(ShardId s, std::span<const ChunkKey> group, const ChangedValues& changed);
   Status ReadShard(ShardId s, geops::Clock clock, int64_t staleness, geops::Clock* stamp,
                    std::span<float* const> also_into);
   Status FlushShard(ShardId s, bool finished);

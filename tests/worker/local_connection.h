@@ -25,6 +25,8 @@ struct FaultPlan {
   std::atomic<bool> predates_then_clock{false};
   // ReadChanged answers as a connection without it (Unimplemented).
   std::atomic<bool> whole_reads_only{false};
+  // A ReadChanged reply gets a run past the chunks read (a broken shard).
+  std::atomic<bool> run_past_the_end{false};
 };
 
 class LocalConnection : public ShardConnection {
@@ -56,8 +58,16 @@ class LocalConnection : public ShardConnection {
   Result<ReadReply> ReadChanged(WorkerId w, Clock c, int64_t s, std::span<const ChunkKey> keys, uint64_t since,
                                 ChangedValues* out, int64_t deadline_ms) override {
     if (!Served()) return host_->NotReady();
-    if (faults_ != nullptr && faults_->whole_reads_only.load()) return ShardConnection::ReadChanged(w, c, s, keys, since, out, deadline_ms);
-    return Call([&] { return Served()->ReadChanged(w, c, s, keys, since, out, Deadline::InMs(deadline_ms)); });
+    if (faults_ != nullptr && faults_->whole_reads_only.load()) {
+      return ShardConnection::ReadChanged(w, c, s, keys, since, out, deadline_ms);
+    }
+    Result<ReadReply> r = Call([&] { return Served()->ReadChanged(w, c, s, keys, since, out, Deadline::InMs(deadline_ms)); });
+    if (r.ok() && faults_ != nullptr && faults_->run_past_the_end.load()) {
+      out->runs.push_back(1u << 30);  // a run no chunk of `keys` holds
+      out->runs.push_back(1);
+      out->values.push_back(7.0f);
+    }
+    return r;
   }
   Result<UpdateReply> Update(WorkerId w, Clock c, std::span<const ChunkKey> keys,
                              std::span<const float> values, int32_t part) override {

@@ -403,8 +403,17 @@ TEST(PsClientTest, ASoleWorkersIncrementalReadsKeepItsCacheExact) {
   // thrice); the rest carry a few elements per chunk.
   EXPECT_LT(served, 6 * whole_bytes);
 
-  faults.whole_reads_only = true;  // a shard that predates readChanged
+  faults.run_past_the_end = true;  // a broken reply: refused whole, nothing copied
   peer_batch(12);
+  const Status broken = c->ReadAt(c->clock(), 0);
+  EXPECT_EQ(broken.code(), StatusCode::kInternal) << broken.ToString();
+  EXPECT_NE(broken.message().find("do not fit"), std::string::npos) << broken.message();
+  faults.run_past_the_end = false;
+  ASSERT_TRUE(c->ReadAt(c->clock(), 0).ok());  // everything again, after the refused reply
+  EXPECT_TRUE(cache_matches());
+
+  faults.whole_reads_only = true;  // a shard that predates readChanged
+  peer_batch(13);
   ASSERT_TRUE(c->ReadAt(c->clock(), 0).ok());  // (a Refresh at this clock is served from the cache)
   EXPECT_TRUE(cache_matches());
 }
