@@ -255,34 +255,17 @@ Result<ReadReply> ThriftShardConnection::ReadChanged(WorkerId worker, Clock cloc
     HookGuard guard(socket_.protocol().get());
     c.readChanged(reply, req);
   }));
-  // The runs must lie inside the chunks read, ascending, and account for
-  // every value: a reply that does not is refused whole.
-  const std::optional<int64_t> expected = PayloadBytes(keys);
-  const auto bad = [&](const std::string& why) {
-    return InternalError("readChanged on " + address_.ToString() + ": " + why +
-                         "; do worker and shard run the same model?");
-  };
+  // Only the wire's shape is checked here; whether the runs fit the chunks
+  // read is the caller's to check (PsClient::ScatterChanged), once.
   if (reply.runs.size() % (2 * sizeof(uint32_t)) != 0 || reply.values.size() % sizeof(float) != 0) {
-    return bad("runs of " + std::to_string(reply.runs.size()) + " bytes or values of " +
-               std::to_string(reply.values.size()) + " bytes are not whole");
+    return InternalError("readChanged on " + address_.ToString() + ": runs of " + std::to_string(reply.runs.size()) +
+                         " bytes or values of " + std::to_string(reply.values.size()) +
+                         " bytes are not whole; do worker and shard run the same version?");
   }
   out->runs.resize(reply.runs.size() / sizeof(uint32_t));
   if (!reply.runs.empty()) std::memcpy(out->runs.data(), reply.runs.data(), reply.runs.size());
   out->values.resize(reply.values.size() / sizeof(float));
   if (!reply.values.empty()) std::memcpy(out->values.data(), reply.values.data(), reply.values.size());
-  uint64_t end = 0, total = 0;
-  for (size_t i = 0; i < out->runs.size(); i += 2) {
-    if (out->runs[i] < end) return bad("its runs overlap or are out of order");
-    end = uint64_t{out->runs[i]} + out->runs[i + 1];
-    total += out->runs[i + 1];
-  }
-  if (total != out->values.size()) {
-    return bad("its runs hold " + std::to_string(total) + " values, it carries " + std::to_string(out->values.size()));
-  }
-  if (expected && end * sizeof(float) > static_cast<uint64_t>(*expected)) {
-    return bad("a run ends at float " + std::to_string(end) + ", past the " +
-               std::to_string(*expected / sizeof(float)) + " the chunks hold");
-  }
   out->read_id = static_cast<uint64_t>(reply.read_id);
   ReadReply r;
   r.shard_clock = reply.shard_clock;

@@ -81,7 +81,8 @@ class ThriftShardConnection : public worker::ShardConnection {
                          std::span<const ChunkKey> keys, float* out,
                          int64_t deadline_ms) override;
   // Unimplemented from a shard without `readChanged` (the caller reads
-  // whole); Internal when the reply's runs do not fit `keys` or its values.
+  // whole); Internal when the reply's runs or values are not whole u32
+  // pairs and floats (whether they fit `keys` is the caller's check).
   Result<ReadReply> ReadChanged(WorkerId worker, Clock clock, int64_t staleness, std::span<const ChunkKey> keys,
                                 uint64_t since, ChangedValues* out, int64_t deadline_ms) override;
   // ResourceExhausted when the request would exceed max_frame_bytes (nothing sent).

@@ -53,8 +53,9 @@ class ShardConnection {
                                  std::span<const ChunkKey> keys, float* out,
                                  int64_t deadline_ms) = 0;
   // An incremental read (Shard::ReadChanged): what changed since the reply
-  // whose read_id is `since`. This default has none: Unimplemented, and the
-  // caller reads whole (Read).
+  // whose read_id is `since`. The caller checks that the runs fit `keys`
+  // (PsClient::ScatterChanged). This default has none: Unimplemented, and
+  // the caller reads whole (Read).
   virtual Result<ReadReply> ReadChanged(WorkerId /*worker*/, Clock /*clock*/, int64_t /*staleness*/,
                                         std::span<const ChunkKey> /*keys*/, uint64_t /*since*/,
                                         ChangedValues* /*out*/, int64_t /*deadline_ms*/) {
