@@ -175,8 +175,8 @@ void ChunkStore::EnableChangeTracking(int readers) {
 
 void ChunkStore::MarkElements(int64_t local, std::span<const uint32_t> indices) {
   for (int r = 0; r < readers_; ++r) {
-    if (whole_[static_cast<size_t>(r) * keys_.size() + local]) continue;  // goes whole anyway
-    uint64_t* bits = bits_.data() + static_cast<size_t>(r) * words_.back() + words_[local];
+    if (Whole(r, local)) continue;  // goes whole anyway
+    uint64_t* bits = Bits(r, local);
     for (uint32_t e : indices) bits[e / 64] |= uint64_t{1} << (e % 64);
   }
 }
@@ -184,7 +184,7 @@ void ChunkStore::MarkElements(int64_t local, std::span<const uint32_t> indices) 
 void ChunkStore::MarkAllChanged(int slot) {
   for (int64_t i = 0; i < num_chunks(); ++i) {
     std::shared_lock<std::shared_mutex> lock(locks_[i]);
-    whole_[static_cast<size_t>(slot) * keys_.size() + i] = 1;
+    Whole(slot, i) = 1;
   }
 }
 
@@ -192,10 +192,16 @@ void ChunkStore::ReadChanged(int64_t local, int slot, uint32_t base, std::vector
                              std::vector<float>* values) {
   const float* src = data_ + offsets_[local];
   const int64_t n = elements(local);
-  uint64_t* bits = bits_.data() + static_cast<size_t>(slot) * words_.back() + words_[local];
+  uint64_t* bits = Bits(slot, local);
   const int64_t words = words_[local + 1] - words_[local];
+  // Elements [begin, end) as one run.
+  const auto emit = [&](int64_t begin, int64_t end) {
+    runs->push_back(base + static_cast<uint32_t>(begin));
+    runs->push_back(static_cast<uint32_t>(end - begin));
+    values->insert(values->end(), src + begin, src + end);
+  };
   std::shared_lock<std::shared_mutex> lock(locks_[local]);
-  uint8_t& whole = whole_[static_cast<size_t>(slot) * keys_.size() + local];
+  uint8_t& whole = Whole(slot, local);
   if (!whole) {
     // A run costs 8 bytes besides its values: past a third of the chunk
     // marked, the whole chunk is as cheap to send, and quicker to make.
@@ -204,45 +210,30 @@ void ChunkStore::ReadChanged(int64_t local, int slot, uint32_t base, std::vector
     if (marked * 3 > n) whole = 1;
   }
   if (whole) {
-    runs->push_back(base);
-    runs->push_back(static_cast<uint32_t>(n));
-    values->insert(values->end(), src, src + n);
+    emit(0, n);
     whole = 0;
     std::fill(bits, bits + words, uint64_t{0});
     return;
   }
-  // Runs of consecutive marked elements, word by word.
+  // Runs of consecutive marked elements (no bit is set at or past n).
   int64_t run_start = -1;
   for (int64_t w = 0; w < words; ++w) {
-    uint64_t word = bits[w];
-    if (word == 0) {
-      if (run_start >= 0) {
-        runs->push_back(base + static_cast<uint32_t>(run_start));
-        runs->push_back(static_cast<uint32_t>(w * 64 - run_start));
-        values->insert(values->end(), src + run_start, src + w * 64);
-        run_start = -1;
-      }
-      continue;
-    }
+    const uint64_t word = bits[w];
+    if (word == 0 && run_start < 0) continue;
     bits[w] = 0;
+    if (word == ~uint64_t{0} && run_start >= 0) continue;  // the run goes on through this word
     for (int b = 0; b < 64; ++b) {
       const bool marked = (word >> b) & 1;
-      const int64_t e = w * 64 + b;
-      if (marked && run_start < 0) {
-        run_start = e;
-      } else if (!marked && run_start >= 0) {
-        runs->push_back(base + static_cast<uint32_t>(run_start));
-        runs->push_back(static_cast<uint32_t>(e - run_start));
-        values->insert(values->end(), src + run_start, src + e);
+      if (marked == (run_start >= 0)) continue;
+      if (marked) {
+        run_start = w * 64 + b;
+      } else {
+        emit(run_start, w * 64 + b);
         run_start = -1;
       }
     }
   }
-  if (run_start >= 0) {
-    runs->push_back(base + static_cast<uint32_t>(run_start));
-    runs->push_back(static_cast<uint32_t>(n - run_start));
-    values->insert(values->end(), src + run_start, src + n);
-  }
+  if (run_start >= 0) emit(run_start, n);
 }
 
 void ChunkStore::Snapshot(std::vector<std::pair<ChunkKey, std::vector<float>>>* out) const {

@@ -175,10 +175,15 @@ class ChunkStore {
     }
   }
 
-  // Change tracking, under chunk `local`'s exclusive lock (a write).
+  // Change tracking: slot `slot`'s flag and first word of bits for chunk `local`.
+  uint8_t& Whole(int slot, int64_t local) { return whole_[static_cast<size_t>(slot) * keys_.size() + local]; }
+  uint64_t* Bits(int slot, int64_t local) {
+    return bits_.data() + static_cast<size_t>(slot) * words_.back() + words_[local];
+  }
+  // Under chunk `local`'s exclusive lock (a write).
   void MarkWhole(int64_t local, int except_slot) {
     for (int r = 0; r < readers_; ++r) {
-      if (r != except_slot) whole_[static_cast<size_t>(r) * keys_.size() + local] = 1;
+      if (r != except_slot) Whole(r, local) = 1;
     }
   }
   void MarkElements(int64_t local, std::span<const uint32_t> indices);

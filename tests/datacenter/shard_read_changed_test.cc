@@ -246,5 +246,33 @@ TEST(ChunkStoreChangesTest, RunsFollowTheMarkedElementsAndPastAThirdTheChunkGoes
   EXPECT_EQ(runs, (std::vector<uint32_t>{0, 64}));
 }
 
+// A run across whole words of marks: one run, and every mark cleared.
+TEST(ChunkStoreChangesTest, ARunAcrossWholeWordsIsOneRunAndLeavesNoMarks) {
+  Result<ModelSpec> spec = ModelSpec::Create({{"t", 16, 64, InitKind::kZeros, 0.0f}}, 4096, 1);  // 1024 floats
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  auto store = std::move(ChunkStore::Create(&*spec, 0, 1)).value();
+  store->EnableChangeTracking(1);
+  std::vector<uint32_t> runs;
+  std::vector<float> values;
+  store->ReadChanged(0, 0, 0, &runs, &values);  // the first look: whole
+  runs.clear();
+  values.clear();
+  {
+    const std::vector<int64_t> locals = {0};
+    ChunkStore::BatchGuard guard(store.get(), locals);
+    std::vector<uint32_t> idx;
+    for (uint32_t e = 100; e < 400; ++e) idx.push_back(e);  // words 1-6, 2-5 whole
+    const std::vector<float> val(idx.size(), 1.0f);
+    guard.AddSparse(0, idx, val);
+  }
+  store->ReadChanged(0, 0, 0, &runs, &values);
+  EXPECT_EQ(runs, (std::vector<uint32_t>{100, 300}));
+  EXPECT_EQ(values, std::vector<float>(300, 1.0f));
+  runs.clear();
+  values.clear();
+  store->ReadChanged(0, 0, 0, &runs, &values);
+  EXPECT_TRUE(runs.empty());
+}
+
 }  // namespace
 }  // namespace geops::datacenter
