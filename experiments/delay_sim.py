@@ -256,7 +256,6 @@ def run(case, seed):
     pending = [[None] * WORKERS for _ in range(WORKERS)]   # pending[j][i]: j's mass waiting for a place to i
     unacked = [[[] for _ in range(WORKERS)] for _ in range(WORKERS)]  # unacked[j][i]: clocks its places free
     landing = [{} for _ in range(WORKERS)]                 # landing[i][c]: what lands at i at clock c
-    batches = [0]
 
     def send_windowed(c, shipped):
         """+window: each site's shipment of clock c joins what waits for
@@ -273,7 +272,6 @@ def run(case, seed):
                     landing[i][land] = landing[i].get(land, 0) + pending[j][i]
                     unacked[j][i].append(c + 2 * d - 1)
                     pending[j][i] = None
-                    batches[0] += 1
 
     if got["pace"]:
         # Out of lock step: ticks of pace x ms; a site does its next clock
