@@ -170,7 +170,10 @@ TEST(ReplicatorTest, AReportEveryFewClocksAndAHeldOneGoesOutWhenTicksStop) {
 // target_utilization: every second the link that shipped the most against
 // its bandwidth steers the cut-off, up when it ships more than that share,
 // down when less; links of unknown bandwidth do not steer. On a ManualTime,
-// one clock's batch a second.
+// one clock's batch every 101 ms: a steering second holds nine or ten of
+// them, whether the idle round each time step wakes runs before or after
+// that step's tick (with one batch a second, an idle round that came first
+// saw a second with nothing shipped and steered down).
 TEST(ReplicatorTest, TheBusiestLinkSteersTheCutOff) {
   struct Case {
     const char* name;
@@ -178,7 +181,7 @@ TEST(ReplicatorTest, TheBusiestLinkSteersTheCutOff) {
     double bytes_per_second;  // the link's (0: unknown)
     int direction;            // the multiplier's way: +1 up, -1 down, 0 stays 1
   };
-  for (const Case& c : {Case{"a link that cannot carry a batch a second", 0.5, 100, 1},
+  for (const Case& c : {Case{"a link that cannot carry ten batches a second", 0.5, 100, 1},
                         Case{"an idle link", 0.5, 1e9, -1}, Case{"a link of unknown bandwidth", 0.5, 0, 0},
                         Case{"no steering", 0, 100, 0}}) {
     SCOPED_TRACE(c.name);
@@ -194,10 +197,10 @@ TEST(ReplicatorTest, TheBusiestLinkSteersTheCutOff) {
     RegisterBoth(sites, &ones);
     if (HasFatalFailure()) return;
     Replicator* r = sites.replicator(0, 0);
-    for (Clock k = 0; k < 4; ++k) {
+    for (Clock k = 0; k < 31; ++k) {
       PushAndTick(sites, time, ones, k);
       if (HasFatalFailure()) return;
-      time.Advance(std::chrono::milliseconds(1001));
+      time.Advance(std::chrono::milliseconds(101));
     }
     const auto moved = [&] {
       const double m = r->stats().threshold_multiplier;
