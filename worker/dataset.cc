@@ -8,7 +8,7 @@
 
 namespace geops::worker {
 
-Result<Dataset> PartitionDataset(const Dataset& data, int worker, int num_workers) {
+Status CheckShare(int64_t n, int worker, int num_workers) {
   if (num_workers < 1) {
     return InvalidArgumentError("num_workers must be >= 1, got " + std::to_string(num_workers));
   }
@@ -16,11 +16,15 @@ Result<Dataset> PartitionDataset(const Dataset& data, int worker, int num_worker
     return InvalidArgumentError("worker " + std::to_string(worker) + " is outside [0, " +
                                 std::to_string(num_workers) + ")");
   }
-  if (data.n <= worker) {
-    return InvalidArgumentError("dataset of " + std::to_string(data.n) +
-                                " examples leaves worker " + std::to_string(worker) + " of " +
-                                std::to_string(num_workers) + " nothing");
+  if (n <= worker) {
+    return InvalidArgumentError("dataset of " + std::to_string(n) + " examples leaves worker " +
+                                std::to_string(worker) + " of " + std::to_string(num_workers) + " nothing");
   }
+  return Status::Ok();
+}
+
+Result<Dataset> PartitionDataset(const Dataset& data, int worker, int num_workers) {
+  GEOPS_RETURN_IF_ERROR(CheckShare(data.n, worker, num_workers));
   Dataset out;
   out.dims = data.dims;
   out.num_classes = data.num_classes;

@@ -46,6 +46,10 @@ struct Dataset {
 // worker is outside [0, num_workers), or the share would be empty.
 Result<Dataset> PartitionDataset(const Dataset& data, int worker, int num_workers);
 
+// The checks above of a share of a set of n examples (OK when it is valid
+// and not empty), for readers that keep only a share as they read.
+Status CheckShare(int64_t n, int worker, int num_workers);
+
 // Where a sampler is: the epoch, and how many examples of that epoch's
 // shuffled order have been handed out. Save it with a checkpoint, pass it
 // back to resume.

@@ -123,10 +123,23 @@ Result<uint32_t> ReadIdxHeader(GzFile& file, uint32_t magic, uint8_t* header, si
   return count;
 }
 
-Status ReadImages(const std::string& path, Dataset* out) {
+// Which examples a reader keeps: i with i % of == worker (every one for
+// {0, 1}). The whole file is read and checked either way.
+struct Share {
+  int worker = 0;
+  int of = 1;
+  bool Keeps(uint64_t i) const { return i % static_cast<uint64_t>(of) == static_cast<uint64_t>(worker); }
+  uint64_t KeptOf(uint64_t count) const {
+    return count > static_cast<uint64_t>(worker) ? (count - worker + of - 1) / of : 0;
+  }
+};
+
+// Reads every image of the file and converts the share's to floats; *count
+// is the file's image count.
+Status ReadImages(const std::string& path, Share share, Dataset* out, uint32_t* count) {
   GEOPS_ASSIGN_OR_RETURN(GzFile file, OpenGz(path));
   uint8_t header[16];
-  GEOPS_ASSIGN_OR_RETURN(uint32_t count, ReadIdxHeader(file, kIdxImagesMagic, header, 16));
+  GEOPS_ASSIGN_OR_RETURN(*count, ReadIdxHeader(file, kIdxImagesMagic, header, 16));
   const uint32_t rows = BigEndian32(header + 8);
   const uint32_t cols = BigEndian32(header + 12);
   if (rows != kFashionMnistRows || cols != kFashionMnistCols) {
@@ -136,46 +149,71 @@ Status ReadImages(const std::string& path, Dataset* out) {
                          std::to_string(kFashionMnistCols));
   }
   const size_t dims = rows * cols;
-  const uint64_t expected = uint64_t{count} * dims;
+  const uint64_t expected = uint64_t{*count} * dims;
   // Grow with the data actually present, not with what the header claims.
   out->x.clear();
-  out->x.reserve(std::min<uint64_t>(expected, uint64_t{70000} * dims));
-  std::vector<uint8_t> buf(kReadChunk);
+  out->x.reserve(std::min<uint64_t>(share.KeptOf(*count), share.KeptOf(70000)) * dims);
+  // Whole images per read, so that each is kept or skipped in one piece.
+  const size_t per_read = kReadChunk / dims * dims;
+  std::vector<uint8_t> buf(per_read);
   uint64_t read = 0;
   while (read < expected) {
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(kReadChunk, expected - read));
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(per_read, expected - read));
     GEOPS_ASSIGN_OR_RETURN(size_t got, file.Read(buf.data(), want));
-    const size_t base = out->x.size();
-    out->x.resize(base + got);
-    float* dst = out->x.data() + base;
-    for (size_t i = 0; i < got; ++i) dst[i] = static_cast<float>(buf[i]) * (1.0f / 255.0f);
+    const uint64_t first = read / dims;
+    for (size_t at = 0; at + dims <= got; at += dims) {
+      if (!share.Keeps(first + at / dims)) continue;
+      const size_t base = out->x.size();
+      out->x.resize(base + dims);
+      float* dst = out->x.data() + base;
+      for (size_t i = 0; i < dims; ++i) dst[i] = static_cast<float>(buf[at + i]) * (1.0f / 255.0f);
+    }
     read += got;
     if (got < want) return file.Truncated("pixel data", expected, read);
   }
-  GEOPS_RETURN_IF_ERROR(file.ExpectEnd(std::to_string(count) + " images"));
-  out->n = count;
+  GEOPS_RETURN_IF_ERROR(file.ExpectEnd(std::to_string(*count) + " images"));
+  out->n = static_cast<int64_t>(out->x.size() / dims);
   out->dims = static_cast<int>(dims);
   return Status::Ok();
 }
 
-Status ReadLabels(const std::string& path, Dataset* out) {
+// Reads and checks every label of the file and keeps the share's; *count
+// is the file's label count.
+Status ReadLabels(const std::string& path, Share share, Dataset* out, uint32_t* count) {
   GEOPS_ASSIGN_OR_RETURN(GzFile file, OpenGz(path));
   uint8_t header[8];
-  GEOPS_ASSIGN_OR_RETURN(uint32_t count, ReadIdxHeader(file, kIdxLabelsMagic, header, 8));
-  std::vector<uint8_t> bytes(count);
-  GEOPS_ASSIGN_OR_RETURN(size_t got, file.Read(bytes.data(), count));
-  if (got != count) return file.Truncated("labels", count, got);
-  GEOPS_RETURN_IF_ERROR(file.ExpectEnd(std::to_string(count) + " labels"));
-  out->y.resize(count);
-  for (uint32_t i = 0; i < count; ++i) {
+  GEOPS_ASSIGN_OR_RETURN(*count, ReadIdxHeader(file, kIdxLabelsMagic, header, 8));
+  std::vector<uint8_t> bytes(*count);
+  GEOPS_ASSIGN_OR_RETURN(size_t got, file.Read(bytes.data(), *count));
+  if (got != *count) return file.Truncated("labels", *count, got);
+  GEOPS_RETURN_IF_ERROR(file.ExpectEnd(std::to_string(*count) + " labels"));
+  out->y.clear();
+  out->y.reserve(share.KeptOf(*count));
+  for (uint32_t i = 0; i < *count; ++i) {
     if (bytes[i] >= kFashionMnistClasses) {
       return DataLossError(Quote(path) + " has label " + std::to_string(bytes[i]) + " at index " +
                            std::to_string(i) + "; labels must be in [0, " +
                            std::to_string(kFashionMnistClasses) + ")");
     }
-    out->y[i] = bytes[i];
+    if (share.Keeps(i)) out->y.push_back(bytes[i]);
   }
   return Status::Ok();
+}
+
+// *count: the files' example count.
+Result<Dataset> ReadFiles(const std::string& images_path, const std::string& labels_path, Share share,
+                          uint32_t* count) {
+  Dataset data;
+  data.num_classes = kFashionMnistClasses;
+  uint32_t labels = 0, images = 0;
+  GEOPS_RETURN_IF_ERROR(ReadLabels(labels_path, share, &data, &labels));
+  GEOPS_RETURN_IF_ERROR(ReadImages(images_path, share, &data, &images));
+  if (images != labels) {
+    return DataLossError(Quote(images_path) + " has " + std::to_string(images) + " images but " +
+                         Quote(labels_path) + " has " + std::to_string(labels) + " labels");
+  }
+  *count = images;
+  return data;
 }
 
 std::string JoinPath(std::string_view dir, std::string_view name) {
@@ -201,21 +239,28 @@ std::string FashionMnistLabelsPath(std::string_view dir, FashionMnistSplit split
 
 Result<Dataset> ReadFashionMnistFiles(const std::string& images_path,
                                       const std::string& labels_path) {
-  Dataset data;
-  data.num_classes = kFashionMnistClasses;
-  GEOPS_RETURN_IF_ERROR(ReadLabels(labels_path, &data));
-  GEOPS_RETURN_IF_ERROR(ReadImages(images_path, &data));
-  if (static_cast<int64_t>(data.y.size()) != data.n) {
-    return DataLossError(Quote(images_path) + " has " + std::to_string(data.n) + " images but " +
-                         Quote(labels_path) + " has " + std::to_string(data.y.size()) +
-                         " labels");
-  }
+  uint32_t count = 0;
+  return ReadFiles(images_path, labels_path, Share{}, &count);
+}
+
+Result<Dataset> ReadFashionMnistShare(const std::string& images_path, const std::string& labels_path,
+                                      int worker, int num_workers) {
+  GEOPS_RETURN_IF_ERROR(CheckShare(std::numeric_limits<int64_t>::max(), worker, num_workers));
+  uint32_t count = 0;
+  GEOPS_ASSIGN_OR_RETURN(Dataset data, ReadFiles(images_path, labels_path, Share{worker, num_workers}, &count));
+  GEOPS_RETURN_IF_ERROR(CheckShare(count, worker, num_workers));
   return data;
 }
 
 Result<Dataset> LoadFashionMnist(std::string_view dir, FashionMnistSplit split) {
   return ReadFashionMnistFiles(FashionMnistImagesPath(dir, split),
                                FashionMnistLabelsPath(dir, split));
+}
+
+Result<Dataset> LoadFashionMnistShare(std::string_view dir, FashionMnistSplit split, int worker,
+                                      int num_workers) {
+  return ReadFashionMnistShare(FashionMnistImagesPath(dir, split), FashionMnistLabelsPath(dir, split),
+                               worker, num_workers);
 }
 
 }  // namespace geops::worker

@@ -49,6 +49,16 @@ Result<Dataset> LoadFashionMnist(std::string_view dir, FashionMnistSplit split);
 Result<Dataset> ReadFashionMnistFiles(const std::string& images_path,
                                       const std::string& labels_path);
 
+// Worker `worker` of `num_workers`' share of one split, or of a pair of
+// files: exactly PartitionDataset(LoadFashionMnist(...), worker,
+// num_workers), but only the share's images become floats (a fifth of the
+// memory and conversion for five workers). The whole files are read and
+// checked as above; the share's own errors are PartitionDataset's.
+Result<Dataset> LoadFashionMnistShare(std::string_view dir, FashionMnistSplit split, int worker,
+                                      int num_workers);
+Result<Dataset> ReadFashionMnistShare(const std::string& images_path, const std::string& labels_path,
+                                      int worker, int num_workers);
+
 }  // namespace geops::worker
 
 #endif  // GEOPS_WORKER_FASHION_MNIST_H_

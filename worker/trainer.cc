@@ -114,9 +114,8 @@ Result<EvalInfo> Evaluate(ComputeBackend* backend, cuda::CudaTrainerPath* gpu, P
 
 Result<TrainerReport> RunMlp(const TrainerOptions& o, PsClient* client, TrainerObserver* observer) {
   const double start = NowSeconds();
-  GEOPS_ASSIGN_OR_RETURN(Dataset train_all, LoadFashionMnist(o.data_dir, FashionMnistSplit::kTrain));
-  GEOPS_ASSIGN_OR_RETURN(Dataset train, PartitionDataset(train_all, o.data_worker, o.data_workers));
-  train_all = Dataset();
+  GEOPS_ASSIGN_OR_RETURN(Dataset train, LoadFashionMnistShare(o.data_dir, FashionMnistSplit::kTrain,
+                                                              o.data_worker, o.data_workers));
   Dataset test;
   if (o.evaluator) {
     GEOPS_ASSIGN_OR_RETURN(test, LoadFashionMnist(o.data_dir, FashionMnistSplit::kTest));

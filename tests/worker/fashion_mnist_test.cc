@@ -176,6 +176,79 @@ TEST_F(IdxFilesTest, MissingFileIsNotFoundNamingThePackage) {
   ExpectError(ReadFashionMnistFiles(images, labels), StatusCode::kNotFound, images);
 }
 
+// Images whose first two pixels give their index (low byte, high byte).
+Bytes NumberedImagesIdx(uint32_t count) {
+  Bytes b = ImagesIdx(count);
+  for (uint32_t k = 0; k < count; ++k) {
+    b[16 + k * 784] = static_cast<uint8_t>(k & 255);
+    b[16 + k * 784 + 1] = static_cast<uint8_t>(k >> 8);
+  }
+  return b;
+}
+
+void ExpectSameDataset(const Dataset& got, const Dataset& want) {
+  EXPECT_EQ(got.n, want.n);
+  EXPECT_EQ(got.dims, want.dims);
+  EXPECT_EQ(got.num_classes, want.num_classes);
+  EXPECT_EQ(got.x, want.x);
+  EXPECT_EQ(got.y, want.y);
+}
+
+// A share read from the files is the partition of the whole set, also
+// across the reader's reads of whole images (2000 images span two).
+TEST_F(IdxFilesTest, AShareIsThePartitionOfTheWholeFiles) {
+  const std::string images = Gz("i.gz", NumberedImagesIdx(2000));
+  const std::string labels = Gz("l.gz", LabelsIdx(2000));
+  auto all = ReadFashionMnistFiles(images, labels);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  for (const auto& [w, of] : std::vector<std::pair<int, int>>{{0, 1}, {0, 3}, {2, 3}, {6, 7}, {1999, 2000}}) {
+    SCOPED_TRACE("worker " + std::to_string(w) + " of " + std::to_string(of));
+    auto share = ReadFashionMnistShare(images, labels, w, of);
+    ASSERT_TRUE(share.ok()) << share.status().ToString();
+    auto want = PartitionDataset(*all, w, of);
+    ASSERT_TRUE(want.ok());
+    ExpectSameDataset(*share, *want);
+    // The first pixels name the examples kept: w, w + of, ...
+    EXPECT_FLOAT_EQ(share->x[0] * 255.0f, static_cast<float>(w & 255));
+    if (share->n > 1) {
+      EXPECT_FLOAT_EQ(share->x[784] * 255.0f, static_cast<float>((w + of) & 255));
+    }
+  }
+}
+
+// A share still reads and checks the whole files: damage outside it is
+// DataLoss, and its own errors are PartitionDataset's.
+TEST_F(IdxFilesTest, AShareStillChecksTheWholeFiles) {
+  Bytes short_images = ImagesIdx(4);
+  short_images.resize(16 + 3 * 784 + 10);  // the last image, which worker 0 of 2 skips, is cut
+  const std::string cut = Gz("cut.gz", short_images);
+  ExpectError(ReadFashionMnistShare(cut, Gz("l.gz", LabelsIdx(4)), 0, 2), StatusCode::kDataLoss, cut,
+              {"truncated"});
+  Bytes extra = ImagesIdx(4);
+  extra.push_back(0);
+  const std::string trailing = Gz("trailing.gz", extra);
+  ExpectError(ReadFashionMnistShare(trailing, Gz("l2.gz", LabelsIdx(4)), 1, 2), StatusCode::kDataLoss,
+              trailing, {"trailing"});
+  Bytes bad = LabelsIdx(4);
+  bad[8 + 1] = 10;  // index 1, which worker 0 of 2 skips
+  const std::string labels = Gz("bad.gz", bad);
+  ExpectError(ReadFashionMnistShare(Gz("i3.gz", ImagesIdx(4)), labels, 0, 2), StatusCode::kDataLoss, labels,
+              {"index 1"});
+  const std::string images = Gz("i4.gz", ImagesIdx(4));
+  ExpectError(ReadFashionMnistShare(images, Gz("l4.gz", LabelsIdx(3)), 0, 2), StatusCode::kDataLoss, images,
+              {"4 images", "3 labels"});
+  const std::string three = Gz("i5.gz", ImagesIdx(3));
+  const std::string three_labels = Gz("l5.gz", LabelsIdx(3));
+  for (const auto& [w, of] : std::vector<std::pair<int, int>>{{2, 2}, {0, 0}, {-1, 2}}) {
+    EXPECT_EQ(ReadFashionMnistShare(three, three_labels, w, of).status().code(), StatusCode::kInvalidArgument);
+  }
+  auto empty = ReadFashionMnistShare(three, three_labels, 4, 5);
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(empty.status().message().find("leaves worker 4 of 5 nothing"), std::string::npos)
+      << empty.status().ToString();
+}
+
 bool HaveRealData() {
   return std::filesystem::exists(FashionMnistImagesPath(kFashionMnistDir, FashionMnistSplit::kTrain));
 }
@@ -205,6 +278,12 @@ TEST(FashionMnistTest, LoadsTheInstalledPackage) {
     EXPECT_EQ(lo, 0.0f);
     EXPECT_EQ(hi, 1.0f);
   }
+  // What a worker trains on: its share, read without converting the rest.
+  auto share = LoadFashionMnistShare(kFashionMnistDir, FashionMnistSplit::kTrain, 4, 5);
+  ASSERT_TRUE(share.ok()) << share.status().ToString();
+  auto want = PartitionDataset(*train, 4, 5);
+  ASSERT_TRUE(want.ok());
+  ExpectSameDataset(*share, *want);
 }
 
 // Example i has feature value i, so batches show which examples they hold.
