@@ -39,13 +39,25 @@ inline void Must(const Status& s, const char* what) {
   }
 }
 
-// The value of `--name=N` among the program's arguments, or `fallback`.
-inline int64_t IntFlag(int argc, char** argv, const char* name, int64_t fallback) {
+// The text after `--name=` among the program's arguments, or null.
+inline const char* FlagText(int argc, char** argv, const char* name) {
   const std::string prefix = std::string("--") + name + "=";
   for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) return std::atoll(argv[i] + prefix.size());
+    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) return argv[i] + prefix.size();
   }
-  return fallback;
+  return nullptr;
+}
+
+// The value of `--name=N` among the program's arguments, or `fallback`.
+inline int64_t IntFlag(int argc, char** argv, const char* name, int64_t fallback) {
+  const char* text = FlagText(argc, argv, name);
+  return text != nullptr ? std::atoll(text) : fallback;
+}
+
+// The value of `--name=TEXT` among the program's arguments, or `fallback`.
+inline std::string StringFlag(int argc, char** argv, const char* name, std::string fallback) {
+  const char* text = FlagText(argc, argv, name);
+  return text != nullptr ? std::string(text) : fallback;
 }
 
 inline double Since(SteadyTime t) {
