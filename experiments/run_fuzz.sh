@@ -80,7 +80,7 @@ if [ "$mode" = seconds ]; then
     echo "command: bash experiments/run_fuzz.sh --seconds $amount"
     echo "finished: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(uname -sr), $(clang++ --version | head -1)"
-    echo "geops: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo '+local changes')"
+    echo "geops: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- . ':!experiments/results' 2>/dev/null || echo '+local changes')"
     echo
     echo "Both targets ran side by side, $amount s each, with AddressSanitizer and"
     echo "UndefinedBehaviorSanitizer, from seeds made by geops' own encoders."
