@@ -386,12 +386,12 @@ def main():
         out.append(f"| {r['case']} | {r['seed']} | {r['reached'] or '-'} | {r['at500']:.4f} | {r['final']:.4f} | {curve} |")
     out += ["", "| case | median clock at 0.85 (runs that reached it) | / lan | median final accuracy |",
             "|---|---:|---:|---:|"]
-    medians = {}
+    # A run that never reached 0.85 counts as past the end, so the median is not flattered.
+    medians = {case: statistics.median([r["reached"] or CLOCKS + EVAL_EVERY for r in results if r["case"] == case])
+               for case in args.case}
     for case in args.case:
         rs = [r for r in results if r["case"] == case]
         hits = [r["reached"] for r in rs if r["reached"]]
-        # A run that never reached 0.85 counts as past the end, so the median is not flattered.
-        medians[case] = statistics.median([r["reached"] or CLOCKS + EVAL_EVERY for r in rs])
         med = medians[case] if medians[case] <= CLOCKS else "never"
         ratio = f"{medians[case] / medians['lan']:.2f}x" if medians[case] <= CLOCKS else "-"
         out.append(f"| {case} | {med} ({len(hits)} of {len(rs)}) | {ratio} | "
