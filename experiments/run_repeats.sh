@@ -11,7 +11,10 @@
 # (experiments/repeats_table.py), then each median against the first
 # topology's.
 #
-# Usage: bash experiments/run_repeats.sh ROUNDS TOPOLOGY [TOPOLOGY ...]
+# Usage: bash experiments/run_repeats.sh ROUNDS TOPOLOGY[@GEOPS] [...]
+#   TOPOLOGY@GEOPS runs that topology with another geops binary (e.g. one
+#   built from the commit before a change, to compare the two side by side
+#   in one invocation); its runs are named TOPOLOGY-NAME@BINARY-NAME.
 # Environment: GEOPS (default build/cli/geops), SEED (default: each
 #   topology's own), TIMEOUT (seconds per run, default 600), TABLE (a
 #   markdown file to write; default: print), TITLE (its heading).
@@ -28,14 +31,23 @@ runs=$(mktemp -d)
 copies=()
 trap 'rm -rf "$runs" "${copies[@]}"' EXIT
 names=()
-for topo in "$@"; do
-  [ -f "$topo" ] || { echo "no topology $topo" >&2; exit 2; }
+binaries=()
+for arg in "$@"; do
+  topo=$arg
+  binary=$geops
   name=$(basename "$topo" .toml)
+  if [[ $arg == *@* ]]; then
+    topo=${arg%@*}
+    binary=${arg##*@}
+    [ -x "$binary" ] || { echo "no geops binary $binary (in $arg)" >&2; exit 2; }
+    name="$(basename "$topo" .toml)@$(basename "$binary")"
+  fi
+  [ -f "$topo" ] || { echo "no topology $topo" >&2; exit 2; }
   for n in "${names[@]}"; do
     [ "$n" != "$name" ] || { echo "two topologies named $name: the runs are told apart by file name" >&2; exit 2; }
   done
   # A copy beside the original, so that relative trace folders stay valid.
-  copy=$(dirname "$topo")/.repeats.$$.$name.toml
+  copy=$(dirname "$topo")/.repeats.$$.${name//@/.}.toml
   copies+=("$copy")
   if [ -n "${SEED:-}" ]; then
     sed -e "s/^seed = [0-9]*/seed = $SEED/" "$topo" > "$copy"
@@ -43,11 +55,12 @@ for topo in "$@"; do
     cp "$topo" "$copy"
   fi
   names+=("$name")
+  binaries+=("$binary")
 done
 for i in $(seq 1 "$rounds"); do
   for k in "${!names[@]}"; do
     echo "=== ${names[$k]} #$i ($(date -u +%H:%M:%S))" >&2
-    "$geops" launch "${copies[$k]}" --out "$runs/${names[$k]}-$i" --plain --timeout "$timeout" \
+    "${binaries[$k]}" launch "${copies[$k]}" --out "$runs/${names[$k]}-$i" --plain --timeout "$timeout" \
       > "$runs/${names[$k]}-$i.log" 2>&1 || echo "${names[$k]} #$i exited with $?" >&2
   done
 done

@@ -279,7 +279,9 @@ TEST(SignificanceFilterTest, SelectFreshLooksAtMarkedElementsAndAtEachChunkWhole
       // A part look looks at the marked elements only, each time until
       // the whole look clears the marks, and takes the significant one.
       EXPECT_EQ(st.elements_scanned, whole_at < 0 ? 2 : 0);
-      if (!out.empty()) EXPECT_EQ(out[0].indices, (std::vector<uint32_t>{9}));
+      if (!out.empty()) {
+        EXPECT_EQ(out[0].indices, (std::vector<uint32_t>{9}));
+      }
     }
     // The small marked element and nothing else stays until the whole look.
     EXPECT_EQ(f.dirty_chunks(), 1);
@@ -414,6 +416,70 @@ TEST(SignificanceFilterTest, AddSparseFeedsResidualsBack) {
   EXPECT_EQ(acc[9], 6.0f);
   EXPECT_EQ(acc[1], 0.0f);
   EXPECT_EQ(f.dirty_chunks(), 1);
+}
+
+TEST(SignificanceFilterTest, SelectTakesExactlyWhatBeatsEachLimit) {
+  // Dense and sparse adds (with repeated indices), values near the limits,
+  // thresholds that move: every Select takes exactly the elements a plain
+  // look at every element of every chunk takes, and leaves the rest.
+  for (uint32_t seed : {1u, 2u, 3u, 4u}) {
+    std::mt19937 rng(seed);
+    SignificanceFilterOptions o;
+    o.value_epsilon = 0.03f;
+    SignificanceFilter f = MakeFilter(o);
+    const uint32_t n = 300;
+    std::map<ChunkKey, std::vector<float>> acc, w;
+    for (uint32_t c = 0; c < 6; ++c) {
+      ChunkKey k{0, c};
+      acc[k].assign(n, 0.0f);
+      w[k].resize(n);
+      for (float& v : w[k]) v = rng() % 4 == 0 ? 0.0f : std::uniform_real_distribution<float>(-0.2f, 0.2f)(rng);
+    }
+    ChunkValueLookup lookup = [&](ChunkKey k) { return w[k].data(); };
+    std::uniform_real_distribution<float> small(-0.002f, 0.002f);
+    std::vector<SparseChunkUpdate> out;
+    for (Clock clock = 0; clock < 300; ++clock) {
+      for (auto& [k, a] : acc) {
+        const int kind = static_cast<int>(rng() % 4);
+        const float scale = rng() % 5 == 0 ? 10.0f : 1.0f;
+        if (kind == 0) {
+          std::vector<float> d(n);
+          for (uint32_t i = 0; i < n; ++i) d[i] = small(rng) * scale;
+          ASSERT_TRUE(f.Add(k, d).ok());
+          for (uint32_t i = 0; i < n; ++i) a[i] += d[i];
+        } else if (kind == 1) {
+          std::vector<uint32_t> idx;
+          std::vector<float> val;
+          for (int j = 0; j < 12; ++j) {
+            idx.push_back(static_cast<uint32_t>(rng() % 20));  // repeats likely
+            val.push_back(small(rng) * scale);
+          }
+          ASSERT_TRUE(f.AddSparse(k, n, idx, val).ok());
+          for (size_t j = 0; j < idx.size(); ++j) a[idx[j]] += val[j];
+        }
+      }
+      const float t = std::uniform_real_distribution<float>(0.01f, 0.3f)(rng);
+      f.Select(clock, lookup, t, &out);
+      std::map<ChunkKey, std::vector<std::pair<uint32_t, float>>> got, want;
+      for (const SparseChunkUpdate& u : out) {
+        for (size_t j = 0; j < u.indices.size(); ++j) got[u.key].emplace_back(u.indices[j], u.values[j]);
+      }
+      for (auto& [k, a] : acc) {
+        for (uint32_t i = 0; i < n; ++i) {
+          if (std::fabs(a[i]) > t * std::max(std::fabs(w[k][i]), o.value_epsilon)) {
+            want[k].emplace_back(i, a[i]);
+            a[i] = 0.0f;
+          }
+        }
+      }
+      ASSERT_EQ(got, want) << "seed " << seed << " clock " << clock;
+      for (auto& [k, a] : acc) {
+        std::span<const float> held = f.Accumulated(k);
+        if (held.empty()) continue;
+        for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(held[i], a[i]) << "seed " << seed << " clock " << clock;
+      }
+    }
+  }
 }
 
 TEST(SignificanceFilterTest, ScanThroughputReported) {
