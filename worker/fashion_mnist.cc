@@ -245,6 +245,8 @@ Result<Dataset> ReadFashionMnistFiles(const std::string& images_path,
 
 Result<Dataset> ReadFashionMnistShare(const std::string& images_path, const std::string& labels_path,
                                       int worker, int num_workers) {
+  // Bad worker numbers are refused before 30 MB are read; whether the share
+  // is empty needs the files' count, so that check follows the read.
   GEOPS_RETURN_IF_ERROR(CheckShare(std::numeric_limits<int64_t>::max(), worker, num_workers));
   uint32_t count = 0;
   GEOPS_ASSIGN_OR_RETURN(Dataset data, ReadFiles(images_path, labels_path, Share{worker, num_workers}, &count));
