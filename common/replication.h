@@ -53,12 +53,15 @@ class ReplicationTap {
  public:
   virtual ~ReplicationTap() = default;
 
-  // A local update batch was applied: `values` holds the chunks `keys` back
-  // to back, ModelSpec::ChunkElements floats each, all finite. Called once
-  // per applied batch, after it is in the shard, before the Update returns,
-  // inside the shard's persistence scope for the batch: what the tap records
-  // commits with the batch (see OutboundParticipant).
-  virtual void OnLocalUpdate(std::span<const ChunkKey> keys, std::span<const float> values) = 0;
+  // A local update batch of worker `worker` at its clock `clock` (part
+  // `part` of that clock's update; WorkerRecord) was
+  // applied: `values` holds the chunks `keys` back to back,
+  // ModelSpec::ChunkElements floats each, all finite. Called once per
+  // applied batch, after it is in the shard, before the Update returns,
+  // inside the shard's persistence scope for the batch: what the tap
+  // records commits with the batch (see OutboundParticipant).
+  virtual void OnLocalUpdate(WorkerId worker, Clock clock, int32_t part, std::span<const ChunkKey> keys,
+                             std::span<const float> values) = 0;
 
   // The shard clock is now `shard_clock`; `all_finished` is true once every
   // worker of the site has finished. Calls may race: a later call can carry
@@ -179,6 +182,25 @@ class ReplicaTarget {
 
   // The shard clock now.
   virtual Clock ShardClock() const = 0;
+
+  // The persistent records of the site's workers (WorkerRecord), by id.
+  virtual std::vector<WorkerRecord> WorkerRecords() const { return {}; }
+  // Sets the records of the workers named (a site that lost its store
+  // resumes its workers where its peers hold its work;
+  // docs/wan_replication.md), before any of them registered. Called from
+  // inside a RunDurable change on the same thread, it is part of that
+  // change. InvalidArgument for a worker id out of range or clocks that do
+  // not fit (0 <= clock, -1 <= last_update_clock <= clock);
+  // FailedPrecondition once a worker has updated this shard; nothing
+  // changes on error.
+  virtual Status ResumeWorkers(std::span<const WorkerRecord> /*records*/) {
+    return FailedPreconditionError("this replica cannot set its workers' clocks");
+  }
+  // Workers' registrations are answered Unavailable(why) (they retry) until
+  // ReleaseWorkers; after a release with an error, FailedPrecondition
+  // naming it. Workers registered before keep working.
+  virtual void HoldWorkers(const std::string& /*why*/) {}
+  virtual void ReleaseWorkers(const Status& /*outcome*/) {}
 
   // Last seq applied from `origin` (0: none).
   virtual uint64_t LastAppliedSeq(SiteId origin) const = 0;

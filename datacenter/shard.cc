@@ -126,6 +126,15 @@ class ShardImpl final : public Shard {
                                   Hex(model_fingerprint) + ", shard " + std::to_string(options_.shard_id) +
                                   " has " + Hex(fingerprint_) + "; both must load the same model spec");
     }
+    if (s.ok()) {
+      std::lock_guard<std::mutex> lock(hold_mu_);
+      if (!hold_outcome_.ok()) {
+        s = FailedPreconditionError("shard " + std::to_string(options_.shard_id) +
+                                    " cannot take workers: " + hold_outcome_.message());
+      } else if (!hold_why_.empty()) {
+        s = UnavailableError("shard " + std::to_string(options_.shard_id) + ": " + hold_why_);
+      }
+    }
     if (!s.ok()) return Reject(std::move(s));
     const ClockTracker::Registration r = tracker_.Register(worker);
     RegisterReply reply;
@@ -266,7 +275,7 @@ class ShardImpl final : public Shard {
     }
     // Inside the persistence scope: what the tap records (the WAN layer's
     // unshipped mass) commits together with the chunks.
-    if (ReplicationTap* tap = tap_.load(std::memory_order_acquire); tap != nullptr) tap->OnLocalUpdate(keys, values);
+    if (ReplicationTap* tap = tap_.load(std::memory_order_acquire); tap != nullptr) tap->OnLocalUpdate(worker, clock, part, keys, values);
     if (mutation) {
       mutation->MarkWorker(worker);
       last_ticket_[worker] = mutation->Finish();
@@ -564,6 +573,49 @@ class ShardImpl final : public Shard {
     return validator_->CheckRead(keys, elements);
   }
 
+  std::vector<WorkerRecord> WorkerRecords() const override {
+    std::vector<WorkerRecord> out;
+    out.reserve(static_cast<size_t>(options_.num_workers));
+    for (WorkerId w = 0; w < options_.num_workers; ++w) out.push_back(tracker_.Record(w));
+    return out;
+  }
+
+  Status ResumeWorkers(std::span<const WorkerRecord> records) override {
+    for (const WorkerRecord& r : records) {
+      GEOPS_RETURN_IF_ERROR(CheckWorker(r.worker));
+      if (r.clock < 0 || r.last_update_clock < -1 || r.last_update_clock > r.clock) {
+        return InvalidArgumentError("worker " + std::to_string(r.worker) + ": clock " + std::to_string(r.clock) +
+                                    " with last update at clock " + std::to_string(r.last_update_clock));
+      }
+      if (tracker_.Record(r.worker).last_update_clock >= 0) {
+        return FailedPreconditionError("worker " + std::to_string(r.worker) + " has updated shard " +
+                                       std::to_string(options_.shard_id) + " already; its clock stays");
+      }
+    }
+    std::optional<ShardPersister::Mutation> mutation;
+    ShardPersister::Mutation* scope = open_scope.shard == this ? open_scope.mutation : nullptr;
+    if (persister_ != nullptr) {
+      GEOPS_RETURN_IF_ERROR(persister_->failure());
+      if (scope == nullptr) scope = &mutation.emplace(persister_->Begin());
+    }
+    for (const WorkerRecord& r : records) {
+      tracker_.Restore(r);
+      if (scope != nullptr) scope->MarkWorker(r.worker);
+    }
+    return Status::Ok();
+  }
+
+  void HoldWorkers(const std::string& why) override {
+    std::lock_guard<std::mutex> lock(hold_mu_);
+    hold_why_ = why.empty() ? std::string("registrations are held") : why;
+  }
+
+  void ReleaseWorkers(const Status& outcome) override {
+    std::lock_guard<std::mutex> lock(hold_mu_);
+    hold_why_.clear();
+    hold_outcome_ = outcome;
+  }
+
   Status SetChunkValue(ChunkKey key, std::span<const float> values) override {
     if (!spec_.HasChunk(key) || store_->LocalIndex(key) < 0) {
       return InvalidArgumentError("shard " + std::to_string(options_.shard_id) + " does not hold chunk (" +
@@ -729,6 +781,10 @@ class ShardImpl final : public Shard {
   std::mutex apply_mu_;                           // serialises ApplyRemote and ResetOrigin
   std::mutex recovered_mu_;
   std::vector<OutboundRecord> recovered_outbound_;  // GUARDED_BY(recovered_mu_)
+  // HoldWorkers / ReleaseWorkers (the WAN layer rejoining its peers).
+  std::mutex hold_mu_;                            // a leaf lock
+  std::string hold_why_;                          // GUARDED_BY(hold_mu_): non-empty while held
+  Status hold_outcome_;                           // GUARDED_BY(hold_mu_): an error refuses registrations
 
   std::atomic<int64_t> batches_applied_{0};
   std::atomic<int64_t> batches_duplicate_{0};

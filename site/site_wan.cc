@@ -133,6 +133,7 @@ json SiteWan::RecoveryJson() const {
   if (!r.recovered && !r.fresh_store) return nullptr;
   return {{"process_start_unix", r.process_start_unix},
           {"fresh_store", r.fresh_store},
+          {"rejoined", r.rejoined},
           {"state_loaded_unix", r.state_loaded_unix},
           {"caught_up_unix", r.caught_up_unix > 0 ? json(r.caught_up_unix) : json(nullptr)},
           {"catch_up_bytes", r.catch_up_bytes},

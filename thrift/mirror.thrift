@@ -106,6 +106,29 @@ struct MirrorSchemaReply {
   4: i64 model_fingerprint,
 }
 
+// A site that lost its store asks each peer for its outer-step state
+// (avg, diloco) to rejoin; a peer asks the rejoined site for its merged
+// state (docs/wan_replication.md, "A diloco site that lost its disk").
+// Page 0 takes a snapshot; later pages name it.
+struct OuterStateRequest {
+  1: i32 origin,
+  2: i32 shard_id,
+  3: i64 incarnation,  // the asker's
+  4: i64 snapshot,     // 0 with page 0
+  5: i32 page,
+}
+
+struct OuterStateReply {
+  1: i64 heard_incarnation,  // the asker's incarnation this site last recorded; 0: never heard of it
+  2: bool has_state,
+  3: bool joining,           // this site is rejoining itself: its state is not merged yet
+  4: i64 snapshot,
+  5: i32 page,
+  6: i32 pages,
+  7: list<binary> keys,      // the page's records (wan/replication/outer_records.h)
+  8: list<binary> values,
+}
+
 service Mirror {
   PushBatchReply pushBatch(1: PushBatchRequest req) throws (1: parameter_server.GeopsError err),
   PushBatchReply relayBatch(1: RelayBatchRequest req) throws (1: parameter_server.GeopsError err),
@@ -113,4 +136,5 @@ service Mirror {
   void reportClock(1: ClockReportRequest req) throws (1: parameter_server.GeopsError err),
   MirrorHeartbeatReply heartbeat(1: MirrorHeartbeat req) throws (1: parameter_server.GeopsError err),
   MirrorSchemaReply schema(1: MirrorSchemaRequest req) throws (1: parameter_server.GeopsError err),
+  OuterStateReply outerState(1: OuterStateRequest req) throws (1: parameter_server.GeopsError err),
 }

@@ -54,6 +54,13 @@ Result<wan::BatchAck> MirrorChannel::RelayBatch(SiteId dest, const wan::WanBatch
   return r;
 }
 
+Result<wan::OuterStatePage> MirrorChannel::FetchOuterState(uint64_t incarnation, uint64_t snapshot, int32_t page) {
+  GEOPS_ASSIGN_OR_RETURN(MirrorClient * c, Client());
+  Result<wan::OuterStatePage> r = c->OuterState(incarnation, snapshot, page);
+  Count();
+  return r;
+}
+
 Status MirrorChannel::BeginBatch(const wan::WanBatch& batch) {
   GEOPS_ASSIGN_OR_RETURN(MirrorClient * c, Client());
   Status s = c->BeginPushBatch(batch);

@@ -33,6 +33,7 @@ class MirrorChannel : public wan::PeerChannel {
   Status SendNotice(const wan::WanNotice& notice) override;
   Status Heartbeat() override;
   Result<wan::BatchAck> RelayBatch(SiteId dest, const wan::WanBatch& batch) override;
+  Result<wan::OuterStatePage> FetchOuterState(uint64_t incarnation, uint64_t snapshot, int32_t page) override;
   Status BeginBatch(const wan::WanBatch& batch) override;
   Result<wan::BatchAck> EndBatch() override;
   void Abandon() override;

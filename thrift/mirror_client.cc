@@ -230,4 +230,29 @@ Result<std::optional<ModelSpec>> MirrorClient::Schema() {
   return std::optional<ModelSpec>(std::move(spec).value());
 }
 
+Result<wan::OuterStatePage> MirrorClient::OuterState(uint64_t incarnation, uint64_t snapshot, int32_t page) {
+  gen::OuterStateRequest req;
+  req.origin = self_.site;
+  req.shard_id = self_.shard;
+  req.incarnation = static_cast<int64_t>(incarnation);
+  req.snapshot = static_cast<int64_t>(snapshot);
+  req.page = page;
+  gen::OuterStateReply reply;
+  GEOPS_RETURN_IF_ERROR(Invoke("outerState", [&](gen::MirrorClient& c) { c.outerState(reply, req); }));
+  if (reply.keys.size() != reply.values.size() || reply.page < 0 || reply.pages < 0 ||
+      (reply.has_state && reply.page >= reply.pages)) {
+    return InvalidArgumentError("mirror " + address_.ToString() + " sent an outer state page that does not parse");
+  }
+  wan::OuterStatePage out;
+  out.heard_incarnation = static_cast<uint64_t>(reply.heard_incarnation);
+  out.has_state = reply.has_state;
+  out.joining = reply.joining;
+  out.snapshot = static_cast<uint64_t>(reply.snapshot);
+  out.page = reply.page;
+  out.pages = reply.pages;
+  out.records.reserve(reply.keys.size());
+  for (size_t i = 0; i < reply.keys.size(); ++i) out.records.emplace_back(std::move(reply.keys[i]), std::move(reply.values[i]));
+  return out;
+}
+
 }  // namespace geops::rpc

@@ -76,6 +76,10 @@ class MirrorClient {
   // checksums, chunk size); nullopt while none of its workers registered
   // one. InvalidArgument for a reply that is not a valid schema.
   Result<std::optional<ModelSpec>> Schema();
+  // One page of the peer's outer-step state for this site, incarnation
+  // `incarnation` (WanReceiver::OnOuterState). InvalidArgument for a reply
+  // whose keys and values do not pair up.
+  Result<wan::OuterStatePage> OuterState(uint64_t incarnation, uint64_t snapshot, int32_t page);
 
   const HostPort& address() const { return address_; }
   // Exact socket bytes, all connections of this client together.

@@ -219,6 +219,32 @@ void MirrorHandler::schema(gen::MirrorSchemaReply& reply, const gen::MirrorSchem
   });
 }
 
+void MirrorHandler::outerState(gen::OuterStateReply& reply, const gen::OuterStateRequest& req) {
+  Serve("outerState", [&]() -> Status {
+    GEOPS_RETURN_IF_ERROR(CheckSender(req.origin, req.shard_id, "outerState"));
+    if (req.snapshot < 0 || req.page < 0) {
+      return InvalidArgumentError("outer state request for snapshot " + std::to_string(req.snapshot) + " page " +
+                                  std::to_string(req.page));
+    }
+    GEOPS_ASSIGN_OR_RETURN(wan::OuterStatePage page,
+                           receiver_->OnOuterState(req.origin, static_cast<uint64_t>(req.incarnation),
+                                                   static_cast<uint64_t>(req.snapshot), req.page));
+    reply.heard_incarnation = static_cast<int64_t>(page.heard_incarnation);
+    reply.has_state = page.has_state;
+    reply.joining = page.joining;
+    reply.snapshot = static_cast<int64_t>(page.snapshot);
+    reply.page = page.page;
+    reply.pages = page.pages;
+    reply.keys.reserve(page.records.size());
+    reply.values.reserve(page.records.size());
+    for (auto& [key, value] : page.records) {
+      reply.keys.push_back(std::move(key));
+      reply.values.push_back(std::move(value));
+    }
+    return Status::Ok();
+  });
+}
+
 gen::MirrorIf* MirrorHandlerFactory::getHandler(const apache::thrift::TConnectionInfo& info) {
   auto* socket = dynamic_cast<WireSocket*>(info.transport.get());
   return new MirrorHandler(receiver_, self_, model_, socket != nullptr ? socket->PeerName() : std::string("unknown peer"),

@@ -66,6 +66,7 @@ class MirrorHandler : public gen::MirrorIf {
   void reportClock(const gen::ClockReportRequest& req) override;
   void heartbeat(gen::MirrorHeartbeatReply& reply, const gen::MirrorHeartbeat& req) override;
   void schema(gen::MirrorSchemaReply& reply, const gen::MirrorSchemaRequest& req) override;
+  void outerState(gen::OuterStateReply& reply, const gen::OuterStateRequest& req) override;
 
  private:
   template <typename Body>

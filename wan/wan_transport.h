@@ -22,6 +22,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/ids.h"
@@ -88,6 +89,24 @@ struct BatchAck {
   std::string quarantined;
 };
 
+// One page of a peer's outer-step state (avg, diloco), as a site that lost
+// its store fetches it to rejoin (docs/wan_replication.md, "A diloco site
+// that lost its disk"). The pages of one snapshot together hold the
+// peer's whole state as its store's records (wan/replication/outer_records.h).
+struct OuterStatePage {
+  // The asker's incarnation as this peer last recorded it (0: it never
+  // heard of the asker, so it holds nothing of it).
+  uint64_t heard_incarnation = 0;
+  bool has_state = false;  // false: the peer keeps no outer state (yet)
+  // The peer is rejoining itself: its state holds nothing of the asker
+  // (its store is new) and is not merged with its peers' yet.
+  bool joining = false;
+  uint64_t snapshot = 0;   // the snapshot the pages come from
+  int32_t page = 0;
+  int32_t pages = 0;
+  std::vector<std::pair<std::string, std::string>> records;  // key, value
+};
+
 class WanReceiver {
  public:
   virtual ~WanReceiver() = default;
@@ -121,6 +140,16 @@ class WanReceiver {
   // too). A relayed batch is checked as its origin's own, but comes over
   // the relaying site's connection.
   virtual bool AcceptsRelayed() const { return false; }
+  // Page `page` of this site's outer-step state for `origin` (incarnation
+  // `incarnation`), which lost its store and rejoins: page 0 takes a new
+  // snapshot (snapshot 0 asks for one), later pages name it. Unavailable
+  // while this site cannot answer yet (it is rejoining itself), NotFound
+  // for a snapshot no longer kept (start again at page 0),
+  // FailedPrecondition in a mode without an outer step.
+  virtual Result<OuterStatePage> OnOuterState(SiteId /*origin*/, uint64_t /*incarnation*/, uint64_t /*snapshot*/,
+                                              int32_t /*page*/) {
+    return FailedPreconditionError("this site keeps no outer step state (wan mode is not avg or diloco)");
+  }
 };
 
 // What carries a relayed batch on: the transport of the relaying site
@@ -157,6 +186,14 @@ class WanTransport {
   // Seconds until a clock report sent now would reach `peer` (the link's
   // delay, and the rest of an outage); 0 when the link is not modelled.
   virtual double EstimateReportSeconds(SiteId /*peer*/) { return 0; }
+  // Asks `peer` for a page of its outer-step state (WanReceiver::OnOuterState)
+  // as this site, incarnation `incarnation`, and waits for the answer up to
+  // `timeout_ms`: a call, outside the ordered streams. Unavailable when the
+  // peer does not answer in time.
+  virtual Result<OuterStatePage> FetchOuterState(SiteId /*peer*/, uint64_t /*incarnation*/, uint64_t /*snapshot*/,
+                                                 int32_t /*page*/, int64_t /*timeout_ms*/) {
+    return UnimplementedError("this transport cannot fetch a peer's outer step state");
+  }
 };
 
 }  // namespace geops::wan

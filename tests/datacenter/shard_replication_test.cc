@@ -24,7 +24,7 @@ using testing::TestModel;
 using testing::TestOptions;
 
 struct RecordingTap : ReplicationTap {
-  void OnLocalUpdate(std::span<const ChunkKey> keys, std::span<const float> values) override {
+  void OnLocalUpdate(WorkerId, Clock, int32_t, std::span<const ChunkKey> keys, std::span<const float> values) override {
     std::lock_guard<std::mutex> lock(mu);
     batches++;
     floats += static_cast<int64_t>(values.size());

@@ -304,6 +304,48 @@ codec = "fp16"
   EXPECT_NE(inspect.output.find("outer step"), std::string::npos) << inspect.output;
 }
 
+// diloco, a site that loses its disk: its new shards ask the others what
+// they hold of it, take the synchronised model and its own contributions
+// from them, and its workers resume after the last contribution a peer
+// holds (not at clock 0, as in asp): every update counts exactly once.
+TEST_F(FaultScenarioTest, ThreeSitesInDilocoTakeBackASiteThatLostItsDiskAndEndExact) {
+  const std::string topo = WriteTopology(ThreeSiteTopology(2, R"(
+kind = "wipe-disk"
+site = "eu-west-1"
+at_clock = 30
+restart_after_s = 1.0
+)",
+                                                           R"(
+[wan]
+mode = "diloco"
+averaging_period = 5
+outer_lr = 3.0
+outer_momentum = 0.0
+outer_average_last = false
+codec = "fp16"
+)"));
+  RunResult r = Launch(topo, 180);
+  json s = Summary();
+  ExpectThreeSitesExact(r, s, /*site_killed=*/true);
+  ASSERT_EQ(s["faults"][0]["wiped_dirs"].size(), 2u) << s["faults"][0].dump(2);
+  for (const json& w : s["per_worker"]) {
+    if (w["site"] != "eu-west-1") {
+      EXPECT_EQ(w["start_clocks"], json::array({0})) << w.dump();
+      continue;
+    }
+    ASSERT_EQ(w["start_clocks"].size(), 2u) << w.dump();
+    EXPECT_EQ(w["start_clocks"][0], 0) << w.dump();
+    EXPECT_GT(w["start_clocks"][1].get<int64_t>(), 0) << "the work its peers held was done again: " << w.dump();
+    EXPECT_LE(w["start_clocks"][1].get<int64_t>(), 30 + 5) << w.dump();
+  }
+  for (int shard = 0; shard < 2; ++shard) {
+    const json m = ShardMetrics("eu-west-1-shard-" + std::to_string(shard));
+    ASSERT_TRUE(m.is_object());
+    EXPECT_EQ(m["recovery"]["fresh_store"], true) << m.dump(2);
+    EXPECT_EQ(m["recovery"]["rejoined"], true) << m.dump(2);
+  }
+}
+
 TEST_F(FaultScenarioTest, ThreeSitesSurviveAShardOfOneSiteKilledAndEndExact) {
   const std::string topo = WriteTopology(ThreeSiteTopology(2, R"(
 kind = "kill-shard"

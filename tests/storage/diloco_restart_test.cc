@@ -21,6 +21,7 @@ namespace {
 using testing::kClocks;
 using testing::kCrashAt;
 using testing::kSites;
+using testing::UpdateValue;
 using testing::WanRestartTest;
 
 class DilocoRestartTest : public WanRestartTest {
@@ -155,6 +156,87 @@ TEST_F(DilocoRestartTest, DilocoProperStaysBitIdenticalAtBothSitesAcrossACrash) 
   int64_t differ = 0;
   for (size_t i = 0; i < replica.size(); ++i) differ += double{replica[i]} != expected_[i];
   EXPECT_GT(differ, 0);
+  StopAll();
+}
+
+// A site that loses its store: it comes back with a new, empty one, asks
+// its peer what that holds of it, takes the synchronised state and its own
+// contributions from there, and resumes its worker after the last
+// contribution its peer holds. What it did after that died with the store
+// and is done again, exactly once: every clock's update of both sites
+// counts once in the end, and the sites' steps stay bit-identical.
+TEST_F(DilocoRestartTest, ASiteThatLostItsStoreRejoinsAndTheCounterEndsExact) {
+  UseDiloco(/*exact=*/true);
+  expected_.assign(static_cast<size_t>(elements_), 0.0);
+  Build(0);
+  Build(1);
+  StepBoth(0, kCrashAt);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (sites_[1].repl->stats().outer_steps_applied < 2 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_GE(sites_[1].repl->stats().outer_steps_applied, 2);
+  const uint64_t old_incarnation = sites_[0].repl->incarnation();
+  Crash();
+  store_ = NewStore();  // the disk is gone
+  Restart(/*register_worker=*/false);
+  ASSERT_NE(sites_[0].repl->incarnation(), old_incarnation);
+  ASSERT_TRUE(sites_[0].repl->WaitRejoined(Deadline::InMs(30000)).ok());
+  EXPECT_TRUE(sites_[0].repl->stats().recovery.rejoined);
+  Result<RegisterReply> reg = sites_[0].shard->RegisterWorker(0, 0, "");
+  ASSERT_TRUE(reg.ok()) << reg.status().ToString();
+  const Clock resume = reg->worker_clock;
+  EXPECT_GT(resume, 0) << "the peer held none of the lost site's work";
+  EXPECT_LE(resume, kCrashAt);
+  // The lost site's worker does its clocks again from there; its peer
+  // waits at kCrashAt.
+  for (Clock c = resume; c < kCrashAt; ++c) Step(0, c, false);
+  StepBoth(kCrashAt, kClocks);
+  for (SiteId s = 0; s < kSites; ++s) {
+    EXPECT_TRUE(sites_[s].repl->WaitFinal(Deadline::InMs(30000))) << "site " << s << " never got its peer's drain";
+  }
+  EXPECT_TRUE(sites_[0].repl->WaitDrainAcknowledged(Deadline::InMs(30000)));
+  EXPECT_TRUE(sites_[1].repl->WaitDrainAcknowledged(Deadline::InMs(30000)));
+  EXPECT_EQ(sites_[0].repl->OuterDigests(), sites_[1].repl->OuterDigests())
+      << "the sites' synchronised models differ after some step";
+  // Every clock of both sites once (the counter's sum), whichever
+  // incarnation's update it was.
+  std::vector<double> once(static_cast<size_t>(elements_), 0.0);
+  for (SiteId s = 0; s < kSites; ++s) {
+    for (Clock c = 0; c < kClocks; ++c) {
+      for (int64_t i = 0; i < elements_; ++i) once[static_cast<size_t>(i)] += UpdateValue(s, c, i);
+    }
+  }
+  for (SiteId s = 0; s < kSites; ++s) {
+    const std::vector<float> v = Replica(s);
+    int64_t wrong = 0;
+    for (size_t i = 0; i < v.size(); ++i) wrong += double{v[i]} != once[i];
+    EXPECT_EQ(wrong, 0) << "site " << s << ": " << wrong << " elements differ from every clock counted once";
+  }
+  EXPECT_EQ(sites_[0].repl->stats().inbox.batches_refused, 0);
+  EXPECT_EQ(sites_[1].repl->stats().inbox.batches_refused, 0);
+  StopAll();
+}
+
+// Streaming contributions leave no single clock to resume a worker at: a
+// streaming site that lost its store says so and takes no worker, rather
+// than training on a model its peers cannot take back.
+TEST_F(DilocoRestartTest, AStreamingSiteThatLostItsStoreRefusesItsWorkersNamingWhy) {
+  UseDiloco(/*exact=*/true);
+  options_.outer_fragments = 2;
+  expected_.assign(static_cast<size_t>(elements_), 0.0);
+  Build(0);
+  Build(1);
+  StepBoth(0, kCrashAt);
+  Crash();
+  store_ = NewStore();
+  Restart(/*register_worker=*/false);
+  const Status rejoined = sites_[0].repl->WaitRejoined(Deadline::InMs(30000));
+  EXPECT_EQ(rejoined.code(), StatusCode::kFailedPrecondition) << rejoined.ToString();
+  EXPECT_NE(rejoined.message().find("streaming diloco"), std::string::npos) << rejoined.ToString();
+  Result<RegisterReply> reg = sites_[0].shard->RegisterWorker(0, 0, "");
+  EXPECT_EQ(reg.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(reg.status().message().find("streaming diloco"), std::string::npos) << reg.status().ToString();
   StopAll();
 }
 

@@ -66,7 +66,7 @@ class FakeWanNetwork {
   // (nullptr) is never called again and may be destroyed.
   void Attach(SiteId site, WanReceiver* receiver) {
     std::unique_lock<std::mutex> lock(mu_);
-    delivered_cv_.wait(lock, [this] { return !delivering_; });
+    delivered_cv_.wait(lock, [this] { return !delivering_ && calls_ == 0; });
     receivers_[site] = receiver;
   }
   // While down, `site` receives nothing (messages to it wait and retry).
@@ -89,6 +89,11 @@ class FakeWanNetwork {
     for (SiteId a : sites)
       for (SiteId b : sites)
         if (a != b) SetFaults(a, b, f);
+  }
+  // Drops the batches held on a link (they die with their sender).
+  void DropHeld(SiteId from, SiteId to) {
+    std::lock_guard<std::mutex> lock(mu_);
+    links_[{from, to}].held.clear();
   }
   // Lets held batches go (and stops holding new ones on that link).
   void ReleaseHeld(SiteId from, SiteId to) {
@@ -162,6 +167,25 @@ class FakeWanNetwork {
     double BandwidthBytesPerSecond(SiteId peer) override {
       std::lock_guard<std::mutex> lock(net_->mu_);
       return net_->links_[{site_, peer}].faults.bytes_per_second;
+    }
+    // A call straight to the peer's receiver (Unavailable while it is down
+    // or detached).
+    Result<OuterStatePage> FetchOuterState(SiteId peer, uint64_t incarnation, uint64_t snapshot, int32_t page,
+                                           int64_t /*timeout_ms*/) override {
+      WanReceiver* r = nullptr;
+      {
+        std::lock_guard<std::mutex> lock(net_->mu_);
+        if (net_->down_.count(peer) == 0 && net_->receivers_.count(peer) > 0) r = net_->receivers_[peer];
+        if (r == nullptr) return UnavailableError("site " + std::to_string(peer) + " is down");
+        ++net_->calls_;
+      }
+      Result<OuterStatePage> got = r->OnOuterState(site_, incarnation, snapshot, page);
+      {
+        std::lock_guard<std::mutex> lock(net_->mu_);
+        --net_->calls_;
+      }
+      net_->delivered_cv_.notify_all();
+      return got;
     }
     DeliveryCallback callback_;  // GUARDED_BY(net_->mu_)
 
@@ -286,7 +310,8 @@ class FakeWanNetwork {
   std::priority_queue<Message, std::vector<Message>, Later> queue_;
   uint64_t next_order_ = 0;
   bool delivering_ = false;
-  std::condition_variable delivered_cv_;  // delivering_ became false
+  int calls_ = 0;                         // FetchOuterState calls in progress
+  std::condition_variable delivered_cv_;  // delivering_ or calls_ went down
   bool stop_ = false;
   std::mt19937_64 rng_;
   std::atomic<int64_t> errors_{0};

@@ -143,6 +143,53 @@ TEST(OuterRecordsTest, AJournalledStateGoesOnBitIdenticallyAfterARestore) {
   }
 }
 
+// Where each contribution leaves its site's workers travels with it: the
+// marks of contributions not applied yet, and each site's last mark, come
+// back from the store as they went in, also from a state encoded whole
+// (what a peer fetches).
+TEST(OuterRecordsTest, MarksComeBackFromTheRecords) {
+  const ModelSpec spec = Model();
+  OuterStep a = NewStep(spec);
+  OuterJournal j;
+  j.set_enabled(true);
+  j.MarkAll();
+  auto mark = [](Clock cut, int w) {
+    ContributionMark m;
+    m.cut = cut;
+    for (int i = 0; i < w; ++i) m.covered.push_back(CoveredBatch{cut - 1 + i, i % 2 == 0 ? 0 : 3});
+    m.covered.push_back(CoveredBatch{});  // a worker that sent nothing
+    return m;
+  };
+  for (SiteId s = 0; s < 3; ++s) ASSERT_TRUE(a.Add(1, s, Contribution(spec, 1, s), false, mark(8, s + 1)).ok());
+  for (SiteId s = 0; s < 3; ++s) j.ContributionAdded(1, s);
+  ApplyReady(&a, &j);
+  ASSERT_TRUE(a.Add(2, 0, Contribution(spec, 2, 0), false, mark(16, 2)).ok());
+  j.ContributionAdded(2, 0);
+  ASSERT_TRUE(a.Add(2, 1, Contribution(spec, 2, 1), false).ok()) << "a contribution without a mark";
+  j.ContributionAdded(2, 1);
+  std::map<std::string, std::string> store;
+  Commit(j, a, 16, &store);
+  Result<RecoveredOuter> rec = Decode(store, spec);
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  const OuterStep::State want = a.Export();
+  EXPECT_EQ(rec->state.pending_marks, want.pending_marks);
+  EXPECT_EQ(rec->state.last_marks, want.last_marks);
+  ASSERT_EQ(want.last_marks.count(0), 1u);
+  EXPECT_EQ(want.last_marks.at(0), mark(16, 2));
+  EXPECT_EQ(want.last_marks.count(1), 0u) << "site 1's last contribution came without one";
+  EXPECT_EQ(want.last_marks.at(2), mark(8, 3)) << "an applied contribution's mark stays the site's last";
+  std::map<std::string, std::string> whole;
+  for (const OutboundRecord& r : EncodeOuterState(want, 16)) whole[r.key] = r.value;
+  Result<RecoveredOuter> again = Decode(whole, spec);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->state.pending_marks, want.pending_marks);
+  EXPECT_EQ(again->state.last_marks, want.last_marks);
+  EXPECT_EQ(again->state.given, want.given);
+  EXPECT_EQ(again->state.digests, want.digests);
+  EXPECT_EQ(again->state.theta, want.theta);
+  EXPECT_EQ(again->state.next_step, want.next_step);
+}
+
 TEST(OuterRecordsTest, DamagedRecordsAreDataLossNamingTheRecord) {
   const ModelSpec spec = Model();
   OuterStep a = NewStep(spec);
@@ -173,7 +220,8 @@ TEST(OuterRecordsTest, DamagedRecordsAreDataLossNamingTheRecord) {
       {std::string("t") + std::string(4, '\0') + std::string("\0\0\0\x09", 4), store[theta],
        "the model has no such chunk"},
       {contribution, store[contribution].substr(0, store[contribution].size() - 3), "truncated"},
-      {contribution, store[contribution] + "x", "1 bytes too many"},
+      {contribution, store[contribution] + "x", "truncated in a mark"},
+      {contribution, store[contribution] + std::string(12, '\0') + "x", "1 bytes too many"},
       {"u", bad_version, "outer state record 'u': version 9"},
       {"u", store["u"].substr(0, 10), "outer state record 'u': truncated"},
       {"uu", store["u"], "key of 2 bytes"},

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <initializer_list>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace geops::wan {
@@ -193,6 +196,135 @@ TEST(OuterStepTest, RefusesWhatDoesNotBelongAndChangesNothing) {
   EXPECT_FALSE(o.Ready());
   EXPECT_EQ(Apply(&o).code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(Theta(o), (std::vector<float>{0.0f, 0.0f}));
+}
+
+// Three replicas of a run of sites {0, 1, 2}, DiLoCo's optimiser, and a
+// helper that gives one site's contribution to some of them.
+struct ThreeReplicas {
+  ThreeReplicas() {
+    for (OuterStep* o : {&a, &b, &fresh}) o->InitChunk(kKey, std::vector<float>{1.0f, -1.0f});
+  }
+  static SparseChunkUpdate Of(int64_t step, SiteId site) {
+    return Dense({0.25f * static_cast<float>(step) + static_cast<float>(site), -0.5f * static_cast<float>(site)});
+  }
+  static void Give(std::initializer_list<OuterStep*> to, int64_t step, SiteId site) {
+    for (OuterStep* o : to) ASSERT_TRUE(o->Add(step, site, V(Of(step, site)), false).ok());
+  }
+  OuterStep a{{0, 1, 2}, OuterOptions{}};
+  OuterStep b{{0, 1, 2}, OuterOptions{}};
+  OuterStep fresh{{0, 1, 2}, OuterOptions{}};
+};
+
+TEST(OuterStepTest, MergeTakesTheFurthestStepsAndEveryContributionHeld) {
+  // Site 2 gave step 1 to both replicas, step 2 and step 3 only to `a`, and
+  // then lost its store: `a` applied step 2, `b` waits for site 2's step 2.
+  ThreeReplicas r;
+  for (SiteId s : {0, 1, 2}) r.Give({&r.a, &r.b}, 1, s);
+  ASSERT_TRUE(Apply(&r.a).ok());
+  ASSERT_TRUE(Apply(&r.b).ok());
+  for (SiteId s : {0, 1}) r.Give({&r.a, &r.b}, 2, s);
+  r.Give({&r.a}, 2, 2);
+  ASSERT_TRUE(Apply(&r.a).ok());
+  r.Give({&r.a}, 3, 2);
+  r.Give({&r.b}, 3, 0);  // site 0's step 3 reached only `b` so far
+  ASSERT_FALSE(r.b.Ready());
+
+  // The new site 2 takes both; `b` takes `a`'s.
+  Result<OuterStep::MergeResult> fb = r.fresh.Merge(r.b.Export());
+  ASSERT_TRUE(fb.ok()) << fb.status().ToString();
+  Result<OuterStep::MergeResult> fa = r.fresh.Merge(r.a.Export());
+  ASSERT_TRUE(fa.ok()) << fa.status().ToString();
+  EXPECT_EQ(fa->skipped_from, 2);
+  EXPECT_EQ(fa->skipped_to, 2);
+  Result<OuterStep::MergeResult> ba = r.b.Merge(r.a.Export());
+  ASSERT_TRUE(ba.ok()) << ba.status().ToString();
+  EXPECT_EQ(ba->skipped_from, 2);
+  EXPECT_EQ(ba->skipped_to, 2);
+  EXPECT_EQ(ba->dropped.size(), 2u) << "sites 0 and 1's step 2 came applied";
+  ASSERT_EQ(ba->added.size(), 1u);
+  EXPECT_EQ(ba->added[0], (std::pair<int64_t, SiteId>{3, 2}));
+
+  for (OuterStep* o : {&r.a, &r.b, &r.fresh}) {
+    EXPECT_EQ(o->next_step(), 3);
+    EXPECT_EQ(o->LastGiven(2), 3) << "site 2's stream goes on at step 4";
+    EXPECT_EQ(o->digests(), r.a.digests());
+    EXPECT_EQ(Theta(*o), Theta(r.a));
+  }
+  // `a` still lacks site 0's step 3: the merge does not go backwards, and
+  // the usual stream brings it. Then every replica applies the same step.
+  EXPECT_NE(r.fresh.Contribution(3, 0), nullptr) << "taken from b";
+  r.Give({&r.a}, 3, 0);
+  r.Give({&r.a, &r.b, &r.fresh}, 3, 1);
+  for (OuterStep* o : {&r.a, &r.b, &r.fresh}) {
+    ASSERT_TRUE(o->Ready());
+    ASSERT_TRUE(Apply(o).ok());
+  }
+  EXPECT_EQ(r.b.digests(), r.a.digests());
+  EXPECT_EQ(r.fresh.digests(), r.a.digests());
+  EXPECT_EQ(r.fresh.digests().size(), 3u);
+}
+
+TEST(OuterStepTest, MergingTheSameStateAgainChangesNothing) {
+  ThreeReplicas r;
+  for (SiteId s : {0, 1, 2}) r.Give({&r.a}, 1, s);
+  ASSERT_TRUE(Apply(&r.a).ok());
+  r.Give({&r.a}, 2, 1);
+  ASSERT_TRUE(r.fresh.Merge(r.a.Export()).ok());
+  Result<OuterStep::MergeResult> again = r.fresh.Merge(r.a.Export());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->skipped_to, -1);
+  EXPECT_TRUE(again->added.empty());
+  EXPECT_TRUE(again->dropped.empty());
+  EXPECT_EQ(r.fresh.Contribution(2, 1) != nullptr, true);
+}
+
+TEST(OuterStepTest, MergeRefusesStatesThatCannotBeOfTheSameRunAndChangesNothing) {
+  ThreeReplicas r;
+  for (SiteId s : {0, 1, 2}) r.Give({&r.a, &r.b}, 1, s);
+  ASSERT_TRUE(Apply(&r.a).ok());
+  ASSERT_TRUE(Apply(&r.b).ok());
+  r.Give({&r.b}, 2, 0);
+  const OuterStep::State before = r.b.Export();
+
+  // Another step 1 gives another model.
+  OuterStep other({0, 1, 2}, OuterOptions{});
+  other.InitChunk(kKey, std::vector<float>{1.0f, -1.0f});
+  for (SiteId s : {0, 1, 2}) ASSERT_TRUE(other.Add(1, s, V(Dense({9.0f, 9.0f})), false).ok());
+  ASSERT_TRUE(Apply(&other).ok());
+  Result<OuterStep::MergeResult> diverged = r.b.Merge(other.Export());
+  EXPECT_EQ(diverged.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(diverged.status().message().find("differ after step 1"), std::string::npos)
+      << diverged.status().ToString();
+
+  // The same site's step 2 with other bits.
+  OuterStep::State twin = r.a.Export();
+  twin.pending[2][0] = V(Dense({5.0f, 5.0f}));
+  twin.given[0] = 2;
+  Result<OuterStep::MergeResult> differs = r.b.Merge(twin);
+  EXPECT_EQ(differs.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(differs.status().message().find("site 0's contribution to step 2"), std::string::npos)
+      << differs.status().ToString();
+
+  // A site's stream with a step missing: site 1 gave 2 and 3, 2 is not held.
+  OuterStep::State gap = r.a.Export();
+  gap.pending[3][1] = V(ThreeReplicas::Of(3, 1));
+  gap.given[1] = 3;
+  Result<OuterStep::MergeResult> gapped = r.b.Merge(gap);
+  EXPECT_EQ(gapped.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(gapped.status().message().find("step 2 is held by neither"), std::string::npos)
+      << gapped.status().ToString();
+
+  // A state that claims a step it does not hold.
+  OuterStep::State claims = r.a.Export();
+  claims.given[2] = 2;
+  EXPECT_EQ(r.b.Merge(claims).status().code(), StatusCode::kDataLoss);
+
+  const OuterStep::State after = r.b.Export();
+  EXPECT_EQ(after.next_step, before.next_step);
+  EXPECT_EQ(after.given, before.given);
+  EXPECT_EQ(after.digests, before.digests);
+  EXPECT_EQ(after.theta, before.theta);
+  EXPECT_EQ(after.pending.size(), before.pending.size());
 }
 
 }  // namespace

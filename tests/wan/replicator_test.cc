@@ -600,7 +600,7 @@ bool AwaitTicks(const Replicator& repl, int64_t n, const ManualTime& time) {
 TEST_F(ReportsOnManualTimeTest, ADrainThatCannotCompleteIsRetriedCalmly) {
   const ChunkKey key = spec_.ChunksOfTable(0).front();
   std::vector<float> delta(static_cast<size_t>(spec_.ChunkElements(key)), 1.0f);
-  repl_->OnLocalUpdate(std::span<const ChunkKey>(&key, 1), delta);
+  repl_->OnLocalUpdate(0, 0, 0, std::span<const ChunkKey>(&key, 1), delta);
   repl_->OnShardClock(1, true);
   ASSERT_TRUE(AwaitTicks(*repl_, 1, time_));  // the first drain round
   // With time standing still, a busy loop would run round after round.

@@ -51,7 +51,8 @@ size_t CompressInto(std::span<const uint8_t> body, int lz4_acceleration, uint8_t
 // p + kHeaderSize, checksum last.
 void WriteHeader(const BatchHeader& header, uint32_t chunk_count, bool lz4, uint32_t raw, uint32_t stored,
                  uint8_t* p) {
-  const uint8_t flags = static_cast<uint8_t>((header.final ? bf::kFlagFinal : 0) | (lz4 ? bf::kFlagLz4 : 0));
+  const uint8_t flags = static_cast<uint8_t>((header.final ? bf::kFlagFinal : 0) | (lz4 ? bf::kFlagLz4 : 0) |
+                                             (header.marked ? bf::kFlagMarked : 0));
   PutAt<uint32_t>(p, bf::kMagicOffset, bf::kMagic);
   PutAt<uint16_t>(p, bf::kVersionOffset, bf::kVersion);
   PutAt<uint8_t>(p, bf::kCodecOffset, static_cast<uint8_t>(header.codec));
@@ -111,6 +112,7 @@ void SealPrepared(const BatchHeader& header, const PreparedBody& body, std::vect
   if (stored > 0) std::memcpy(out->data() + bf::kHeaderSize, body.stored.data(), stored);
   BatchHeader h = header;
   h.codec = body.codec;
+  h.marked = body.marked;
   WriteHeader(h, body.chunk_count, body.lz4, body.raw_size, static_cast<uint32_t>(stored), out->data());
 }
 
@@ -182,6 +184,7 @@ Result<BatchHeader> PeekBatchHeader(std::span<const uint8_t> batch, const Decode
   h.codec = static_cast<ValueCodec>(codec);
   h.chunk_count = chunks;
   h.final = (flags & bf::kFlagFinal) != 0;
+  h.marked = (flags & bf::kFlagMarked) != 0;
   return h;
 }
 

@@ -28,6 +28,10 @@ struct BatchHeader {
   // it sends nothing after this one (the outer step of avg and diloco
   // leaves the origin out of later steps).
   bool final = false;
+  // The body ends with a mark (batch_format::kFlagMarked): an outer step's
+  // contribution names the clocks through which it holds each worker's
+  // updates (DecodedBatch::covered).
+  bool marked = false;
 };
 
 // Bounds a receiver enforces before allocating anything.
@@ -53,6 +57,7 @@ struct PreparedBody {
   uint32_t chunk_count = 0;  // chunk records in the body
   uint32_t raw_size = 0;     // body before LZ4
   bool lz4 = false;          // `stored` is one LZ4 block
+  bool marked = false;       // the body ends with a mark (BatchHeader::marked)
   std::vector<uint8_t> stored;
 };
 
@@ -62,8 +67,9 @@ Status PrepareBody(ValueCodec codec, uint32_t chunk_count, std::span<const uint8
                    int lz4_acceleration, PreparedBody* out);
 
 // Writes the whole batch, header then body, into *out (contents replaced):
-// header.origin, seq, clock and final as given; the codec and chunk count
-// are the body's (header.codec and header.chunk_count are ignored).
+// header.origin, seq, clock and final as given; the codec, chunk count and
+// mark flag are the body's (header.codec, chunk_count and marked are
+// ignored).
 void SealPrepared(const BatchHeader& header, const PreparedBody& body, std::vector<uint8_t>* out);
 
 // Reads and checks the header only (magic, version, codec, flags, reserved,

@@ -55,7 +55,14 @@ inline constexpr size_t kChecksumOffset = 44;    // u32 CRC-32C of header[0, 44)
 
 inline constexpr uint8_t kFlagLz4 = 0x01;    // stored body is one LZ4 block
 inline constexpr uint8_t kFlagFinal = 0x02;  // the origin's last batch to this destination (BatchHeader::final)
-inline constexpr uint8_t kKnownFlags = kFlagLz4 | kFlagFinal;
+// The body ends with a mark after its chunk records (an outer step's
+// contribution, BatchHeader::marked): u32 n, then n times (i64 clock, i32
+// part): the last update batch of each of the origin's workers that the
+// batch holds (clock -1: none).
+inline constexpr uint8_t kFlagMarked = 0x04;
+inline constexpr uint8_t kKnownFlags = kFlagLz4 | kFlagFinal | kFlagMarked;
+// Most workers a mark may name.
+inline constexpr uint32_t kMaxMarkedWorkers = 1u << 16;
 
 // Longest LEB128 encoding of a u32 (7 bits per byte).
 inline constexpr size_t kMaxVarintBytes = 5;

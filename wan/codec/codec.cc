@@ -115,10 +115,32 @@ Result<EncodeStats> BatchEncoder::Encode(const BatchHeader& header,
 
 Result<EncodeStats> BatchEncoder::EncodePrepared(ValueCodec codec, std::span<const SparseChunkUpdate> chunks,
                                                  PreparedBody* out, std::vector<SparseChunkUpdate>* residuals,
-                                                 std::vector<SparseChunkUpdate>* shipped) {
+                                                 std::vector<SparseChunkUpdate>* shipped,
+                                                 const std::vector<std::pair<Clock, int32_t>>* covered) {
+  if (covered != nullptr && covered->size() > batch_format::kMaxMarkedWorkers) {
+    return InvalidArgumentError("a mark of " + std::to_string(covered->size()) + " workers; at most " +
+                                std::to_string(batch_format::kMaxMarkedWorkers));
+  }
   GEOPS_ASSIGN_OR_RETURN(EncodeStats stats, EncodeBody(codec, chunks, residuals, shipped));
+  if (covered != nullptr) {
+    const uint32_t n = static_cast<uint32_t>(covered->size());
+    const size_t at = body_.size();
+    constexpr size_t kEntry = sizeof(int64_t) + sizeof(int32_t);
+    body_.resize(at + sizeof(uint32_t) + n * kEntry);
+    uint8_t* p = body_.data() + at;
+    std::memcpy(p, &n, sizeof(n));
+    p += sizeof(n);
+    for (const auto& [clock, part] : *covered) {
+      const int64_t c = clock;
+      const int32_t q = part;
+      std::memcpy(p, &c, sizeof(c));
+      std::memcpy(p + sizeof(c), &q, sizeof(q));
+      p += kEntry;
+    }
+  }
   GEOPS_RETURN_IF_ERROR(PrepareBody(codec, static_cast<uint32_t>(stats.chunks_out), body_, options_.compress,
                                     options_.lz4_acceleration, out));
+  out->marked = covered != nullptr;
   stats.batch_bytes = static_cast<int64_t>(batch_format::kHeaderSize + out->stored.size());
   return stats;
 }
@@ -397,6 +419,33 @@ Status BatchDecoder::ParseBody(const BatchHeader& header, std::span<const uint8_
     if (bad >= 0) {
       return InvalidArgumentError(name + ": value " + std::to_string(bad) +
                                   " is not a finite number (or an invalid code)");
+    }
+  }
+  out->covered.clear();
+  if (header.marked) {
+    uint32_t n = 0;
+    if (end - p < static_cast<std::ptrdiff_t>(sizeof(n))) {
+      return InvalidArgumentError("batch body: the mark is truncated");
+    }
+    std::memcpy(&n, p, sizeof(n));
+    p += sizeof(n);
+    constexpr size_t kEntry = sizeof(int64_t) + sizeof(int32_t);
+    if (n > bf::kMaxMarkedWorkers || end - p != static_cast<std::ptrdiff_t>(size_t{n} * kEntry)) {
+      return InvalidArgumentError("batch body: a mark of " + std::to_string(n) + " workers in " +
+                                  std::to_string(end - p) + " bytes");
+    }
+    out->covered.resize(n);
+    for (uint32_t i = 0; i < n; ++i) {
+      int64_t c = 0;
+      int32_t q = 0;
+      std::memcpy(&c, p, sizeof(c));
+      std::memcpy(&q, p + sizeof(c), sizeof(q));
+      p += kEntry;
+      if (c < -1 || q < -1) {
+        return InvalidArgumentError("batch body: the mark names clock " + std::to_string(c) + " part " +
+                                    std::to_string(q));
+      }
+      out->covered[i] = {c, q};
     }
   }
   if (p != end) {

@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -82,9 +83,12 @@ class BatchEncoder {
   // decode, chunk by chunk (the input minus the residual, over the elements
   // shipped, sorted by key): the sender keeps it (a backlog) without
   // decoding its own batch. Errors as Encode.
+  // `covered` not null: the body ends with that mark (an outer step's
+  // contribution; BatchHeader::marked), at most kMaxMarkedWorkers clocks.
   Result<EncodeStats> EncodePrepared(ValueCodec codec, std::span<const SparseChunkUpdate> chunks,
                                      PreparedBody* out, std::vector<SparseChunkUpdate>* residuals,
-                                     std::vector<SparseChunkUpdate>* shipped);
+                                     std::vector<SparseChunkUpdate>* shipped,
+                                     const std::vector<std::pair<Clock, int32_t>>* covered = nullptr);
 
  private:
   Status Validate(std::span<const SparseChunkUpdate> chunks);
@@ -104,6 +108,8 @@ class BatchEncoder {
 struct DecodedBatch {
   BatchHeader header;
   std::vector<SparseChunkUpdate> chunks;  // sorted by key, each with >= 1 value
+  // The mark, when header.marked: per worker (clock, part), each >= -1.
+  std::vector<std::pair<Clock, int32_t>> covered;
   int64_t body_bytes = 0;                 // body after decompression
 };
 

@@ -20,4 +20,9 @@ Result<BatchAck> PeerChannel::RelayBatch(SiteId dest, const WanBatch& /*batch*/)
   return FailedPreconditionError("this channel cannot ask its peer to relay a batch to site " + std::to_string(dest));
 }
 
+Result<OuterStatePage> PeerChannel::FetchOuterState(uint64_t /*incarnation*/, uint64_t /*snapshot*/,
+                                                    int32_t /*page*/) {
+  return UnimplementedError("this channel cannot ask its peer for its outer step state");
+}
+
 }  // namespace geops::wan

@@ -51,6 +51,9 @@ class PeerChannel {
   // returns dest's acknowledgement (WanReceiver::OnRelay). A channel that
   // cannot relay refuses (FailedPrecondition).
   virtual Result<BatchAck> RelayBatch(SiteId dest, const WanBatch& batch);
+  // One page of the peer's outer-step state (WanReceiver::OnOuterState).
+  // A channel that cannot ask answers Unimplemented.
+  virtual Result<OuterStatePage> FetchOuterState(uint64_t incarnation, uint64_t snapshot, int32_t page);
   // Pipelined batches (see above). REQUIRES for BeginBatch: fewer than
   // max_in_flight() begun and not ended; `batch` stays alive until its
   // EndBatch or Abandon. REQUIRES for the others: none begun (for EndBatch:

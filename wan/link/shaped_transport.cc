@@ -101,6 +101,7 @@ Result<std::unique_ptr<ShapedTransport>> ShapedTransport::Start(std::vector<Peer
     }
   }
   std::unique_ptr<ShapedTransport> t(new ShapedTransport(options));
+  t->channels_ = channels;
   if (uv_loop_init(&t->loop_) != 0) return InternalError("shaped transport: uv_loop_init failed");
   uv_async_init(&t->loop_, &t->wake_, &ShapedTransport::OnWake);
   t->wake_.data = t.get();
@@ -506,6 +507,28 @@ void ShapedTransport::OnSent(Peer* p, const WanMessage& m, const BatchAck& ack) 
   BatchAck a = ack;
   a.seq = b->seq;  // the batch sent, whatever the channel filled in
   cb(dest, a);
+}
+
+Result<OuterStatePage> ShapedTransport::FetchOuterState(SiteId peer, uint64_t incarnation, uint64_t snapshot,
+                                                        int32_t page, int64_t timeout_ms) {
+  Peer* p = Find(peer);
+  if (p == nullptr) return InvalidArgumentError("no link to site " + std::to_string(peer));
+  if (options_.emulate_links && !HeartbeatArrives(*p)) {
+    return UnavailableError("the link to site " + std::to_string(peer) + " is out");
+  }
+  const auto start = SteadyClock::now();
+  std::unique_ptr<PeerChannel> channel = channels_(peer, Lane::kRelay);
+  if (channel == nullptr) return UnavailableError("no channel to site " + std::to_string(peer));
+  GEOPS_ASSIGN_OR_RETURN(OuterStatePage got, channel->FetchOuterState(incarnation, snapshot, page));
+  if (options_.emulate_links) {
+    int64_t bytes = kSmallMessageBytes;
+    for (const auto& [k, v] : got.records) bytes += static_cast<int64_t>(k.size() + v.size());
+    const auto due = start + std::chrono::duration_cast<SteadyClock::duration>(
+                                 std::chrono::duration<double>(EstimateDeliverySeconds(peer, bytes)));
+    const auto cap = start + std::chrono::milliseconds(std::max<int64_t>(0, timeout_ms));
+    std::this_thread::sleep_until(std::min(due, cap));
+  }
+  return got;
 }
 
 double ShapedTransport::EstimateDeliverySeconds(SiteId peer, int64_t bytes) {

@@ -122,6 +122,11 @@ class ShapedTransport : public WanTransport, public BatchForwarder {
   double EstimateDeliverySeconds(SiteId peer, int64_t bytes) override;
   double BandwidthBytesPerSecond(SiteId peer) override;
   double EstimateReportSeconds(SiteId peer) override;
+  // A call on a connection of its own, outside the lanes. With emulated
+  // links it takes at least the modelled time of the page's bytes on the
+  // link (one way, its queue included), and an outage answers Unavailable.
+  Result<OuterStatePage> FetchOuterState(SiteId peer, uint64_t incarnation, uint64_t snapshot, int32_t page,
+                                         int64_t timeout_ms) override;
   // BatchForwarder: carries another site's batch over the link to `dest`
   // (its bulk lane, shaped like this site's own batches) and waits for
   // dest's answer. FailedPrecondition when relaying is off.
@@ -171,6 +176,7 @@ class ShapedTransport : public WanTransport, public BatchForwarder {
   void OnSent(Peer* p, const WanMessage& m, const BatchAck& ack);
 
   const ShapedTransportOptions options_;
+  PeerChannelFactory channels_;  // set by Start
   std::vector<std::unique_ptr<Peer>> peers_;
   SteadyClock::time_point origin_;
 

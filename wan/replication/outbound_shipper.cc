@@ -157,9 +157,11 @@ void OutboundShipper::ServeBacklogs(Clock k, bool finishing, float threshold, co
 Result<EncodeStats> OutboundShipper::EncodeContribution(int64_t step, Clock k, bool finishing,
                                                         std::span<const SparseChunkUpdate> selected,
                                                         std::vector<SparseChunkUpdate>* residuals,
-                                                        std::vector<SparseChunkUpdate>* shipped) {
+                                                        std::vector<SparseChunkUpdate>* shipped,
+                                                        const std::vector<std::pair<Clock, int32_t>>* covered) {
   const ValueCodec codec = finishing ? ValueCodec::kFp32 : options_.EffectiveCodec();
-  GEOPS_ASSIGN_OR_RETURN(EncodeStats st, encoder_.EncodePrepared(codec, selected, &body_, residuals, shipped));
+  GEOPS_ASSIGN_OR_RETURN(EncodeStats st,
+                         encoder_.EncodePrepared(codec, selected, &body_, residuals, shipped, covered));
   BatchHeader header;
   header.origin = config_.site;
   header.seq = static_cast<uint64_t>(step);  // every peer gets the step as its seq
@@ -172,6 +174,38 @@ Result<EncodeStats> OutboundShipper::EncodeContribution(int64_t step, Clock k, b
     deferred_[out.peer()].push_back(batch);
   }
   return st;
+}
+
+Result<WanBatch> OutboundShipper::EncodeAgain(int64_t step, Clock k, bool final,
+                                              std::span<const SparseChunkUpdate> chunks,
+                                              const std::vector<std::pair<Clock, int32_t>>* covered) {
+  GEOPS_RETURN_IF_ERROR(
+      encoder_.EncodePrepared(ValueCodec::kFp32, chunks, &body_, nullptr, nullptr, covered).status());
+  BatchHeader header;
+  header.origin = config_.site;
+  header.seq = static_cast<uint64_t>(step);
+  header.clock = k;
+  header.final = final;
+  WanBatch batch{config_.site, static_cast<uint64_t>(step), k, {}, 0, 0};
+  SealPrepared(header, body_, &batch.payload);
+  return batch;
+}
+
+void OutboundShipper::RestartContributions(SiteId peer, uint64_t held, std::vector<WanBatch> again) {
+  PeerOutbox* out = OutboxFor(peer);
+  if (out == nullptr) return;
+  for (uint64_t seq : out->InflightSeqs()) config_.journal->BatchAcked(peer, seq);
+  std::deque<WanBatch>& queue = deferred_[peer];
+  for (const WanBatch& b : queue) config_.journal->BatchAcked(peer, b.seq);
+  queue.clear();
+  std::vector<SparseChunkUpdate> old;  // avg and diloco keep no backlog
+  out->ResetStream(&old);
+  out->RestoreSeq(held);
+  config_.journal->LastSeqChanged(peer, held);
+  for (WanBatch& b : again) {
+    config_.journal->BatchSent(peer, b);
+    queue.push_back(std::move(b));
+  }
 }
 
 void OutboundShipper::SendContributions(bool finishing) {

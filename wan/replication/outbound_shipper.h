@@ -91,10 +91,23 @@ class OutboundShipper {
   // error feedback. On an error nothing was queued. Each peer's copy is
   // journalled at once (its seq, the step, is assigned when it leaves), so
   // a contribution waiting for a peer's link survives a crash.
+  // `covered`: the contribution's mark (ContributionMark::covered), or
+  // null for none.
   Result<EncodeStats> EncodeContribution(int64_t step, Clock k, bool finishing,
                                          std::span<const SparseChunkUpdate> selected,
                                          std::vector<SparseChunkUpdate>* residuals,
-                                         std::vector<SparseChunkUpdate>* shipped);
+                                         std::vector<SparseChunkUpdate>* shipped,
+                                         const std::vector<std::pair<Clock, int32_t>>* covered = nullptr);
+  // A contribution as a batch again, for a peer that rejoined after losing
+  // its store: `chunks` are what the peers decoded the first time, sealed
+  // in fp32 so that they decode to the same bits. Not queued.
+  Result<WanBatch> EncodeAgain(int64_t step, Clock k, bool final, std::span<const SparseChunkUpdate> chunks,
+                               const std::vector<std::pair<Clock, int32_t>>* covered);
+  // avg, diloco: `peer` came back as a new incarnation and holds this
+  // site's contributions through step `held`: whatever was in flight or
+  // queued for it goes, its stream goes on after seq `held`, and `again`
+  // (this site's later contributions, from EncodeAgain) queue for it.
+  void RestartContributions(SiteId peer, uint64_t held, std::vector<WanBatch> again);
   // Sends queued contributions, in step order, to every addressable peer.
   void SendContributions(bool finishing);
   // A restored contribution (journalled, beyond the last seq assigned to

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <span>
 
 #include "wan/codec/byte_io.h"
@@ -14,7 +16,8 @@ constexpr char kTheta = 't';
 constexpr char kMomentum = 'm';
 constexpr char kContribution = 'c';
 constexpr char kMeta = 'u';
-constexpr uint32_t kMetaVersion = 1;
+// 1: no marks; 2: each site's last mark after its flags.
+constexpr uint32_t kMetaVersion = 2;
 
 std::string RowKey(char kind, ChunkKey key) {
   std::string k(1, kind);
@@ -36,7 +39,16 @@ std::string Row(std::span<const float> values) {
   return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
 }
 
-std::string EncodeContribution(const std::vector<SparseChunkUpdate>& chunks) {
+void PutMark(ByteWriter* w, const ContributionMark& mark) {
+  w->Put(static_cast<int64_t>(mark.cut));
+  w->Put(static_cast<uint32_t>(mark.covered.size()));
+  for (const CoveredBatch& c : mark.covered) {
+    w->Put(static_cast<int64_t>(c.clock));
+    w->Put(static_cast<int32_t>(c.part));
+  }
+}
+
+std::string EncodeContribution(const std::vector<SparseChunkUpdate>& chunks, const ContributionMark* mark) {
   std::vector<uint8_t> out;
   ByteWriter w(&out);
   w.Put(static_cast<uint32_t>(chunks.size()));
@@ -48,25 +60,35 @@ std::string EncodeContribution(const std::vector<SparseChunkUpdate>& chunks) {
     w.PutBytes(u.indices.data(), u.indices.size() * sizeof(uint32_t));
     w.PutBytes(u.values.data(), u.values.size() * sizeof(float));
   }
+  if (mark != nullptr && mark->known()) PutMark(&w, *mark);  // optional trailer
+  return Bytes(out);
+}
+
+std::string EncodeMeta(int64_t next_step, const std::map<SiteId, int64_t>& given,
+                       const std::map<SiteId, int64_t>& final_steps, const std::vector<uint64_t>& digests,
+                       const std::function<const ContributionMark*(SiteId)>& last_mark, Clock last_sync) {
+  std::vector<uint8_t> out;
+  ByteWriter w(&out);
+  w.Put(kMetaVersion);
+  w.Put(static_cast<int64_t>(next_step));
+  w.Put(static_cast<int64_t>(last_sync));
+  w.Put(static_cast<uint32_t>(given.size()));
+  for (const auto& [site, step] : given) {
+    w.Put(static_cast<int32_t>(site));
+    w.Put(static_cast<int64_t>(step));
+    auto f = final_steps.find(site);
+    w.Put(static_cast<uint8_t>(f != final_steps.end() && f->second == step ? 1 : 0));
+    const ContributionMark* mark = last_mark(site);
+    PutMark(&w, mark != nullptr ? *mark : ContributionMark{});
+  }
+  w.Put(static_cast<uint32_t>(digests.size()));
+  for (uint64_t d : digests) w.Put(d);
   return Bytes(out);
 }
 
 std::string EncodeMeta(const OuterStep& outer, Clock last_sync) {
-  std::vector<uint8_t> out;
-  ByteWriter w(&out);
-  w.Put(kMetaVersion);
-  w.Put(static_cast<int64_t>(outer.next_step()));
-  w.Put(static_cast<int64_t>(last_sync));
-  w.Put(static_cast<uint32_t>(outer.given().size()));
-  for (const auto& [site, step] : outer.given()) {
-    w.Put(static_cast<int32_t>(site));
-    w.Put(static_cast<int64_t>(step));
-    auto f = outer.final_steps().find(site);
-    w.Put(static_cast<uint8_t>(f != outer.final_steps().end() && f->second == step ? 1 : 0));
-  }
-  w.Put(static_cast<uint32_t>(outer.digests().size()));
-  for (uint64_t d : outer.digests()) w.Put(d);
-  return Bytes(out);
+  return EncodeMeta(outer.next_step(), outer.given(), outer.final_steps(), outer.digests(),
+                    [&outer](SiteId site) { return outer.LastMark(site); }, last_sync);
 }
 
 std::span<const uint8_t> AsBytes(const std::string& s) {
@@ -95,8 +117,31 @@ Status DecodeChunkRow(const ModelSpec& spec, ChunkKey key, const std::string& va
 
 namespace {
 
+// A mark (PutMark): DataLoss naming `where` when truncated or not sane.
+Status GetMark(ByteReader* r, const std::string& where, ContributionMark* mark) {
+  int64_t cut = 0;
+  uint32_t n = 0;
+  if (!r->Get(&cut) || !r->Get(&n)) return DataLossError(where + ": truncated in a mark");
+  if (cut < -1 || r->remaining() < size_t{n} * (sizeof(int64_t) + sizeof(int32_t))) {
+    return DataLossError(where + ": a mark that does not parse");
+  }
+  mark->cut = cut;
+  mark->covered.resize(n);
+  for (CoveredBatch& c : mark->covered) {
+    int64_t clock = 0;
+    int32_t part = 0;
+    r->Get(&clock);
+    r->Get(&part);
+    if (clock < -1 || part < -1) {
+      return DataLossError(where + ": a mark with clock " + std::to_string(clock) + " part " + std::to_string(part));
+    }
+    c = CoveredBatch{clock, part};
+  }
+  return Status::Ok();
+}
+
 Status DecodeContribution(const ModelSpec& spec, const std::string& value, const std::string& where,
-                          std::vector<SparseChunkUpdate>* out) {
+                          std::vector<SparseChunkUpdate>* out, ContributionMark* mark) {
   ByteReader r(AsBytes(value));
   uint32_t chunks = 0;
   if (!r.Get(&chunks)) return DataLossError(where + ": truncated");
@@ -128,6 +173,10 @@ Status DecodeContribution(const ModelSpec& spec, const std::string& value, const
     }
     out->push_back(std::move(u));
   }
+  if (r.remaining() != 0) {
+    GEOPS_RETURN_IF_ERROR(GetMark(&r, where, mark));
+    if (!mark->known()) return DataLossError(where + ": a mark with no cut clock");
+  }
   if (r.remaining() != 0) return DataLossError(where + ": " + std::to_string(r.remaining()) + " bytes too many");
   return Status::Ok();
 }
@@ -137,7 +186,10 @@ Status DecodeMeta(const std::string& value, const std::string& where, RecoveredO
   uint32_t version = 0, sites = 0, digests = 0;
   int64_t next = 0, last_sync = 0;
   if (!r.Get(&version)) return DataLossError(where + ": truncated");
-  if (version != kMetaVersion) return DataLossError(where + ": version " + std::to_string(version) + ", expected 1");
+  if (version != 1 && version != kMetaVersion) {
+    return DataLossError(where + ": version " + std::to_string(version) + ", expected 1 or " +
+                         std::to_string(kMetaVersion));
+  }
   if (!r.Get(&next) || !r.Get(&last_sync) || !r.Get(&sites)) return DataLossError(where + ": truncated");
   OuterStep::State& s = out->state;
   for (uint32_t i = 0; i < sites; ++i) {
@@ -147,6 +199,11 @@ Status DecodeMeta(const std::string& value, const std::string& where, RecoveredO
     if (!r.Get(&site) || !r.Get(&given) || !r.Get(&ended)) return DataLossError(where + ": truncated");
     s.given[site] = given;
     if (ended != 0) s.final_step[site] = given;
+    if (version >= 2) {
+      ContributionMark mark;
+      GEOPS_RETURN_IF_ERROR(GetMark(&r, where, &mark));
+      if (mark.known()) s.last_marks[site] = std::move(mark);
+    }
   }
   if (!r.Get(&digests) || r.remaining() != size_t{digests} * sizeof(uint64_t)) {
     return DataLossError(where + ": the digests do not match their count");
@@ -183,7 +240,10 @@ Status DecodeOuterRecord(const OutboundRecord& record, const ModelSpec& spec, Re
       if (k.size() != 13) return DataLossError(where + ": key of " + std::to_string(k.size()) + " bytes, expected 13");
       const int64_t step = static_cast<int64_t>(GetBe64(&k[1]));
       const SiteId site = static_cast<SiteId>(GetBe32(&k[9]));
-      return DecodeContribution(spec, record.value, where, &out->state.pending[step][site]);
+      ContributionMark mark;
+      GEOPS_RETURN_IF_ERROR(DecodeContribution(spec, record.value, where, &out->state.pending[step][site], &mark));
+      if (mark.known()) out->state.pending_marks[step][site] = std::move(mark);
+      return Status::Ok();
     }
     case kMeta:
       if (k.size() != 1) return DataLossError(where + ": key of " + std::to_string(k.size()) + " bytes, expected 1");
@@ -233,7 +293,7 @@ void OuterJournal::Collect(const OuterStep& outer, Clock last_sync, std::vector<
   for (const auto& [step, site] : added_) {
     const std::vector<SparseChunkUpdate>* c = outer.Contribution(step, site);
     if (c == nullptr) continue;  // applied since: StepApplied dropped it
-    puts->push_back(OutboundRecord{ContributionKey(step, site), EncodeContribution(*c)});
+    puts->push_back(OutboundRecord{ContributionKey(step, site), EncodeContribution(*c, outer.MarkOf(step, site))});
     stored_.emplace(step, site);
   }
   added_.clear();
@@ -248,6 +308,32 @@ void OuterJournal::Collect(const OuterStep& outer, Clock last_sync, std::vector<
     puts->push_back(OutboundRecord{std::string(1, kMeta), EncodeMeta(outer, last_sync)});
     meta_ = false;
   }
+}
+
+std::vector<OutboundRecord> EncodeOuterState(const OuterStep::State& state, Clock last_sync) {
+  std::vector<OutboundRecord> records;
+  records.reserve(state.theta.size() * 2 + 1);
+  for (const auto& [key, row] : state.theta) records.push_back(OutboundRecord{RowKey(kTheta, key), Row(row)});
+  for (const auto& [key, row] : state.momentum) records.push_back(OutboundRecord{RowKey(kMomentum, key), Row(row)});
+  for (const auto& [step, sites] : state.pending) {
+    auto marks = state.pending_marks.find(step);
+    for (const auto& [site, chunks] : sites) {
+      const ContributionMark* mark = nullptr;
+      if (marks != state.pending_marks.end()) {
+        if (auto m = marks->second.find(site); m != marks->second.end()) mark = &m->second;
+      }
+      records.push_back(OutboundRecord{ContributionKey(step, site), EncodeContribution(chunks, mark)});
+    }
+  }
+  records.push_back(OutboundRecord{
+      std::string(1, kMeta),
+      EncodeMeta(state.next_step, state.given, state.final_step, state.digests,
+                 [&state](SiteId site) -> const ContributionMark* {
+                   auto m = state.last_marks.find(site);
+                   return m == state.last_marks.end() ? nullptr : &m->second;
+                 },
+                 last_sync)});
+  return records;
 }
 
 }  // namespace geops::wan

@@ -23,12 +23,20 @@
 //   'c' step:u64be site:u32be    -> a contribution: u32 chunks, then per
 //                                   chunk u32 table, u32 chunk,
 //                                   u32 num_elements, u32 n, u32[n]
-//                                   indices, f32[n] values
-//   'u'                          -> u32 version (1), i64 next step,
+//                                   indices, f32[n] values; then, when
+//                                   the contribution came with one, its
+//                                   mark: i64 cut clock, u32 n, then n
+//                                   times i64 clock, i32 part (each
+//                                   worker's last batch it holds)
+//   'u'                          -> u32 version (2; 1 is read too),
+//                                   i64 next step,
 //                                   i64 last contribution clock, u32 sites,
 //                                   per site i32 id, i64 last step given,
 //                                   u8 ended (its last step was its final
-//                                   one), then u32 digests, u64 each
+//                                   one), and (version 2) the mark of its
+//                                   last given contribution (cut clock -1
+//                                   when none is known), then u32 digests,
+//                                   u64 each
 // A contribution's record is deleted in the commit that applies its step.
 //
 // Thread-compatible: the Replicator calls it under its mutex.
@@ -64,6 +72,10 @@ Status DecodeChunkRow(const ModelSpec& spec, ChunkKey key, const std::string& va
 
 // True for the record kinds above.
 bool IsOuterRecord(const std::string& key);
+
+// The records of a whole outer state, as the store holds them (what a peer
+// fetches when a site lost its store); DecodeOuterRecord reads them back.
+std::vector<OutboundRecord> EncodeOuterState(const OuterStep::State& state, Clock last_sync);
 
 // Decodes one record of those kinds into *out. DataLoss naming the record
 // for a key or value that does not parse, or a chunk the model does not have

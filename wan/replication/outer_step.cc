@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <iterator>
 #include <string>
 
@@ -72,7 +73,8 @@ Status OuterStep::CheckChunks(const std::string& what, std::span<const SparseChu
   return Status::Ok();
 }
 
-Status OuterStep::Add(int64_t step, SiteId site, std::span<const SparseChunkUpdate> chunks, bool final) {
+Status OuterStep::Add(int64_t step, SiteId site, std::span<const SparseChunkUpdate> chunks, bool final,
+                      ContributionMark mark) {
   const std::string what = "outer step " + std::to_string(step) + " from site " + std::to_string(site);
   if (!std::binary_search(sites_.begin(), sites_.end(), site)) {
     return InvalidArgumentError(what + ": that site is not part of the run");
@@ -90,7 +92,25 @@ Status OuterStep::Add(int64_t step, SiteId site, std::span<const SparseChunkUpda
   pending_[step][site].assign(chunks.begin(), chunks.end());
   given_[site] = step;
   if (final) final_step_[site] = step;
+  if (mark.known()) {
+    pending_marks_[step][site] = mark;
+    last_marks_[site] = std::move(mark);
+  } else {
+    last_marks_.erase(site);
+  }
   return Status::Ok();
+}
+
+const ContributionMark* OuterStep::MarkOf(int64_t step, SiteId site) const {
+  auto p = pending_marks_.find(step);
+  if (p == pending_marks_.end()) return nullptr;
+  auto m = p->second.find(site);
+  return m == p->second.end() ? nullptr : &m->second;
+}
+
+const ContributionMark* OuterStep::LastMark(SiteId site) const {
+  auto m = last_marks_.find(site);
+  return m == last_marks_.end() ? nullptr : &m->second;
 }
 
 bool OuterStep::Ready() const {
@@ -119,6 +139,7 @@ Status OuterStep::ApplyNext(const std::function<void(ChunkKey, std::span<const f
     given = std::move(p->second);
     pending_.erase(p);
   }
+  pending_marks_.erase(next_);
   // With average_last, the last step (no site goes on after it) averages
   // the sites' models: lr 1, no momentum. The run then ends with the mean
   // of the sites' final models rather than a momentum step past them that
@@ -176,7 +197,7 @@ std::span<const float> OuterStep::Momentum(ChunkKey key) const {
   return c == chunks_.end() ? std::span<const float>() : std::span<const float>(c->second.m);
 }
 
-Status OuterStep::Import(State state) {
+Status OuterStep::CheckState(const State& state) const {
   auto known = [this](SiteId s) { return std::binary_search(sites_.begin(), sites_.end(), s); };
   auto lost = [](const std::string& what) { return DataLossError("outer state: " + what); };
   if (state.next_step < 1) return lost("next step " + std::to_string(state.next_step));
@@ -187,6 +208,13 @@ Status OuterStep::Import(State state) {
   for (const auto& [site, step] : state.given) {
     if (!known(site)) return lost("site " + std::to_string(site) + " is not part of the run");
     if (step < 0) return lost("site " + std::to_string(site) + " gave step " + std::to_string(step));
+    if (step >= state.next_step) {
+      auto p = state.pending.find(step);
+      if (p == state.pending.end() || p->second.count(site) == 0) {
+        return lost("site " + std::to_string(site) + " gave step " + std::to_string(step) +
+                    ", not applied, but its contribution is not held");
+      }
+    }
   }
   for (const auto& [site, step] : state.final_step) {
     auto g = state.given.find(site);
@@ -225,6 +253,25 @@ Status OuterStep::Import(State state) {
       if (!s.ok()) return lost(s.message());
     }
   }
+  for (const auto& [step, sites] : state.pending_marks) {
+    auto p = state.pending.find(step);
+    for (const auto& [site, mark] : sites) {
+      if (p == state.pending.end() || p->second.count(site) == 0 || !mark.known()) {
+        return lost("a mark of site " + std::to_string(site) + "'s contribution to step " + std::to_string(step) +
+                    ", which is not held");
+      }
+    }
+  }
+  for (const auto& [site, mark] : state.last_marks) {
+    if (!known(site) || state.given.count(site) == 0 || !mark.known()) {
+      return lost("a last mark of site " + std::to_string(site) + ", which gave nothing");
+    }
+  }
+  return Status::Ok();
+}
+
+Status OuterStep::Import(State state) {
+  GEOPS_RETURN_IF_ERROR(CheckState(state));
   for (auto& [key, c] : chunks_) {
     c.theta = std::move(state.theta[key]);
     c.m = std::move(state.momentum[key]);
@@ -234,7 +281,130 @@ Status OuterStep::Import(State state) {
   final_step_ = std::move(state.final_step);
   digests_ = std::move(state.digests);
   pending_ = std::move(state.pending);
+  pending_marks_ = std::move(state.pending_marks);
+  last_marks_ = std::move(state.last_marks);
   return Status::Ok();
+}
+
+OuterStep::State OuterStep::Export() const {
+  State state;
+  state.next_step = next_;
+  state.given = given_;
+  state.final_step = final_step_;
+  state.digests = digests_;
+  for (const auto& [key, c] : chunks_) {
+    state.theta[key] = c.theta;
+    state.momentum[key] = c.m;
+  }
+  state.pending = pending_;
+  state.pending_marks = pending_marks_;
+  state.last_marks = last_marks_;
+  return state;
+}
+
+namespace {
+
+bool SameBits(const std::vector<SparseChunkUpdate>& a, const std::vector<SparseChunkUpdate>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!(a[i].key == b[i].key) || a[i].num_elements != b[i].num_elements || a[i].indices != b[i].indices ||
+        a[i].values.size() != b[i].values.size() ||
+        std::memcmp(a[i].values.data(), b[i].values.data(), a[i].values.size() * sizeof(float)) != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<OuterStep::MergeResult> OuterStep::Merge(const State& other) {
+  auto lost = [](const std::string& what) { return DataLossError("merging a peer's outer state: " + what); };
+  if (Status s = CheckState(other); !s.ok()) return lost(s.message());
+  const size_t common = std::min(digests_.size(), other.digests.size());
+  for (size_t i = 0; i < common; ++i) {
+    if (digests_[i] != other.digests[i]) {
+      return lost("the synchronised models differ after step " + std::to_string(i + 1));
+    }
+  }
+  // The step from which contributions count: the later of the two.
+  const int64_t next = std::max(next_, other.next_step);
+  // Every contribution both hold must be the same bits.
+  for (const auto& [step, sites] : other.pending) {
+    if (step < next) continue;
+    auto mine = pending_.find(step);
+    if (mine == pending_.end()) continue;
+    for (const auto& [site, chunks] : sites) {
+      auto c = mine->second.find(site);
+      if (c != mine->second.end() && !SameBits(c->second, chunks)) {
+        return lost("site " + std::to_string(site) + "'s contribution to step " + std::to_string(step) +
+                    " differs from the one held here");
+      }
+    }
+  }
+  // A site's contributions form one stream: what `other` adds must follow
+  // on from what is held here (or applied), with no step missing.
+  for (const auto& [site, last] : other.given) {
+    int64_t held = std::max(LastGiven(site), next - 1);
+    if (auto f = final_step_.find(site); f != final_step_.end()) held = std::max(held, f->second);
+    for (int64_t step = std::max(held + 1, next); step <= last; ++step) {
+      auto p = other.pending.find(step);
+      if (p == other.pending.end() || p->second.count(site) == 0) {
+        return lost("site " + std::to_string(site) + "'s contribution to step " + std::to_string(step) +
+                    " is held by neither");
+      }
+    }
+  }
+  for (const auto& [site, step] : other.final_step) {
+    auto f = final_step_.find(site);
+    if (f != final_step_.end() && f->second != step) {
+      return lost("site " + std::to_string(site) + " ended at step " + std::to_string(f->second) + " here and at " +
+                  std::to_string(step) + " there");
+    }
+  }
+  // Checked: now change.
+  MergeResult result;
+  if (other.next_step > next_) {
+    result.skipped_from = next_;
+    result.skipped_to = other.next_step - 1;
+    for (auto& [key, c] : chunks_) {
+      c.theta = other.theta.at(key);
+      c.m = other.momentum.at(key);
+    }
+    digests_ = other.digests;
+    for (auto it = pending_.begin(); it != pending_.end() && it->first < other.next_step;) {
+      for (const auto& [site, chunks] : it->second) result.dropped.emplace_back(it->first, site);
+      pending_marks_.erase(it->first);
+      it = pending_.erase(it);
+    }
+    next_ = other.next_step;
+  }
+  for (const auto& [step, sites] : other.pending) {
+    if (step < next_) continue;
+    for (const auto& [site, chunks] : sites) {
+      auto& slot = pending_[step];
+      if (slot.count(site) > 0) continue;
+      slot.emplace(site, chunks);
+      result.added.emplace_back(step, site);
+      if (auto m = other.pending_marks.find(step); m != other.pending_marks.end()) {
+        if (auto sm = m->second.find(site); sm != m->second.end()) pending_marks_[step][site] = sm->second;
+      }
+    }
+  }
+  for (const auto& [site, step] : other.given) {
+    const int64_t mine = LastGiven(site);
+    auto theirs = other.last_marks.find(site);
+    if (step > mine || (step == mine && last_marks_.count(site) == 0)) {
+      if (theirs != other.last_marks.end()) {
+        last_marks_[site] = theirs->second;
+      } else if (step > mine) {
+        last_marks_.erase(site);
+      }
+    }
+    given_[site] = std::max(mine, step);
+  }
+  for (const auto& [site, step] : other.final_step) final_step_[site] = step;
+  return result;
 }
 
 const std::vector<SparseChunkUpdate>* OuterStep::Contribution(int64_t step, SiteId site) const {

@@ -32,6 +32,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/ids.h"
@@ -56,6 +57,26 @@ struct OuterOptions {
   int64_t fragments = 1;
 };
 
+// The last update batch of one worker that a contribution holds: its clock
+// and part (WorkerRecord); clock -1: none.
+struct CoveredBatch {
+  Clock clock = -1;
+  int32_t part = -1;
+  bool operator==(const CoveredBatch&) const = default;
+};
+
+// Where a contribution leaves its site's workers: `cut` is the shard clock
+// it was cut at, and covered[w] the last batch of worker w whose update it
+// holds. A site that lost its store resumes its workers after the covered
+// batches of its last contribution that a peer holds
+// (docs/wan_replication.md, "A diloco site that lost its disk").
+struct ContributionMark {
+  Clock cut = -1;  // -1: not known (a contribution that came without one)
+  std::vector<CoveredBatch> covered;
+  bool known() const { return cut >= 0; }
+  bool operator==(const ContributionMark&) const = default;
+};
+
 class OuterStep {
  public:
   // `sites`: every site of the run (this one included), any order.
@@ -70,7 +91,10 @@ class OuterStep {
   // not in the run, a step already applied or already given by that site, a
   // step after that site's final one, a chunk without theta or of another
   // size, or an index out of range. Nothing changes on error.
-  Status Add(int64_t step, SiteId site, std::span<const SparseChunkUpdate> chunks, bool final);
+  // `mark`: where the contribution leaves its site's workers (kept with
+  // it, and as the site's last mark once it is the site's last given).
+  Status Add(int64_t step, SiteId site, std::span<const SparseChunkUpdate> chunks, bool final,
+             ContributionMark mark = {});
 
   // The last step `site` gave (0: none).
   int64_t LastGiven(SiteId site) const {
@@ -112,6 +136,10 @@ class OuterStep {
     std::map<ChunkKey, std::vector<float>> momentum;
     // step -> site -> its contribution, for the steps not applied yet
     std::map<int64_t, std::map<SiteId, std::vector<SparseChunkUpdate>>> pending;
+    // step -> site -> the mark of that contribution (those that have one)
+    std::map<int64_t, std::map<SiteId, ContributionMark>> pending_marks;
+    // site -> the mark of its last given contribution (those that have one)
+    std::map<SiteId, ContributionMark> last_marks;
   };
   // Replaces the whole state by `state`. DataLoss naming the problem (and
   // nothing changes) for a site not in the run, a chunk this step did not
@@ -119,9 +147,37 @@ class OuterStep {
   // non-finite value, a step given that is not below next_step where no
   // contribution waits for it, or a contribution that Add would refuse.
   Status Import(State state);
+  // A copy of the whole state (what Import takes).
+  State Export() const;
+
+  // What Merge changed.
+  struct MergeResult {
+    int64_t skipped_from = 0;  // steps skipped_from .. skipped_to were taken applied
+    int64_t skipped_to = -1;   // (empty range: none; theta and m then stay)
+    std::vector<std::pair<int64_t, SiteId>> added;    // contributions taken, in step order
+    std::vector<std::pair<int64_t, SiteId>> dropped;  // own ones whose step came applied
+  };
+  // Takes in another replica's state of the same run (a peer's, after a
+  // site lost its store; docs/wan_replication.md, "A diloco site that lost
+  // its disk"). Both hold prefixes of one sequence of steps and of each
+  // site's contributions, so the merge is their union:
+  //   - if `other` applied more steps, its theta, m and digests replace
+  //     these (the contributions held here for those steps go);
+  //   - every contribution `other` holds for a step not applied here, and
+  //     not held here, is added (in step order per site);
+  //   - each site's last step given and final step are the larger.
+  // DataLoss naming the problem, and nothing changes, when `other` fails
+  // Import's checks, its digests and these differ at some step (the
+  // synchronised models diverged), or it holds another contribution of the
+  // same site to the same step than this one does.
+  Result<MergeResult> Merge(const State& other);
   // The contribution of `site` to `step` while that step is not applied
   // (nullptr otherwise).
   const std::vector<SparseChunkUpdate>* Contribution(int64_t step, SiteId site) const;
+  // The mark of a contribution not applied yet, or of a site's last given
+  // contribution; nullptr when none is known.
+  const ContributionMark* MarkOf(int64_t step, SiteId site) const;
+  const ContributionMark* LastMark(SiteId site) const;
   const std::map<SiteId, int64_t>& given() const { return given_; }
   const std::map<SiteId, int64_t>& final_steps() const { return final_step_; }
   // The chunks with a theta, in order.
@@ -134,6 +190,8 @@ class OuterStep {
     int64_t ordinal = 0;  // its place in key order; its fragment is ordinal mod fragments
   };
   Status CheckChunks(const std::string& what, std::span<const SparseChunkUpdate> chunks) const;
+  // Import's checks of a whole state against this step's chunks and sites.
+  Status CheckState(const State& state) const;
   // Sites that take part in `step`.
   bool TakesPart(SiteId site, int64_t step) const;
 
@@ -144,6 +202,8 @@ class OuterStep {
   std::map<int64_t, std::map<SiteId, std::vector<SparseChunkUpdate>>> pending_;
   std::map<SiteId, int64_t> given_;      // last step each site gave
   std::map<SiteId, int64_t> final_step_; // a site's final step, once given
+  std::map<int64_t, std::map<SiteId, ContributionMark>> pending_marks_;
+  std::map<SiteId, ContributionMark> last_marks_;
   int64_t next_ = 1;
   std::vector<uint64_t> digests_;
   std::vector<double> sum_;              // scratch

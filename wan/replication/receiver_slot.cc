@@ -51,6 +51,14 @@ std::string ReceiverSlot::QuarantineOf(SiteId origin, uint64_t seq) const {
   return receiver_ == nullptr ? std::string() : receiver_->QuarantineOf(origin, seq);
 }
 
+Result<OuterStatePage> ReceiverSlot::OnOuterState(SiteId origin, uint64_t incarnation, uint64_t snapshot,
+                                                  int32_t page) {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  // Before its shard exists a site cannot say what its store holds.
+  if (receiver_ == nullptr) return UnavailableError(who_ + " has not loaded its shard yet");
+  return receiver_->OnOuterState(origin, incarnation, snapshot, page);
+}
+
 void ReceiverSlot::SetForwarder(BatchForwarder* forwarder) {
   std::unique_lock<std::shared_mutex> lock(relay_mu_);  // waits for the relays in flight
   forwarder_ = forwarder;

@@ -35,6 +35,8 @@ class ReceiverSlot : public WanReceiver {
   Status OnHeartbeat(SiteId origin, uint64_t incarnation) override;
   void OnPeerBoot(SiteId origin, uint64_t boot) override;
   std::string QuarantineOf(SiteId origin, uint64_t seq) const override;
+  Result<OuterStatePage> OnOuterState(SiteId origin, uint64_t incarnation, uint64_t snapshot,
+                                      int32_t page) override;
 
   // Relaying (ShapedTransport::Forward): with a forwarder set, this site
   // carries peers' batches on and takes batches relayed to it. Setting

@@ -66,6 +66,15 @@ Status RemoteInbox::AdmitIncarnation(SiteId origin, uint64_t incarnation, Kind k
       unconfirmed_[origin] = incarnation;
       first = true;
     } else if (known == incarnation) {
+      if (auto p = pending_resets_.find(origin); p != pending_resets_.end() && p->second > incarnation) {
+        // A newer incarnation exists: this one is gone, and what it still
+        // had on the way counts nowhere (a rejoin has taken this site's
+        // state without it).
+        stale_refused_.fetch_add(1, std::memory_order_relaxed);
+        return FailedPreconditionError("message from incarnation " + std::to_string(incarnation) + " of site " +
+                                       std::to_string(origin) + ", which came back as incarnation " +
+                                       std::to_string(p->second) + "; dropped");
+      }
       if (kind != Kind::kBatch || unconfirmed_.count(origin) == 0) return Status::Ok();
       return BeingRecorded(origin, incarnation);
     } else if (incarnation < known) {
@@ -100,6 +109,12 @@ Status RemoteInbox::CheckDestination(SiteId origin, uint64_t dest_incarnation, c
 Status RemoteInbox::StillCurrent(SiteId origin, uint64_t incarnation) {
   if (incarnation == 0) return Status::Ok();
   std::lock_guard<std::mutex> lock(incarnation_mu_);
+  if (auto p = pending_resets_.find(origin); p != pending_resets_.end() && p->second > incarnation) {
+    stale_refused_.fetch_add(1, std::memory_order_relaxed);
+    return FailedPreconditionError("message from incarnation " + std::to_string(incarnation) + " of site " +
+                                   std::to_string(origin) + ", which came back as incarnation " +
+                                   std::to_string(p->second) + " meanwhile; dropped");
+  }
   auto it = incarnations_.find(origin);
   if (it == incarnations_.end() || it->second == incarnation) return Status::Ok();
   stale_refused_.fetch_add(1, std::memory_order_relaxed);
@@ -303,6 +318,19 @@ InboxStats RemoteInbox::stats() const {
   InboxStats out = stats_;
   out.stale_refused = stale_refused_.load(std::memory_order_relaxed);
   return out;
+}
+
+Result<OuterStatePage> RemoteInbox::OnOuterState(SiteId origin, uint64_t incarnation, uint64_t snapshot,
+                                                 int32_t page) {
+  GEOPS_RETURN_IF_ERROR(CheckOrigin(origin));
+  // The asker's incarnation counts as heard: a newer one than known means
+  // the old one is gone, and from here on nothing of it is taken. The
+  // state answered is then whole: an apply of the old incarnation's batch
+  // in progress ends before it is read (mu_), and a later one is refused.
+  GEOPS_RETURN_IF_ERROR(AdmitIncarnation(origin, incarnation, Kind::kHeartbeat));
+  if (!outer_source_) return WanReceiver::OnOuterState(origin, incarnation, snapshot, page);
+  std::lock_guard<std::mutex> lock(mu_);
+  return outer_source_(origin, incarnation, snapshot, page);
 }
 
 }  // namespace geops::wan

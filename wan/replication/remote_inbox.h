@@ -27,7 +27,10 @@
 // asks the listener for a reset of that origin and is answered Unavailable,
 // as is everything of that incarnation but heartbeats, until the reset is
 // done (ResetOrigin): then the origin's buffers are dropped, its stream
-// starts at seq 1, and the gate takes it as rejoining.
+// starts at seq 1 (or, in avg and diloco, goes on after the contributions
+// the reset took in), and the gate takes it as rejoining. Once a newer
+// incarnation is heard, messages of the older one are refused too: it is
+// gone, and what it still had on the way counts nowhere.
 //
 // Thread-safety: all methods may be called concurrently. mu_ guards the
 // reorder buffers and held reports and serialises applies (per shard);
@@ -84,6 +87,15 @@ class RemoteInbox final : public WanReceiver {
   // it was not, or is older than the kRememberedQuarantines latest of that
   // origin (the shard's store keeps every one).
   std::string QuarantineOf(SiteId origin, uint64_t seq) const override;
+  // Passed to the outer state source (the Replicator), after the origin is
+  // checked and its incarnation admitted as a heartbeat's (a newer one
+  // cuts the older off: its messages are refused from then on), with mu_
+  // held (no batch is applied meanwhile); the base class's answer without
+  // a source.
+  Result<OuterStatePage> OnOuterState(SiteId origin, uint64_t incarnation, uint64_t snapshot,
+                                      int32_t page) override;
+  using OuterStateSource = std::function<Result<OuterStatePage>(SiteId, uint64_t, uint64_t, int32_t)>;
+  void SetOuterStateSource(OuterStateSource source) { outer_source_ = std::move(source); }
   static constexpr size_t kRememberedQuarantines = 64;
 
   // Called for every OnPeerBoot. Set before messages arrive.
@@ -155,6 +167,7 @@ class RemoteInbox final : public WanReceiver {
 
   BatchSink sink_;  // set before use, then read only
   BootListener boot_listener_;  // set before use, then read only
+  OuterStateSource outer_source_;  // set before use, then read only
 
   mutable std::mutex mu_;
   std::map<SiteId, Origin> origins_;  // GUARDED_BY(mu_)

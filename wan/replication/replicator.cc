@@ -79,12 +79,11 @@ Result<std::unique_ptr<Replicator>> Replicator::Create(const ModelSpec* spec, Re
     {
       std::lock_guard<std::mutex> lock(self->mu_);
       if (reset && self->outer_ != nullptr) {
-        // The outer step has no way to take a site back that lost its store
-        // (docs/wan_replication.md): its theta, m and contributions are gone.
-        spdlog::error("wan shard {}: site {} came back with a new store (incarnation {}); wan mode {} cannot "
-                      "rebuild a site's outer step state, so the outer steps wait for that site's old "
-                      "contributions: bring its store back, or start the run again",
-                      self->config_.shard, origin, incarnation, WanModeName(self->options_.mode));
+        // It rejoins from its peers' states (Rejoin); this shard takes its
+        // merged state once it has one (RunOuterResets).
+        uint64_t& pending = self->outer_resets_[origin];
+        pending = std::max(pending, incarnation);
+        self->outer_reset_retry_ = SteadyClock::time_point{};
       } else if (reset) {
         self->resets_.Heard(origin, incarnation, UnixSeconds());
       } else {
@@ -121,6 +120,18 @@ Result<std::unique_ptr<Replicator>> Replicator::Create(const ModelSpec* spec, Re
         if (target->ReadChunkValue(key, values.data()).ok()) r->outer_->InitChunk(key, values);
       }
     }
+    // What a contribution cut now would hold of each worker: everything
+    // through its last batch the store has (in the accumulator, or in an
+    // earlier contribution).
+    for (const WorkerRecord& w : target->WorkerRecords()) {
+      if (w.last_update_clock < 0 || w.worker < 0) continue;
+      if (static_cast<size_t>(w.worker) >= r->covered_.size()) r->covered_.resize(static_cast<size_t>(w.worker) + 1);
+      r->covered_[static_cast<size_t>(w.worker)] = CoveredBatch{w.last_update_clock, w.last_update_part};
+    }
+    r->joining_ = records.empty();  // a new store: Rejoin asks the peers first
+    r->inbox_.SetOuterStateSource([self](SiteId origin, uint64_t incarnation, uint64_t snapshot, int32_t page) {
+      return self->ServeOuterState(origin, incarnation, snapshot, page);
+    });
     if (outer.present) {
       // A restart: the steps go on where the store left them.
       r->outer_journal_.Restored(outer.state);
@@ -260,10 +271,37 @@ void Replicator::Start() {
     transport_->SendClock(out.peer(), WanClockReport{config_.site, clock, 0, false, incarnation_,
                                                      inbox_.Incarnation(out.peer())});
   }
-  thread_ = std::thread([this] {
+  const bool rejoin = outer_ != nullptr && joining_;
+  rejoin_started_ = rejoin;
+  if (rejoin) {
+    target_->HoldWorkers("its site has a new store and first asks its peers what they hold of it (wan mode " +
+                         std::string(WanModeName(options_.mode)) + "); retry shortly");
+  }
+  thread_ = std::thread([this, rejoin] {
     NameThisThread("wan-replicator");
+    if (rejoin) {
+      Status s = Rejoin(Deadline::InMs(kRejoinWaitMs));
+      if (!s.ok()) spdlog::error("wan shard {}: {}", config_.shard, s.ToString());
+      target_->ReleaseWorkers(s);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        rejoined_ = s;
+      }
+      rejoined_cv_.notify_all();
+    }
     Loop();
   });
+}
+
+Status Replicator::WaitRejoined(Deadline deadline) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (outer_ == nullptr) return Status::Ok();
+  while (rejoin_started_ && !rejoined_) {
+    if (rejoined_cv_.wait_until(lock, deadline.when()) == std::cv_status::timeout && !rejoined_) {
+      return DeadlineExceededError("wan shard " + std::to_string(config_.shard) + " is still rejoining its peers");
+    }
+  }
+  return rejoined_.value_or(Status::Ok());
 }
 
 void Replicator::Stop() {
@@ -283,8 +321,16 @@ const float* Replicator::LookupValue(ChunkKey key) {
   return value_scratch_.data();
 }
 
-void Replicator::OnLocalUpdate(std::span<const ChunkKey> keys, std::span<const float> values) {
+void Replicator::OnLocalUpdate(WorkerId worker, Clock clock, int32_t part, std::span<const ChunkKey> keys,
+                               std::span<const float> values) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (outer_ != nullptr && worker >= 0) {
+    // The outer step's contribution names, per worker, the last batch
+    // (clock, part) whose update it holds (ContributionMark): a worker's
+    // batches are applied in order, so that is the latest one.
+    if (static_cast<size_t>(worker) >= covered_.size()) covered_.resize(static_cast<size_t>(worker) + 1);
+    covered_[static_cast<size_t>(worker)] = CoveredBatch{clock, part};
+  }
   size_t offset = 0;
   for (const ChunkKey key : keys) {
     const size_t n = static_cast<size_t>(spec_->ChunkElements(key));
@@ -362,6 +408,7 @@ bool Replicator::SelectLocked(Clock k, bool finishing, SelectSlice* slice) {
   if (finishing) {
     st = filter_.DrainAll(&selected_, limit);
     step_due_ = true;
+    if (outer_ != nullptr) MarkCutLocked(k);
   } else {
     switch (options_.mode) {
       case WanMode::kAsp:
@@ -383,6 +430,7 @@ bool Replicator::SelectLocked(Clock k, bool finishing, SelectSlice* slice) {
           last_sync_ = k;
           outer_journal_.MetaChanged();
           step_due_ = true;
+          MarkCutLocked(k);
         } else {
           selected_.clear();
         }
@@ -505,7 +553,8 @@ void Replicator::Loop() {
     // have opened for a backlog, or a drain that could not complete may now.
     const auto due = [this] {
       return stop_ || target_clock_ > ticked_ || (finished_ && !drained_ && !drain_retry_wait_) || !acks_.empty() ||
-             resets_.Pending() || !records_.empty() || !report_again_.empty();
+             resets_.Pending() || !records_.empty() || !report_again_.empty() ||
+             (!outer_resets_.empty() && SteadyClock::now() >= outer_reset_retry_);
     };
     const auto until = time_->Now() + std::chrono::milliseconds(kIdleRoundMs);
     while (!due() && time_->Now() < until) time_->WaitUntil(cv_, lock, until);
@@ -514,6 +563,11 @@ void Replicator::Loop() {
     if (resets_.Pending()) {
       lock.unlock();
       RunResets();
+      lock.lock();
+    }
+    if (!outer_resets_.empty() && SteadyClock::now() >= outer_reset_retry_) {
+      lock.unlock();
+      RunOuterResets();
       lock.lock();
     }
     std::vector<std::pair<SiteId, uint64_t>> records;

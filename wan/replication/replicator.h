@@ -125,6 +125,7 @@ struct RecoveryStats {
   int64_t catch_up_bytes = 0;        // batch bytes received from peers until then
   int64_t batches_resent = 0;        // unacknowledged batches sent again at start
   bool fresh_store = false;          // the store was new: this is a first start or a disk loss
+  bool rejoined = false;             // avg, diloco: the store was new and peers held this site's work (Rejoin)
 };
 
 struct ReplicatorStats {
@@ -174,7 +175,8 @@ class Replicator final : public ReplicationTap, public OutboundParticipant {
   void Stop();
 
   // ReplicationTap.
-  void OnLocalUpdate(std::span<const ChunkKey> keys, std::span<const float> values) override;
+  void OnLocalUpdate(WorkerId worker, Clock clock, int32_t part, std::span<const ChunkKey> keys,
+                     std::span<const float> values) override;
   void OnShardClock(Clock shard_clock, bool all_finished) override;
 
   // OutboundParticipant: called by the shard's committer.
@@ -207,6 +209,15 @@ class Replicator final : public ReplicationTap, public OutboundParticipant {
   // avg, diloco: OuterStep::digests(), one per step applied (empty in other
   // modes).
   std::vector<uint64_t> OuterDigests() const;
+
+  // avg, diloco with a new store: blocks until Rejoin (run by Start) is
+  // done and the workers' registrations are released, and returns its
+  // outcome; OK at once in other cases. For tests and tools: workers need
+  // not call it (their registrations wait).
+  Status WaitRejoined(Deadline deadline) const;
+
+  // How long a new store's Rejoin asks peers that do not answer.
+  static constexpr int64_t kRejoinWaitMs = 30 * 60 * 1000;
 
   // For tests: the mass not yet delivered to `peer` for chunk `key` (filter
   // plus that peer's backlog), added into *out (resized to the chunk size).
@@ -255,6 +266,49 @@ class Replicator final : public ReplicationTap, public OutboundParticipant {
   void ShipContribution(Clock k, bool finishing);
   // avg, diloco: a peer's contribution, from the inbox (in seq order).
   Status OnContribution(SiteId origin, uint64_t seq, const DecodedBatch& batch);
+  // avg, diloco: a site whose store is new first asks every peer what it
+  // holds of this site (docs/wan_replication.md, "A diloco site that lost
+  // its disk"). Where no peer ever heard of this site it is a first start
+  // and nothing changes. Otherwise this site lost its store: it merges
+  // every peer's outer-step state (the furthest synchronised model, and
+  // every contribution any of them holds, its own included), goes on with
+  // its own contributions after the last one a peer holds, and sets its
+  // workers' clocks where that contribution leaves them
+  // (ReplicaTarget::ResumeWorkers). Start runs it on the tick thread, with
+  // the shard's worker registrations held meanwhile (it answers the peers'
+  // questions all along). A peer that does not answer is asked again until
+  // `deadline`, then DeadlineExceeded naming it; DataLoss when the peers'
+  // states cannot be merged or do not say where the workers resume;
+  // FailedPrecondition for a streaming run (outer_fragments > 1), whose
+  // contributions leave no single resume point; Cancelled on Stop.
+  Status Rejoin(Deadline deadline);
+  // avg, diloco, a site that lost its store (replicator_rejoin.cc): a page
+  // of this shard's outer state for `origin` (WanReceiver::OnOuterState).
+  Result<OuterStatePage> ServeOuterState(SiteId origin, uint64_t incarnation, uint64_t snapshot, int32_t page);
+  // Every page of `peer`'s outer state, as one snapshot.
+  struct PeerOuter {
+    uint64_t heard = 0;  // this site's incarnation the peer last recorded
+    bool has_state = false;
+    bool joining = false;
+    RecoveredOuter outer;
+  };
+  Result<PeerOuter> FetchPeerOuter(SiteId peer, Deadline deadline);
+  // The merged state of this shard's outer step and `other`, in a copy
+  // (nothing changes on error). REQUIRES: mu_ held.
+  Result<OuterStep::State> MergedLocked(const OuterStep::State& other, OuterStep::MergeResult* result) const;
+  // Peers heard as a new incarnation in avg or diloco (tick thread): each
+  // is asked for its merged state, which this shard takes in, and this
+  // shard's stream to it goes on after what it holds.
+  void RunOuterResets();
+  // Takes in the state of `peer`, rejoined as `incarnation`. REQUIRES:
+  // mu_ held, inside a persistence scope, on the tick thread.
+  Status TakeRejoinedLocked(SiteId peer, uint64_t incarnation, const OuterStep::State& state);
+  // Consumes the seqs of `peer`'s stream up to its last contribution
+  // given, so that its stream goes on after it (the seq of a contribution
+  // is its step).
+  void CatchUpSeqs(SiteId peer);
+  // The contribution's mark chosen with its selection. REQUIRES: mu_ held.
+  void MarkCutLocked(Clock k);
   // Applies every outer step that is complete: the shard's chunks become
   // theta plus this site's unshipped progress. REQUIRES: mu_ held, inside a
   // persistence scope (the tick's, or OnContribution's RunDurable), so that
@@ -330,6 +384,26 @@ class Replicator final : public ReplicationTap, public OutboundParticipant {
   bool step_due_ = false;                 // GUARDED_BY(mu_): SelectLocked chose a contribution
   OuterJournal outer_journal_;            // GUARDED_BY(mu_): outer_'s records for the shard's store
   std::vector<float> outer_scratch_;      // GUARDED_BY(mu_): one chunk
+  // avg, diloco: per worker, the last batch accumulated (ContributionMark),
+  // and the mark of the contribution selected, for ShipContribution.
+  std::vector<CoveredBatch> covered_;     // GUARDED_BY(mu_)
+  std::optional<ContributionMark> cut_mark_;  // GUARDED_BY(mu_)
+  // A new store in avg or diloco: Rejoin has not asked the peers yet.
+  bool joining_ = false;                  // GUARDED_BY(mu_)
+  bool rejoin_started_ = false;           // GUARDED_BY(mu_): Start runs Rejoin first
+  std::optional<Status> rejoined_;        // GUARDED_BY(mu_): Rejoin's outcome, once it ran
+  mutable std::condition_variable rejoined_cv_;
+  // Snapshots of the outer state being fetched, per asking site.
+  struct OuterSnapshot {
+    uint64_t id = 0;
+    std::vector<std::pair<std::string, std::string>> records;
+    std::vector<size_t> page_starts;  // index of each page's first record
+  };
+  std::map<SiteId, OuterSnapshot> outer_snapshots_;  // GUARDED_BY(mu_)
+  uint64_t outer_snapshot_ids_ = 0;                  // GUARDED_BY(mu_)
+  // Peers heard as a new incarnation (avg, diloco), waiting for their state.
+  std::map<SiteId, uint64_t> outer_resets_;          // GUARDED_BY(mu_)
+  SteadyClock::time_point outer_reset_retry_{};      // GUARDED_BY(mu_): not asked again before
 
   // Tick thread only.
   bool resume_pending_ = false;  // a tick held selection after resume_after_: the next starts there

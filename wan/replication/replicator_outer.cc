@@ -1,7 +1,10 @@
 // The Replicator's avg and diloco half: contributions to the outer step,
 // the step itself, and what the gate learns of it (docs/wan_replication.md,
 // "The outer step"). The tick loop and the other modes: replicator.cc.
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -12,15 +15,23 @@ namespace geops::wan {
 void Replicator::ShipContribution(Clock k, bool finishing) {
   bool due = false;
   int64_t step = 0;  // only this thread moves own_steps_
+  std::optional<ContributionMark> mark;
   {
     std::lock_guard<std::mutex> lock(mu_);
     due = step_due_ && !own_final_given_;
     step_due_ = false;
     step = own_steps_ + 1;
+    mark = std::move(cut_mark_);
+    cut_mark_.reset();
   }
   if (due) {
     const double start = NowSeconds();
-    Result<EncodeStats> st = shipper_.EncodeContribution(step, k, finishing, selected_, &residuals_, &shipped_);
+    std::vector<std::pair<Clock, int32_t>> covered;
+    if (mark) {
+      for (const CoveredBatch& c : mark->covered) covered.emplace_back(c.clock, c.part);
+    }
+    Result<EncodeStats> st = shipper_.EncodeContribution(step, k, finishing, selected_, &residuals_, &shipped_,
+                                                         mark ? &covered : nullptr);
     std::lock_guard<std::mutex> lock(mu_);
     stats_.encode_seconds += NowSeconds() - start;
     if (!st.ok()) {
@@ -35,7 +46,7 @@ void Replicator::ShipContribution(Clock k, bool finishing) {
     for (const SparseChunkUpdate& r : residuals_) filter_.AddSparse(r).IgnoreError();
     // Every site adds what its peers will decode: the same bits everywhere.
     own_steps_ = step;
-    Status s = outer_->Add(step, config_.site, shipped_, finishing);
+    Status s = outer_->Add(step, config_.site, shipped_, finishing, mark.value_or(ContributionMark{}));
     if (s.ok()) {
       outer_journal_.ContributionAdded(step, config_.site);
     } else {
@@ -60,7 +71,12 @@ Status Replicator::OnContribution(SiteId origin, uint64_t seq, const DecodedBatc
         // Given already (the inbox took it, then could not mark its seq):
         // the redelivery is the same batch.
         if (static_cast<int64_t>(seq) <= outer_->LastGiven(origin)) return;
-        added = outer_->Add(static_cast<int64_t>(seq), origin, batch.chunks, batch.header.final);
+        ContributionMark mark;
+        if (batch.header.marked) {
+          mark.cut = batch.header.clock;
+          for (const auto& [clock, part] : batch.covered) mark.covered.push_back(CoveredBatch{clock, part});
+        }
+        added = outer_->Add(static_cast<int64_t>(seq), origin, batch.chunks, batch.header.final, std::move(mark));
         if (!added.ok()) return;
         outer_journal_.ContributionAdded(static_cast<int64_t>(seq), origin);
         ApplyReadyLocked();
@@ -68,6 +84,13 @@ Status Replicator::OnContribution(SiteId origin, uint64_t seq, const DecodedBatc
       Deadline::InMs(kDurableWaitMs));
   GEOPS_RETURN_IF_ERROR(added);
   return durable;
+}
+
+void Replicator::MarkCutLocked(Clock k) {
+  // Streaming contributions each hold one fragment's chunks: no single
+  // clock says where a worker's updates end, so they carry no mark.
+  if (options_.outer_fragments > 1) return;
+  cut_mark_ = ContributionMark{k, covered_};
 }
 
 void Replicator::ApplyReadyLocked() {
