@@ -15,19 +15,26 @@
 # of 1 s. The fault plan kills every process of eu-west-1 at clock K and
 # restarts it 2 s later (past the lease, so the others declare it down and
 # train on meanwhile); in 1m-disk it also deletes the site's stores, so the
-# site comes back empty and is bootstrapped by its peers. summary.json's
-# recoveries entry gives
+# site comes back empty and is bootstrapped by its peers. 1m-disk-diloco is
+# the same disk loss in diloco (H 5, the outer step adding the sites'
+# contributions up: lr 3, no momentum, fp32, so the counter stays exact):
+# the new site takes the synchronised model and its own contributions from
+# its peers' stores and its worker resumes after the last of them.
+# summary.json's recoveries entry gives
 #   detect_seconds    kill -> the first surviving site drops it (lease expiry)
 #   catch_up_seconds  restart -> the restarted shards are back within DS
 #                     clocks of every live peer (includes process start,
 #                     loading the store and resending unacknowledged batches)
 #   bytes_transferred batch bytes the restarted shards received meanwhile
 #   reset_seconds     (disk loss) restart -> every survivor has taken the old
-#                     contributions back and queued its snapshot
+#                     contributions back and queued its snapshot (diloco:
+#                     has taken in the rejoined site's merged state)
+#   rejoin_seconds    (diloco disk loss) restart -> the new shards have merged
+#                     their peers' states
 # Writes experiments/results/recovery/results.md (and one folder per run).
 #
 # Usage: bash experiments/run_recovery_bench.sh [SIZE ...]
-#   SIZE: 1m 1m-disk 100m 100m-2 (default: 1m 1m-disk 100m). GEOPS: the
+#   SIZE: 1m 1m-disk 1m-disk-diloco 100m 100m-2 (default: 1m 1m-disk 100m). GEOPS: the
 #   geops binary (default build/cli/geops). RESULTS: the results file
 #   (default experiments/results/recovery/results.md).
 set -euo pipefail
@@ -37,6 +44,14 @@ results=experiments/results/recovery
 mkdir -p "$results/topologies"
 sizes=("$@")
 [ ${#sizes[@]} -eq 0 ] && sizes=(1m 1m-disk 100m)
+
+# The [wan] mode lines of run $1.
+wan_mode() {
+  case $1 in
+    *-diloco) printf 'mode = "diloco"\naveraging_period = 5\nouter_lr = 3.0\nouter_momentum = 0.0\nouter_average_last = false\ncodec = "fp32"\n' ;;
+    *) printf 'mode = "asp"\nstaleness_ds = 4\nthreshold = 0.05\nthreshold_floor = 0.05\ncodec = "int4"\n' ;;
+  esac
+}
 
 # The topology of run $1: a `layers = [$2, $3]` counter model, $4 clocks,
 # eu-west-1 hit at clock $5 by fault kind $7 (default kill-site), and $6
@@ -57,11 +72,7 @@ rpc_timeout_ms = 600000
 data_dir = "data"
 durability = "sync"
 [wan]
-mode = "asp"
-staleness_ds = 4
-threshold = 0.05
-threshold_floor = 0.05
-codec = "int4"
+$(wan_mode "$1")
 peer_lease_ms = 1000
 links = "static"
 [[faults]]
@@ -86,9 +97,10 @@ for size in "${sizes[@]}"; do
   case $size in
     1m) topology "$size" 1000 1000 60 20 3 > "$results/topologies/$size.toml" ;;     # 1,001,000 parameters
     1m-disk) topology "$size" 1000 1000 60 20 3 wipe-disk > "$results/topologies/$size.toml" ;;  # its stores deleted too
+    1m-disk-diloco) topology "$size" 1000 1000 60 22 3 wipe-disk > "$results/topologies/$size.toml" ;;  # the same in diloco
     100m) topology "$size" 100000 1000 10 4 3 > "$results/topologies/$size.toml" ;;  # 100,001,000 parameters
     100m-2) topology "$size" 100000 1000 10 4 2 > "$results/topologies/$size.toml" ;;  # the same, two sites
-    *) echo "unknown size $size (1m, 1m-disk, 100m or 100m-2)" >&2; exit 2 ;;
+    *) echo "unknown size $size (1m, 1m-disk, 1m-disk-diloco, 100m or 100m-2)" >&2; exit 2 ;;
   esac
   echo "=== $size ($(date -u +%H:%M:%S))"
   rm -rf "$results/$size"
@@ -110,28 +122,33 @@ lines = ["# Site recovery", "", "```",
              "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2", shell=True, capture_output=True,
              text=True).stdout.strip()),
          "```", "",
-         "| run | parameters | sites | clocks | fault | at clock | detect s | reset s | catch up s | bytes to catch up | counter error (max over sites) | exit |",
-         "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|"]
-params = {"1m": 1001000, "1m-disk": 1001000, "100m": 100001000, "100m-2": 100001000}
+         "| run | parameters | sites | clocks | fault | at clock | detect s | rejoin s | reset s | catch up s | bytes to catch up | worker resumed at | counter error (max over sites) | exit |",
+         "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+params = {"1m": 1001000, "1m-disk": 1001000, "1m-disk-diloco": 1001000, "100m": 100001000, "100m-2": 100001000}
 for size in sizes:
     path = os.path.join(results, size, "summary.json")
     if not os.path.exists(path):
-        lines.append(f"| {size} | {params[size]:,} | - | - | - | - | - | - | - | - | - | no summary |")
+        lines.append(f"| {size} | {params[size]:,} | - | - | - | - | - | - | - | - | - | - | - | no summary |")
         continue
     s = json.load(open(path))
     rec = (s.get("recoveries") or [{}])[0]
     f = (s.get("faults") or [{}])[0]
     errs = s.get("counter_max_abs_error_by_site") or {}
     fmt = lambda v, p=2: "-" if v is None else f"{v:.{p}f}"
-    lines.append("| {} | {:,} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+    # The clock the hit site's worker resumed at (its second run).
+    resumed = "-"
+    for w in s.get("per_worker") or []:
+        if w.get("site") == "eu-west-1" and len(w.get("start_clocks") or []) > 1:
+            resumed = w["start_clocks"][-1]
+    lines.append("| {} | {:,} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
         size, params[size], s.get("sites"), s.get("clocks"), rec.get("kind", "-"), f.get("clock_observed", "-"),
-        fmt(rec.get("detect_seconds")), fmt(rec.get("reset_seconds")),
-        fmt(rec.get("catch_up_seconds")), rec.get("bytes_transferred", "-"),
+        fmt(rec.get("detect_seconds")), fmt(rec.get("rejoin_seconds")), fmt(rec.get("reset_seconds")),
+        fmt(rec.get("catch_up_seconds")), rec.get("bytes_transferred", "-"), resumed,
         fmt(max(errs.values()) if errs else None, 1), s.get("exit")))
     if rec.get("note"):
-        lines.append(f"|  | note: {rec['note']} | | | | | | | | | | |")
+        lines.append(f"|  | note: {rec['note']} | | | | | | | | | | | | |")
     if s.get("failure"):
-        lines.append(f"|  | failure: {s['failure']} | | | | | | | | | | |")
+        lines.append(f"|  | failure: {s['failure']} | | | | | | | | | | | | |")
 lines += ["", "detect: from the SIGKILL to the first surviving shard dropping the site from its mirror clock "
           "(the peer lease is 1 s, heartbeats every 250 ms). catch up: from the restart to the restarted "
           "shards being within DS = 4 clocks of every live peer; it includes starting the processes, "
@@ -141,9 +158,13 @@ lines += ["", "detect: from the SIGKILL to the first surviving shard dropping th
           "until every surviving shard has taken the lost site's old contributions back out of its "
           "replica (its ledger) and queued its own mass for the new one; the new site's workers then train "
           "again from clock 0 while the others go on (it rejoins their mirror clock once within DS), so its "
-          "catch up is the time to redo its clocks. The counter error is 0 when every replica ends "
-          "exactly equal to the sum of every acknowledged update (for disk loss: of the surviving "
-          "incarnations).", ""]
+          "catch up is the time to redo its clocks. Disk loss in diloco (1m-disk-diloco): rejoin is from "
+          "the restart until the new shards have merged their peers' outer states (the synchronised model, "
+          "its momentum and the contributions they hold), reset until every surviving shard has taken the "
+          "rejoined site's merged state in; the worker resumes after the last contribution of its site a "
+          "peer held (worker resumed at), not at clock 0. The counter error is 0 when every replica ends "
+          "exactly equal to the sum of every acknowledged update (for disk loss in asp: of the surviving "
+          "incarnations; in diloco every clock of every worker counts once).", ""]
 open(out, "w").write("\n".join(lines))
 print("\n".join(lines))
 PY

@@ -134,6 +134,8 @@ json SiteWan::RecoveryJson() const {
   return {{"process_start_unix", r.process_start_unix},
           {"fresh_store", r.fresh_store},
           {"rejoined", r.rejoined},
+          {"rejoined_unix", r.rejoined ? json(r.rejoined_unix) : json(nullptr)},
+          {"rejoin_bytes", r.rejoin_bytes},
           {"state_loaded_unix", r.state_loaded_unix},
           {"caught_up_unix", r.caught_up_unix > 0 ? json(r.caught_up_unix) : json(nullptr)},
           {"catch_up_bytes", r.catch_up_bytes},

@@ -165,6 +165,7 @@ json Recovery(const Topology& t, const FaultPlan& plan, const FaultRecord& r, co
       FirstDetection(t, r.spec.site_index, r.killed_unix, until, out_dir, launch_start_unix, &notes);
 
   double catch_up = -std::numeric_limits<double>::infinity();  // valid when catch_up_complete
+  std::optional<double> rejoin;  // avg, diloco disk loss: the last restarted shard's rejoin
   int64_t bytes = 0;      // valid when bytes_complete
   bool catch_up_complete = true, bytes_complete = true;
   int restarted_shards = 0;
@@ -185,6 +186,9 @@ json Recovery(const Topology& t, const FaultPlan& plan, const FaultRecord& r, co
       AddNote(&notes, "catch-up: " + why);
       catch_up_complete = bytes_complete = false;
       continue;
+    }
+    if (std::optional<double> rejoined = NumberField(*rec, "rejoined_unix"); rejoined && r.restarted_unix) {
+      rejoin = std::max(rejoin.value_or(0.0), *rejoined - *r.restarted_unix);
     }
     std::optional<double> caught_up = NumberField(*rec, "caught_up_unix");
     if (caught_up && r.restarted_unix) {
@@ -207,8 +211,9 @@ json Recovery(const Topology& t, const FaultPlan& plan, const FaultRecord& r, co
   }
 
   // A wiped site of a multi-site run is bootstrapped by its peers: when had
-  // every one of them reset its streams to it (taken the old contributions
-  // back and queued its snapshot)?
+  // every one of them reset its streams to it (asp and the like: taken the
+  // old contributions back and queued its snapshot; avg and diloco: taken
+  // in its merged state after it rejoined)?
   json reset_seconds = nullptr;
   if (r.spec.kind == "wipe-disk" && t.multi_site() && r.restarted_unix) {
     std::optional<double> last =
@@ -225,6 +230,7 @@ json Recovery(const Topology& t, const FaultPlan& plan, const FaultRecord& r, co
               {"detect_seconds", detected ? json(*detected - r.killed_unix) : json(nullptr)},
               {"catch_up_seconds", catch_up_complete ? json(catch_up) : json(nullptr)},
               {"reset_seconds", reset_seconds},
+              {"rejoin_seconds", rejoin ? json(*rejoin) : json(nullptr)},
               {"bytes_transferred", bytes_complete ? json(bytes) : json(nullptr)},
               {"counter_max_abs_error_by_site", counter_errors},
               {"note", notes.empty() ? json(nullptr) : json(notes)}};

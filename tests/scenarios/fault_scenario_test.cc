@@ -343,7 +343,15 @@ codec = "fp16"
     ASSERT_TRUE(m.is_object());
     EXPECT_EQ(m["recovery"]["fresh_store"], true) << m.dump(2);
     EXPECT_EQ(m["recovery"]["rejoined"], true) << m.dump(2);
+    EXPECT_GT(m["recovery"]["rejoin_bytes"].get<int64_t>(), 0) << m.dump(2);
   }
+  // The summary times the rejoin and the survivors taking the merged state in.
+  const json& rec = s["recoveries"][0];
+  ASSERT_TRUE(rec["rejoin_seconds"].is_number()) << rec.dump(2);
+  EXPECT_GT(rec["rejoin_seconds"].get<double>(), 0.0);
+  EXPECT_LT(rec["rejoin_seconds"].get<double>(), 30.0);
+  ASSERT_TRUE(rec["reset_seconds"].is_number()) << rec.dump(2);
+  EXPECT_GE(rec["reset_seconds"].get<double>(), rec["rejoin_seconds"].get<double>() - 0.5);
 }
 
 TEST_F(FaultScenarioTest, ThreeSitesSurviveAShardOfOneSiteKilledAndEndExact) {

@@ -82,6 +82,7 @@ Result<std::unique_ptr<Replicator>> Replicator::Create(const ModelSpec* spec, Re
         // It rejoins from its peers' states (Rejoin); this shard takes its
         // merged state once it has one (RunOuterResets).
         uint64_t& pending = self->outer_resets_[origin];
+        if (incarnation > pending) self->outer_reset_heard_[origin] = UnixSeconds();
         pending = std::max(pending, incarnation);
         self->outer_reset_retry_ = SteadyClock::time_point{};
       } else if (reset) {
@@ -820,6 +821,7 @@ ReplicatorStats Replicator::stats() const {
     std::lock_guard<std::mutex> lock(mu_);
     out.recovery = recovery_;
     out.stream_resets = resets_.events();
+    out.stream_resets.insert(out.stream_resets.end(), outer_reset_events_.begin(), outer_reset_events_.end());
   }
   out.incarnation = incarnation_;
   const OutboundJournal::CaptureStats js = journal_.capture_stats();

@@ -126,6 +126,8 @@ struct RecoveryStats {
   int64_t batches_resent = 0;        // unacknowledged batches sent again at start
   bool fresh_store = false;          // the store was new: this is a first start or a disk loss
   bool rejoined = false;             // avg, diloco: the store was new and peers held this site's work (Rejoin)
+  double rejoined_unix = 0;          // when the merged state was durable; 0: no rejoin
+  int64_t rejoin_bytes = 0;          // bytes of the peers' states fetched for it
 };
 
 struct ReplicatorStats {
@@ -290,6 +292,7 @@ class Replicator final : public ReplicationTap, public OutboundParticipant {
     uint64_t heard = 0;  // this site's incarnation the peer last recorded
     bool has_state = false;
     bool joining = false;
+    int64_t bytes = 0;   // of the records fetched
     RecoveredOuter outer;
   };
   Result<PeerOuter> FetchPeerOuter(SiteId peer, Deadline deadline);
@@ -302,7 +305,8 @@ class Replicator final : public ReplicationTap, public OutboundParticipant {
   void RunOuterResets();
   // Takes in the state of `peer`, rejoined as `incarnation`. REQUIRES:
   // mu_ held, inside a persistence scope, on the tick thread.
-  Status TakeRejoinedLocked(SiteId peer, uint64_t incarnation, const OuterStep::State& state);
+  Status TakeRejoinedLocked(SiteId peer, uint64_t incarnation, const OuterStep::State& state,
+                            int64_t* resent);
   // Consumes the seqs of `peer`'s stream up to its last contribution
   // given, so that its stream goes on after it (the seq of a contribution
   // is its step).
@@ -401,8 +405,12 @@ class Replicator final : public ReplicationTap, public OutboundParticipant {
   };
   std::map<SiteId, OuterSnapshot> outer_snapshots_;  // GUARDED_BY(mu_)
   uint64_t outer_snapshot_ids_ = 0;                  // GUARDED_BY(mu_)
-  // Peers heard as a new incarnation (avg, diloco), waiting for their state.
+  // Peers heard as a new incarnation (avg, diloco), waiting for their state,
+  // and those whose state was taken in (reported as stream_resets: the
+  // heard time, when it was taken, the contributions resent to it).
   std::map<SiteId, uint64_t> outer_resets_;          // GUARDED_BY(mu_)
+  std::map<SiteId, double> outer_reset_heard_;       // GUARDED_BY(mu_)
+  std::vector<StreamResetEvent> outer_reset_events_; // GUARDED_BY(mu_)
   SteadyClock::time_point outer_reset_retry_{};      // GUARDED_BY(mu_): not asked again before
 
   // Tick thread only.

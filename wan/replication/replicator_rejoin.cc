@@ -112,6 +112,7 @@ Result<Replicator::PeerOuter> Replicator::FetchPeerOuter(SiteId peer, Deadline d
                               " of snapshot " + std::to_string(snapshot));
     }
     for (auto& [key, value] : p.records) {
+      got.bytes += static_cast<int64_t>(key.size() + value.size());
       GEOPS_RETURN_IF_ERROR(DecodeOuterRecord(OutboundRecord{std::move(key), std::move(value)}, *spec_, &got.outer)
                                 .WithContext("site " + std::to_string(peer) + "'s outer state"));
     }
@@ -284,10 +285,14 @@ Status Replicator::Rejoin(Deadline deadline) {
   std::string clocks;
   for (const WorkerRecord& w : workers) clocks += (clocks.empty() ? "" : ",") + std::to_string(w.clock);
   int64_t applied = 0;
+  int64_t bytes = 0;
+  for (const auto& [peer, p] : got) bytes += p.bytes;
   {
     std::lock_guard<std::mutex> lock(mu_);
     applied = outer_->next_step() - 1;
     recovery_.rejoined = true;
+    recovery_.rejoined_unix = UnixSeconds();
+    recovery_.rejoin_bytes = bytes;
   }
   spdlog::warn("wan shard {}: this site lost its store and rejoined from sites {}: {} outer steps applied, its "
                "contributions go on after step {} (cut at clock {}), its workers resume at clocks [{}]",
@@ -311,7 +316,8 @@ void Replicator::CatchUpSeqs(SiteId peer) {
   }
 }
 
-Status Replicator::TakeRejoinedLocked(SiteId peer, uint64_t incarnation, const OuterStep::State& state) {
+Status Replicator::TakeRejoinedLocked(SiteId peer, uint64_t incarnation, const OuterStep::State& state,
+                                      int64_t* resent) {
   OuterStep::MergeResult result;
   GEOPS_ASSIGN_OR_RETURN(OuterStep::State merged, MergedLocked(state, &result));
   GEOPS_RETURN_IF_ERROR(outer_->Import(std::move(merged)));
@@ -353,6 +359,7 @@ Status Replicator::TakeRejoinedLocked(SiteId peer, uint64_t incarnation, const O
                                                 mark != nullptr ? &covered : nullptr));
     again.push_back(std::move(batch));
   }
+  *resent = static_cast<int64_t>(again.size());
   shipper_.RestartContributions(peer, static_cast<uint64_t>(held), std::move(again));
   journal_.PeerIncarnationChanged(peer, incarnation);
   std::erase_if(acks_, [peer](const auto& a) { return a.first == peer; });
@@ -387,11 +394,12 @@ void Replicator::RunOuterResets() {
       continue;
     }
     Status taken;
+    int64_t resent = 0;
     Status reset = inbox_.ResetOrigin(peer, incarnation, [&]() -> Status {
       Status durable = target_->RunDurable(
           [&] {
             std::lock_guard<std::mutex> lock(mu_);
-            taken = TakeRejoinedLocked(peer, incarnation, got->outer.state);
+            taken = TakeRejoinedLocked(peer, incarnation, got->outer.state, &resent);
           },
           Deadline::InMs(kDurableWaitMs));
       GEOPS_RETURN_IF_ERROR(taken);
@@ -408,6 +416,13 @@ void Replicator::RunOuterResets() {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = outer_resets_.find(peer);
     if (it != outer_resets_.end() && it->second == incarnation) outer_resets_.erase(it);
+    StreamResetEvent e;
+    e.peer = peer;
+    e.incarnation = incarnation;
+    e.heard_unix = outer_reset_heard_[peer];
+    e.reset_unix = UnixSeconds();
+    e.snapshot_elements = resent;  // here: this site's contributions sent to it again
+    outer_reset_events_.push_back(e);
   }
   std::lock_guard<std::mutex> lock(mu_);
   outer_reset_retry_ = retry ? SteadyClock::now() + std::chrono::milliseconds(kResetRetryMs) : SteadyClock::time_point{};
