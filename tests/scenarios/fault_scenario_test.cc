@@ -205,6 +205,19 @@ threshold_floor = 0.05
 codec = "int4"
 )";
 
+// The [wan] settings of the three-site diloco runs: an outer lr of 3 (the
+// number of sites) without momentum adds the sites' contributions up, so
+// the counter checks that every update counts exactly once.
+constexpr char kDilocoWan[] = R"(
+[wan]
+mode = "diloco"
+averaging_period = 5
+outer_lr = 3.0
+outer_momentum = 0.0
+outer_average_last = false
+codec = "fp16"
+)";
+
 // Three sites replicating the counter over shaped loopback links (`wan`),
 // `shards` shards and 2 workers each, every shard persisting with fsync;
 // FAULT hits eu-west-1.
@@ -269,9 +282,8 @@ restart_after_s = 1.5
 }
 
 // diloco keeps its outer step in the stores: a site killed mid-run comes
-// back with it and the outer steps go on. An outer lr of 3 (the number of
-// sites) without momentum adds the sites' contributions up, so the counter
-// checks that every update counts exactly once.
+// back with it and the outer steps go on (kDilocoWan: the counter checks
+// that every update counts exactly once).
 TEST_F(FaultScenarioTest, ThreeSitesInDilocoSurviveASiteKilledAndRestartedAndEndExact) {
   const std::string topo = WriteTopology(ThreeSiteTopology(1, R"(
 kind = "kill-site"
@@ -279,15 +291,7 @@ site = "eu-west-1"
 at_clock = 30
 restart_after_s = 1.5
 )",
-                                                           R"(
-[wan]
-mode = "diloco"
-averaging_period = 5
-outer_lr = 3.0
-outer_momentum = 0.0
-outer_average_last = false
-codec = "fp16"
-)"));
+                                                           kDilocoWan));
   RunResult r = Launch(topo, 120);
   json s = Summary();
   ExpectThreeSitesExact(r, s, /*site_killed=*/true);
@@ -315,15 +319,7 @@ site = "eu-west-1"
 at_clock = 30
 restart_after_s = 1.0
 )",
-                                                           R"(
-[wan]
-mode = "diloco"
-averaging_period = 5
-outer_lr = 3.0
-outer_momentum = 0.0
-outer_average_last = false
-codec = "fp16"
-)"));
+                                                           kDilocoWan));
   RunResult r = Launch(topo, 180);
   json s = Summary();
   ExpectThreeSitesExact(r, s, /*site_killed=*/true);

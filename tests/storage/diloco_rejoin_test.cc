@@ -115,15 +115,7 @@ class DilocoRejoinTest : public ::testing::Test {
     }
   }
 
-  std::vector<float> Replica(SiteId s) {
-    std::vector<float> out;
-    for (const ChunkKey& k : keys_) {
-      std::vector<float> v(static_cast<size_t>(spec_.ChunkElements(k)));
-      EXPECT_TRUE(shards_[s]->ReadChunkValue(k, v.data()).ok());
-      out.insert(out.end(), v.begin(), v.end());
-    }
-    return out;
-  }
+  std::vector<float> Replica(SiteId s) { return testing::ReplicaOf(shards_[s].get(), spec_, keys_); }
 
   ModelSpec spec_;
   std::vector<ChunkKey> keys_;
@@ -168,12 +160,7 @@ TEST_F(DilocoRejoinTest, APeerThatLaggedTakesTheStepsItMissedAndEveryClockCounts
   }
   const std::vector<uint64_t> digests = repls_[1]->OuterDigests();
   EXPECT_GE(digests.size(), static_cast<size_t>(kEnd / options_.averaging_period));
-  std::vector<double> once(static_cast<size_t>(elements_), 0.0);
-  for (SiteId s = 0; s < kThree; ++s) {
-    for (Clock c = 0; c < kEnd; ++c) {
-      for (int64_t i = 0; i < elements_; ++i) once[static_cast<size_t>(i)] += UpdateValue(s, c, i);
-    }
-  }
+  const std::vector<double> once = testing::EveryClockOnce(kThree, kEnd, elements_);
   for (SiteId s = 0; s < kThree; ++s) {
     EXPECT_EQ(repls_[s]->OuterDigests(), digests) << "site " << s << "'s synchronised models differ";
     const std::vector<float> v = Replica(s);

@@ -21,7 +21,6 @@ namespace {
 using testing::kClocks;
 using testing::kCrashAt;
 using testing::kSites;
-using testing::UpdateValue;
 using testing::WanRestartTest;
 
 class DilocoRestartTest : public WanRestartTest {
@@ -201,12 +200,7 @@ TEST_F(DilocoRestartTest, ASiteThatLostItsStoreRejoinsAndTheCounterEndsExact) {
       << "the sites' synchronised models differ after some step";
   // Every clock of both sites once (the counter's sum), whichever
   // incarnation's update it was.
-  std::vector<double> once(static_cast<size_t>(elements_), 0.0);
-  for (SiteId s = 0; s < kSites; ++s) {
-    for (Clock c = 0; c < kClocks; ++c) {
-      for (int64_t i = 0; i < elements_; ++i) once[static_cast<size_t>(i)] += UpdateValue(s, c, i);
-    }
-  }
+  const std::vector<double> once = testing::EveryClockOnce(kSites, kClocks, elements_);
   for (SiteId s = 0; s < kSites; ++s) {
     const std::vector<float> v = Replica(s);
     int64_t wrong = 0;

@@ -64,6 +64,30 @@ inline float UpdateValue(SiteId site, Clock clock, int64_t element) {
   return static_cast<float>(1 + (clock * 7 + element + site * 3) % 4);
 }
 
+// Every value of `shard`, chunk by chunk in the order of `keys`.
+inline std::vector<float> ReplicaOf(datacenter::Shard* shard, const ModelSpec& spec,
+                                    const std::vector<ChunkKey>& keys) {
+  std::vector<float> out;
+  for (const ChunkKey& k : keys) {
+    std::vector<float> v(static_cast<size_t>(spec.ChunkElements(k)));
+    EXPECT_TRUE(shard->ReadChunkValue(k, v.data()).ok());
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
+// What the counter ends at when every clock [0, clocks) of every site
+// [0, sites) counts once: per element, the sum of their UpdateValues.
+inline std::vector<double> EveryClockOnce(int sites, Clock clocks, int64_t elements) {
+  std::vector<double> once(static_cast<size_t>(elements), 0.0);
+  for (SiteId s = 0; s < sites; ++s) {
+    for (Clock c = 0; c < clocks; ++c) {
+      for (int64_t i = 0; i < elements; ++i) once[static_cast<size_t>(i)] += UpdateValue(s, c, i);
+    }
+  }
+  return once;
+}
+
 struct Site {
   std::unique_ptr<datacenter::Shard> shard;
   std::unique_ptr<Replicator> repl;
@@ -160,15 +184,7 @@ class WanRestartTest : public ::testing::Test {
     ASSERT_TRUE(a.ok()) << a.status().ToString();
   }
 
-  std::vector<float> Replica(SiteId s) {
-    std::vector<float> out;
-    for (const ChunkKey& k : keys_) {
-      std::vector<float> v(static_cast<size_t>(spec_.ChunkElements(k)));
-      EXPECT_TRUE(sites_[s].shard->ReadChunkValue(k, v.data()).ok());
-      out.insert(out.end(), v.begin(), v.end());
-    }
-    return out;
-  }
+  std::vector<float> Replica(SiteId s) { return ReplicaOf(sites_[s].shard.get(), spec_, keys_); }
 
   ModelSpec spec_;
   std::vector<ChunkKey> keys_;
