@@ -103,58 +103,7 @@ Result<std::unique_ptr<Replicator>> Replicator::Create(const ModelSpec* spec, Re
     r->steer_ = steer;
   }
   if (UsesOuterStep(r->options_.mode)) {
-    if (!outer.present && !records.empty()) {
-      return FailedPreconditionError(
-          "wan mode " + std::string(WanModeName(r->options_.mode)) +
-          ": the shard's store holds WAN state of another mode and no outer step state; start this mode on a "
-          "new store");
-    }
-    std::vector<SiteId> sites = r->config_.peers;
-    sites.push_back(r->config_.site);
-    r->outer_ = std::make_unique<OuterStep>(std::move(sites), r->options_.EffectiveOuter());
-    // theta starts at the shard's values now: the model's initial values,
-    // the same at every site.
-    std::vector<float> values;
-    for (TableId t = 0; t < static_cast<TableId>(spec->num_tables()); ++t) {
-      for (const ChunkKey key : spec->ChunksOfTable(t)) {
-        values.resize(static_cast<size_t>(spec->ChunkElements(key)));
-        if (target->ReadChunkValue(key, values.data()).ok()) r->outer_->InitChunk(key, values);
-      }
-    }
-    // What a contribution cut now would hold of each worker: everything
-    // through its last batch the store has (in the accumulator, or in an
-    // earlier contribution).
-    for (const WorkerRecord& w : target->WorkerRecords()) {
-      if (w.last_update_clock < 0 || w.worker < 0) continue;
-      if (static_cast<size_t>(w.worker) >= r->covered_.size()) r->covered_.resize(static_cast<size_t>(w.worker) + 1);
-      r->covered_[static_cast<size_t>(w.worker)] = CoveredBatch{w.last_update_clock, w.last_update_part};
-    }
-    r->joining_ = records.empty();  // a new store: Rejoin asks the peers first
-    r->inbox_.SetOuterStateSource([self](SiteId origin, uint64_t incarnation, uint64_t snapshot, int32_t page) {
-      return self->ServeOuterState(origin, incarnation, snapshot, page);
-    });
-    if (outer.present) {
-      // A restart: the steps go on where the store left them.
-      r->outer_journal_.Restored(outer.state);
-      GEOPS_RETURN_IF_ERROR(r->outer_->Import(std::move(outer.state)).WithContext("restoring the outer step"));
-      r->last_sync_ = outer.last_sync;
-      r->own_steps_ = r->outer_->LastGiven(r->config_.site);
-      r->own_final_given_ = r->outer_->final_steps().count(r->config_.site) > 0;
-      r->recovery_.recovered = true;
-      spdlog::info("wan shard {}: restored the outer step: {} steps applied, {} contributions of this site, "
-                   "last at clock {}",
-                   r->config_.shard, r->outer_->next_step() - 1, r->own_steps_, r->last_sync_);
-    } else {
-      r->outer_journal_.MarkAll();  // a new store's first commit holds theta0
-    }
-    {
-      std::lock_guard<std::mutex> lock(r->mu_);
-      r->PublishOuterLocked();
-    }
-    r->gate_.SetOuterPeriod(r->SyncPeriod(), r->options_.outer_overlap ? r->options_.outer_fragments : 0);
-    r->inbox_.SetBatchSink([self](SiteId origin, uint64_t seq, const DecodedBatch& batch) {
-      return self->OnContribution(origin, seq, batch);
-    });
+    GEOPS_RETURN_IF_ERROR(r->InitOuter(std::move(outer), /*new_store=*/records.empty()));
   }
   // From here on the shard's commits collect this replicator's records.
   r->journal_.set_enabled(target->SetOutboundParticipant(r.get()));
@@ -294,16 +243,6 @@ void Replicator::Start() {
   });
 }
 
-Status Replicator::WaitRejoined(Deadline deadline) const {
-  std::unique_lock<std::mutex> lock(mu_);
-  if (outer_ == nullptr) return Status::Ok();
-  while (rejoin_started_ && !rejoined_) {
-    if (rejoined_cv_.wait_until(lock, deadline.when()) == std::cv_status::timeout && !rejoined_) {
-      return DeadlineExceededError("wan shard " + std::to_string(config_.shard) + " is still rejoining its peers");
-    }
-  }
-  return rejoined_.value_or(Status::Ok());
-}
 
 void Replicator::Stop() {
   {

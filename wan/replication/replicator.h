@@ -239,6 +239,9 @@ class Replicator final : public ReplicationTap, public OutboundParticipant {
   // names the final batch).
   void OnPeerBoot(SiteId origin, uint64_t boot);
 
+  // avg, diloco: the outer step, from the store's state or (a new store)
+  // the shard's initial values; called once by Create.
+  Status InitOuter(RecoveredOuter outer, bool new_store);
   // Restores outbound state the shard recovered; called once by Create.
   Status Restore(RecoveredOutbound recovered);
   // One round of the tick thread's changes (acks, selection, shipping,

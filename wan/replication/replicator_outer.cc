@@ -12,6 +12,62 @@
 
 namespace geops::wan {
 
+Status Replicator::InitOuter(RecoveredOuter outer, bool new_store) {
+  if (!outer.present && !new_store) {
+    return FailedPreconditionError(
+        "wan mode " + std::string(WanModeName(options_.mode)) +
+        ": the shard's store holds WAN state of another mode and no outer step state; start this mode on a "
+        "new store");
+  }
+  std::vector<SiteId> sites = config_.peers;
+  sites.push_back(config_.site);
+  outer_ = std::make_unique<OuterStep>(std::move(sites), options_.EffectiveOuter());
+  // theta starts at the shard's values now: the model's initial values,
+  // the same at every site.
+  std::vector<float> values;
+  for (TableId t = 0; t < static_cast<TableId>(spec_->num_tables()); ++t) {
+    for (const ChunkKey key : spec_->ChunksOfTable(t)) {
+      values.resize(static_cast<size_t>(spec_->ChunkElements(key)));
+      if (target_->ReadChunkValue(key, values.data()).ok()) outer_->InitChunk(key, values);
+    }
+  }
+  // What a contribution cut now would hold of each worker: everything
+  // through its last batch the store has (in the accumulator, or in an
+  // earlier contribution).
+  for (const WorkerRecord& w : target_->WorkerRecords()) {
+    if (w.last_update_clock < 0 || w.worker < 0) continue;
+    if (static_cast<size_t>(w.worker) >= covered_.size()) covered_.resize(static_cast<size_t>(w.worker) + 1);
+    covered_[static_cast<size_t>(w.worker)] = CoveredBatch{w.last_update_clock, w.last_update_part};
+  }
+  joining_ = new_store;  // a new store: Rejoin asks the peers first
+  inbox_.SetOuterStateSource([this](SiteId origin, uint64_t incarnation, uint64_t snapshot, int32_t page) {
+    return ServeOuterState(origin, incarnation, snapshot, page);
+  });
+  if (outer.present) {
+    // A restart: the steps go on where the store left them.
+    outer_journal_.Restored(outer.state);
+    GEOPS_RETURN_IF_ERROR(outer_->Import(std::move(outer.state)).WithContext("restoring the outer step"));
+    last_sync_ = outer.last_sync;
+    own_steps_ = outer_->LastGiven(config_.site);
+    own_final_given_ = outer_->final_steps().count(config_.site) > 0;
+    recovery_.recovered = true;
+    spdlog::info("wan shard {}: restored the outer step: {} steps applied, {} contributions of this site, "
+                 "last at clock {}",
+                 config_.shard, outer_->next_step() - 1, own_steps_, last_sync_);
+  } else {
+    outer_journal_.MarkAll();  // a new store's first commit holds theta0
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    PublishOuterLocked();
+  }
+  gate_.SetOuterPeriod(SyncPeriod(), options_.outer_overlap ? options_.outer_fragments : 0);
+  inbox_.SetBatchSink([this](SiteId origin, uint64_t seq, const DecodedBatch& batch) {
+    return OnContribution(origin, seq, batch);
+  });
+  return Status::Ok();
+}
+
 void Replicator::ShipContribution(Clock k, bool finishing) {
   bool due = false;
   int64_t step = 0;  // only this thread moves own_steps_

@@ -300,6 +300,17 @@ Status Replicator::Rejoin(Deadline deadline) {
   return Status::Ok();
 }
 
+Status Replicator::WaitRejoined(Deadline deadline) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (outer_ == nullptr) return Status::Ok();
+  while (rejoin_started_ && !rejoined_) {
+    if (rejoined_cv_.wait_until(lock, deadline.when()) == std::cv_status::timeout && !rejoined_) {
+      return DeadlineExceededError("wan shard " + std::to_string(config_.shard) + " is still rejoining its peers");
+    }
+  }
+  return rejoined_.value_or(Status::Ok());
+}
+
 void Replicator::CatchUpSeqs(SiteId peer) {
   int64_t given = 0;
   {
