@@ -299,9 +299,9 @@ class Replicator final : public ReplicationTap, public OutboundParticipant {
     RecoveredOuter outer;
   };
   Result<PeerOuter> FetchPeerOuter(SiteId peer, Deadline deadline);
-  // The merged state of this shard's outer step and `other`, in a copy
-  // (nothing changes on error). REQUIRES: mu_ held.
-  Result<OuterStep::State> MergedLocked(const OuterStep::State& other, OuterStep::MergeResult* result) const;
+  // A copy of this shard's outer step, to merge peers' states into (a
+  // refusal then changes nothing). REQUIRES: mu_ held.
+  Result<std::unique_ptr<OuterStep>> CopyOuterLocked() const;
   // Peers heard as a new incarnation in avg or diloco (tick thread): each
   // is asked for its merged state, which this shard takes in, and this
   // shard's stream to it goes on after what it holds.

@@ -10,6 +10,7 @@
 //   - both (ServeOuterState): answer those questions, page by page.
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <string>
 #include <thread>
 #include <utility>
@@ -123,14 +124,13 @@ Result<Replicator::PeerOuter> Replicator::FetchPeerOuter(SiteId peer, Deadline d
   return got;
 }
 
-Result<OuterStep::State> Replicator::MergedLocked(const OuterStep::State& other, OuterStep::MergeResult* result) const {
+Result<std::unique_ptr<OuterStep>> Replicator::CopyOuterLocked() const {
   std::vector<SiteId> sites = config_.peers;
   sites.push_back(config_.site);
-  OuterStep merged(std::move(sites), options_.EffectiveOuter());
-  for (const ChunkKey key : outer_->Chunks()) merged.InitChunk(key, outer_->Theta(key));
-  GEOPS_RETURN_IF_ERROR(merged.Import(outer_->Export()));
-  GEOPS_ASSIGN_OR_RETURN(*result, merged.Merge(other));
-  return merged.Export();
+  auto copy = std::make_unique<OuterStep>(std::move(sites), options_.EffectiveOuter());
+  for (const ChunkKey key : outer_->Chunks()) copy->InitChunk(key, outer_->Theta(key));
+  GEOPS_RETURN_IF_ERROR(copy->Import(outer_->Export()));
+  return copy;
 }
 
 Status Replicator::Rejoin(Deadline deadline) {
@@ -203,11 +203,10 @@ Status Replicator::Rejoin(Deadline deadline) {
       [&] {
         std::lock_guard<std::mutex> lock(mu_);
         // Merged in a copy, so that a refusal changes nothing.
-        std::vector<SiteId> sites = config_.peers;
-        sites.push_back(config_.site);
-        OuterStep merged(std::move(sites), options_.EffectiveOuter());
-        for (const ChunkKey key : outer_->Chunks()) merged.InitChunk(key, outer_->Theta(key));
-        merged_status = merged.Import(outer_->Export());
+        Result<std::unique_ptr<OuterStep>> copy = CopyOuterLocked();
+        merged_status = copy.status();
+        if (!merged_status.ok()) return;
+        OuterStep& merged = **copy;
         for (auto& [peer, p] : got) {
           if (!merged_status.ok()) break;
           if (!p.has_state || p.joining) continue;
@@ -329,9 +328,9 @@ void Replicator::CatchUpSeqs(SiteId peer) {
 
 Status Replicator::TakeRejoinedLocked(SiteId peer, uint64_t incarnation, const OuterStep::State& state,
                                       int64_t* resent) {
-  OuterStep::MergeResult result;
-  GEOPS_ASSIGN_OR_RETURN(OuterStep::State merged, MergedLocked(state, &result));
-  GEOPS_RETURN_IF_ERROR(outer_->Import(std::move(merged)));
+  GEOPS_ASSIGN_OR_RETURN(std::unique_ptr<OuterStep> merged, CopyOuterLocked());
+  GEOPS_ASSIGN_OR_RETURN(const OuterStep::MergeResult result, merged->Merge(state));
+  GEOPS_RETURN_IF_ERROR(outer_->Import(merged->Export()));
   for (int64_t step = result.skipped_from; step <= result.skipped_to; ++step) outer_journal_.StepApplied(step);
   for (const auto& [step, site] : result.added) outer_journal_.ContributionAdded(step, site);
   outer_journal_.MetaChanged();
