@@ -172,5 +172,49 @@ TEST_F(DilocoRejoinTest, APeerThatLaggedTakesTheStepsItMissedAndEveryClockCounts
   for (SiteId s = 0; s < kThree; ++s) repls_[s]->Stop();
 }
 
+// Two of the three sites lose their stores at once: each rejoins from the
+// one left (the other is rejoining too, and holds nothing of it), and the
+// survivor takes both merged states in.
+TEST_F(DilocoRejoinTest, TwoSitesThatLostTheirStoresAtOnceBothRejoin) {
+  for (SiteId s = 0; s < kThree; ++s) Build(s);
+  for (SiteId s = 0; s < kThree; ++s) ASSERT_EQ(Register(s), 0);
+  StepSites({0, 1, 2}, 0, kLossAt);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (repls_[2]->stats().outer_steps_applied < 3 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_EQ(repls_[2]->stats().outer_steps_applied, 3);
+  Destroy(0);
+  Destroy(1);
+  Build(0);
+  Build(1);
+  const Clock resume0 = Register(0);
+  const Clock resume1 = Register(1);
+  EXPECT_TRUE(repls_[0]->stats().recovery.rejoined);
+  EXPECT_TRUE(repls_[1]->stats().recovery.rejoined);
+  for (Clock resume : {resume0, resume1}) {
+    EXPECT_GT(resume, 0);
+    EXPECT_LE(resume, kLossAt);
+  }
+  StepSites({0}, resume0, kLossAt);
+  StepSites({1}, resume1, kLossAt);
+  StepSites({0, 1, 2}, kLossAt, kEnd);
+  for (SiteId s = 0; s < kThree; ++s) {
+    EXPECT_TRUE(repls_[s]->WaitFinal(Deadline::InMs(30000))) << "site " << s;
+    EXPECT_TRUE(repls_[s]->WaitDrainAcknowledged(Deadline::InMs(30000))) << "site " << s;
+  }
+  const std::vector<double> once = testing::EveryClockOnce(kThree, kEnd, elements_);
+  const std::vector<uint64_t> digests = repls_[2]->OuterDigests();
+  EXPECT_GE(digests.size(), static_cast<size_t>(kEnd / options_.averaging_period));
+  for (SiteId s = 0; s < kThree; ++s) {
+    EXPECT_EQ(repls_[s]->OuterDigests(), digests) << "site " << s << "'s synchronised models differ";
+    const std::vector<float> v = Replica(s);
+    int64_t wrong = 0;
+    for (size_t i = 0; i < v.size(); ++i) wrong += double{v[i]} != once[i];
+    EXPECT_EQ(wrong, 0) << "site " << s << ": " << wrong << " elements differ from every clock counted once";
+  }
+  for (SiteId s = 0; s < kThree; ++s) repls_[s]->Stop();
+}
+
 }  // namespace
 }  // namespace geops::storage

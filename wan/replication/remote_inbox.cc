@@ -184,7 +184,10 @@ Status RemoteInbox::OnBatch(const WanBatch& batch) {
   o.early.emplace(batch.seq, std::move(decoded));
   GEOPS_RETURN_IF_ERROR(DrainLocked(batch.origin, o));
   const uint64_t now = target_->LastAppliedSeq(batch.origin);
-  if (batch.seq > now) return NotYetApplied(batch, now);
+  if (batch.seq > now) {
+    if (gap_listener_) gap_listener_(batch.origin, batch.seq);
+    return NotYetApplied(batch, now);
+  }
   return Status::Ok();
 }
 
@@ -294,7 +297,16 @@ Status RemoteInbox::OnClock(const WanClockReport& report) {
   }
   o.held_reports.push_back(report);
   gate_->OnPeerHeard(report.origin);
+  if (gap_listener_) gap_listener_(report.origin, report.last_seq);
   return Status::Ok();
+}
+
+void RemoteInbox::Recheck(SiteId origin) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto o = origins_.find(origin);
+  if (o == origins_.end()) return;
+  Status s = DrainLocked(origin, o->second);
+  if (!s.ok()) spdlog::warn("WAN site {}: {}", origin, s.ToString());
 }
 
 Status RemoteInbox::OnNotice(const WanNotice& notice) {

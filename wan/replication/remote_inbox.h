@@ -101,6 +101,14 @@ class RemoteInbox final : public WanReceiver {
   // Called for every OnPeerBoot. Set before messages arrive.
   using BootListener = std::function<void(SiteId origin, uint64_t boot)>;
   void SetBootListener(BootListener listener) { boot_listener_ = std::move(listener); }
+  // Applies what waits of `origin` and takes its held reports, after its
+  // seqs moved on outside the inbox (ReplicaTarget::ApplyRemote).
+  void Recheck(SiteId origin);
+  // Called, with mu_ held, when a batch of `origin` waits for earlier seqs
+  // (it came early), or a clock report for batches not applied yet. Set
+  // before use; may be empty.
+  using GapListener = std::function<void(SiteId origin, uint64_t seq)>;
+  void SetGapListener(GapListener listener) { gap_listener_ = std::move(listener); }
 
   // This site's incarnation (batches cut for another are refused); 0: none.
   void SetOwnIncarnation(uint64_t incarnation);
@@ -167,6 +175,7 @@ class RemoteInbox final : public WanReceiver {
 
   BatchSink sink_;  // set before use, then read only
   BootListener boot_listener_;  // set before use, then read only
+  GapListener gap_listener_;    // set before use, then read only
   OuterStateSource outer_source_;  // set before use, then read only
 
   mutable std::mutex mu_;

@@ -494,7 +494,7 @@ void Replicator::Loop() {
     const auto due = [this] {
       return stop_ || target_clock_ > ticked_ || (finished_ && !drained_ && !drain_retry_wait_) || !acks_.empty() ||
              resets_.Pending() || !records_.empty() || !report_again_.empty() ||
-             (!outer_resets_.empty() && SteadyClock::now() >= outer_reset_retry_);
+             (!outer_resets_.empty() && SteadyClock::now() >= outer_reset_retry_) || GapDueLocked();
     };
     const auto until = time_->Now() + std::chrono::milliseconds(kIdleRoundMs);
     while (!due() && time_->Now() < until) time_->WaitUntil(cv_, lock, until);
@@ -508,6 +508,11 @@ void Replicator::Loop() {
     if (!outer_resets_.empty() && SteadyClock::now() >= outer_reset_retry_) {
       lock.unlock();
       RunOuterResets();
+      lock.lock();
+    }
+    if (GapDueLocked()) {
+      lock.unlock();
+      RunOuterCatchUps();
       lock.lock();
     }
     std::vector<std::pair<SiteId, uint64_t>> records;

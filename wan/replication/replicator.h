@@ -310,6 +310,23 @@ class Replicator final : public ReplicationTap, public OutboundParticipant {
   // mu_ held, inside a persistence scope, on the tick thread.
   Status TakeRejoinedLocked(SiteId peer, uint64_t incarnation, const OuterStep::State& state,
                             int64_t* resent);
+  // Merges `state` (a peer's) into this shard's outer step: steps it
+  // applied are taken applied (the replica follows), contributions it
+  // holds are added. REQUIRES: as TakeRejoinedLocked.
+  Status TakeStateLocked(const OuterStep::State& state, const std::string& whose);
+  // A peer's stream that jumped past contributions it applied (it took
+  // this site in after a disk loss, and steps it gave to were applied
+  // meanwhile): this shard takes that peer's state to cover the gap (tick
+  // thread).
+  void RunOuterCatchUps();
+  // Some gap is due to be looked at. REQUIRES: mu_ held.
+  bool GapDueLocked() const {
+    const auto now = SteadyClock::now();
+    for (const auto& [peer, gap] : outer_gaps_) {
+      if (now >= gap.second) return true;
+    }
+    return false;
+  }
   // Consumes the seqs of `peer`'s stream up to its last contribution
   // given, so that its stream goes on after it (the seq of a contribution
   // is its step).
@@ -337,6 +354,9 @@ class Replicator final : public ReplicationTap, public OutboundParticipant {
   // durable; a store that slow is treated as failed (nothing of that tick
   // is sent; the contribution is not acknowledged).
   static constexpr int64_t kDurableWaitMs = 30000;
+  // How long a gap in a peer's contributions may last before this shard
+  // asks that peer for its state (RunOuterCatchUps).
+  static constexpr int64_t kGapGraceMs = 2000;
 
   const ModelSpec* const spec_;
   const ReplicatorConfig config_;
@@ -413,6 +433,9 @@ class Replicator final : public ReplicationTap, public OutboundParticipant {
   // heard time, when it was taken, the contributions resent to it).
   std::map<SiteId, uint64_t> outer_resets_;          // GUARDED_BY(mu_)
   std::map<SiteId, double> outer_reset_heard_;       // GUARDED_BY(mu_)
+  // Peers whose contribution came early (seq, and when its gap is looked
+  // at: after kGapGraceMs, since reordering closes most gaps by itself).
+  std::map<SiteId, std::pair<uint64_t, SteadyClock::time_point>> outer_gaps_;  // GUARDED_BY(mu_)
   std::vector<StreamResetEvent> outer_reset_events_; // GUARDED_BY(mu_)
   SteadyClock::time_point outer_reset_retry_{};      // GUARDED_BY(mu_): not asked again before
 

@@ -1,6 +1,8 @@
 // The Replicator's avg and diloco half: contributions to the outer step,
 // the step itself, and what the gate learns of it (docs/wan_replication.md,
 // "The outer step"). The tick loop and the other modes: replicator.cc.
+#include <algorithm>
+#include <chrono>
 #include <optional>
 #include <string>
 #include <utility>
@@ -64,6 +66,12 @@ Status Replicator::InitOuter(RecoveredOuter outer, bool new_store) {
   gate_.SetOuterPeriod(SyncPeriod(), options_.outer_overlap ? options_.outer_fragments : 0);
   inbox_.SetBatchSink([this](SiteId origin, uint64_t seq, const DecodedBatch& batch) {
     return OnContribution(origin, seq, batch);
+  });
+  inbox_.SetGapListener([this](SiteId origin, uint64_t seq) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& gap = outer_gaps_[origin];
+    if (gap.first == 0) gap.second = SteadyClock::now() + std::chrono::milliseconds(kGapGraceMs);
+    gap.first = std::max(gap.first, seq);
   });
   return Status::Ok();
 }

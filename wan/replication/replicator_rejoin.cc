@@ -280,7 +280,10 @@ Status Replicator::Rejoin(Deadline deadline) {
   GEOPS_RETURN_IF_ERROR(merged_status.WithContext("wan shard " + std::to_string(config_.shard) +
                                                   ": merging the peers' outer states"));
   GEOPS_RETURN_IF_ERROR(durable);
-  for (SiteId peer : config_.peers) CatchUpSeqs(peer);
+  for (SiteId peer : config_.peers) {
+    CatchUpSeqs(peer);
+    inbox_.Recheck(peer);
+  }
   std::string clocks;
   for (const WorkerRecord& w : workers) clocks += (clocks.empty() ? "" : ",") + std::to_string(w.clock);
   int64_t applied = 0;
@@ -326,8 +329,7 @@ void Replicator::CatchUpSeqs(SiteId peer) {
   }
 }
 
-Status Replicator::TakeRejoinedLocked(SiteId peer, uint64_t incarnation, const OuterStep::State& state,
-                                      int64_t* resent) {
+Status Replicator::TakeStateLocked(const OuterStep::State& state, const std::string& whose) {
   GEOPS_ASSIGN_OR_RETURN(std::unique_ptr<OuterStep> merged, CopyOuterLocked());
   GEOPS_ASSIGN_OR_RETURN(const OuterStep::MergeResult result, merged->Merge(state));
   GEOPS_RETURN_IF_ERROR(outer_->Import(merged->Export()));
@@ -343,19 +345,32 @@ Status Replicator::TakeRejoinedLocked(SiteId peer, uint64_t incarnation, const O
       std::span<const float> acc = filter_.Accumulated(key);
       for (size_t i = 0; i < acc.size() && i < outer_scratch_.size(); ++i) outer_scratch_[i] += acc[i];
       Status set = target_->SetChunkValue(key, outer_scratch_);
-      if (!set.ok()) spdlog::error("wan shard {}: taking site {}'s steps: {}", config_.shard, peer, set.ToString());
+      if (!set.ok()) spdlog::error("wan shard {}: taking {}'s steps: {}", config_.shard, whose, set.ToString());
     }
     stats_.outer_steps_applied += result.skipped_to - result.skipped_from + 1;
   }
+  return Status::Ok();
+}
+
+Status Replicator::TakeRejoinedLocked(SiteId peer, uint64_t incarnation, const OuterStep::State& state,
+                                      int64_t* resent) {
+  GEOPS_RETURN_IF_ERROR(TakeStateLocked(state, "site " + std::to_string(peer)));
   // The rejoined site holds this site's contributions through the step its
-  // state names; the later ones go to it again.
+  // state names; the later ones go to it again. Those applied here since
+  // (with contributions taken from another rejoined site's state) are gone:
+  // the stream goes on after them, and the gap makes the rejoined site
+  // take this site's state, which holds their steps (RunOuterCatchUps).
   auto held_it = state.given.find(config_.site);
-  const int64_t held = held_it == state.given.end() ? 0 : held_it->second;
+  int64_t held = held_it == state.given.end() ? 0 : held_it->second;
   std::vector<WanBatch> again;
   for (int64_t step = held + 1; step <= own_steps_; ++step) {
     const std::vector<SparseChunkUpdate>* c = outer_->Contribution(step, config_.site);
     if (c == nullptr) {
-      return InternalError("this site's contribution " + std::to_string(step) + " is neither held nor applied");
+      if (step >= outer_->next_step()) {
+        return InternalError("this site's contribution " + std::to_string(step) + " is neither held nor applied");
+      }
+      held = step;  // applied here
+      continue;
     }
     const ContributionMark* mark = outer_->MarkOf(step, config_.site);
     std::vector<std::pair<Clock, int32_t>> covered;
@@ -436,6 +451,53 @@ void Replicator::RunOuterResets() {
   }
   std::lock_guard<std::mutex> lock(mu_);
   outer_reset_retry_ = retry ? SteadyClock::now() + std::chrono::milliseconds(kResetRetryMs) : SteadyClock::time_point{};
+}
+
+void Replicator::RunOuterCatchUps() {
+  std::vector<SiteId> due;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto now = SteadyClock::now();
+    for (auto it = outer_gaps_.begin(); it != outer_gaps_.end();) {
+      if (outer_ == nullptr || static_cast<uint64_t>(outer_->LastGiven(it->first)) + 1 >= it->second.first) {
+        it = outer_gaps_.erase(it);  // closed by itself (reordering)
+        continue;
+      }
+      if (now >= it->second.second) due.push_back(it->first);
+      ++it;
+    }
+  }
+  for (SiteId peer : due) {
+    Result<PeerOuter> got = FetchPeerOuter(peer, Deadline::InMs(kFetchAttemptMs));
+    Status taken = got.ok() ? Status::Ok() : got.status();
+    if (got.ok() && (got->joining || !got->has_state)) taken = UnavailableError("it is rejoining");
+    if (taken.ok()) {
+      Status durable = target_->RunDurable(
+          [&] {
+            std::lock_guard<std::mutex> lock(mu_);
+            taken = TakeStateLocked(got->outer.state, "site " + std::to_string(peer));
+            if (taken.ok()) ApplyReadyLocked();
+          },
+          Deadline::InMs(kDurableWaitMs));
+      if (taken.ok()) taken = durable;
+    }
+    if (taken.ok()) {
+      CatchUpSeqs(peer);
+      inbox_.Recheck(peer);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = outer_gaps_.find(peer);
+    if (it == outer_gaps_.end()) continue;
+    if (taken.ok()) {
+      spdlog::info("wan shard {}: took site {}'s state to fill a gap in its contributions: {} outer steps applied",
+                   config_.shard, peer, outer_->next_step() - 1);
+      outer_gaps_.erase(it);
+    } else {
+      spdlog::info("wan shard {}: site {}'s contributions have a gap; asking for its state: {}", config_.shard, peer,
+                   taken.ToString());
+      it->second.second = SteadyClock::now() + std::chrono::milliseconds(kResetRetryMs);
+    }
+  }
 }
 
 }  // namespace geops::wan
