@@ -117,6 +117,28 @@ class DilocoRejoinTest : public ::testing::Test {
 
   std::vector<float> Replica(SiteId s) { return testing::ReplicaOf(shards_[s].get(), spec_, keys_); }
 
+  // Once every site drained: every step bit-identical at the three sites,
+  // every clock of every site counted once in every replica, no batch
+  // refused. Stops the replicators.
+  void ExpectEveryClockOnceAndTheSameSteps() {
+    for (SiteId s = 0; s < kThree; ++s) {
+      EXPECT_TRUE(repls_[s]->WaitFinal(Deadline::InMs(30000))) << "site " << s;
+      EXPECT_TRUE(repls_[s]->WaitDrainAcknowledged(Deadline::InMs(30000))) << "site " << s;
+    }
+    const std::vector<uint64_t> digests = repls_[2]->OuterDigests();
+    EXPECT_GE(digests.size(), static_cast<size_t>(kEnd / options_.averaging_period));
+    const std::vector<double> once = testing::EveryClockOnce(kThree, kEnd, elements_);
+    for (SiteId s = 0; s < kThree; ++s) {
+      EXPECT_EQ(repls_[s]->OuterDigests(), digests) << "site " << s << "'s synchronised models differ";
+      const std::vector<float> v = Replica(s);
+      int64_t wrong = 0;
+      for (size_t i = 0; i < v.size(); ++i) wrong += double{v[i]} != once[i];
+      EXPECT_EQ(wrong, 0) << "site " << s << ": " << wrong << " elements differ from every clock counted once";
+      EXPECT_EQ(repls_[s]->stats().inbox.batches_refused, 0) << "site " << s;
+    }
+    for (SiteId s = 0; s < kThree; ++s) repls_[s]->Stop();
+  }
+
   ModelSpec spec_;
   std::vector<ChunkKey> keys_;
   int64_t elements_ = 0;
@@ -154,22 +176,7 @@ TEST_F(DilocoRejoinTest, APeerThatLaggedTakesTheStepsItMissedAndEveryClockCounts
   EXPECT_LE(resume, kLossAt);
   StepSites({0}, resume, kLossAt);
   StepSites({0, 1, 2}, kLossAt, kEnd);
-  for (SiteId s = 0; s < kThree; ++s) {
-    EXPECT_TRUE(repls_[s]->WaitFinal(Deadline::InMs(30000))) << "site " << s;
-    EXPECT_TRUE(repls_[s]->WaitDrainAcknowledged(Deadline::InMs(30000))) << "site " << s;
-  }
-  const std::vector<uint64_t> digests = repls_[1]->OuterDigests();
-  EXPECT_GE(digests.size(), static_cast<size_t>(kEnd / options_.averaging_period));
-  const std::vector<double> once = testing::EveryClockOnce(kThree, kEnd, elements_);
-  for (SiteId s = 0; s < kThree; ++s) {
-    EXPECT_EQ(repls_[s]->OuterDigests(), digests) << "site " << s << "'s synchronised models differ";
-    const std::vector<float> v = Replica(s);
-    int64_t wrong = 0;
-    for (size_t i = 0; i < v.size(); ++i) wrong += double{v[i]} != once[i];
-    EXPECT_EQ(wrong, 0) << "site " << s << ": " << wrong << " elements differ from every clock counted once";
-    EXPECT_EQ(repls_[s]->stats().inbox.batches_refused, 0) << "site " << s;
-  }
-  for (SiteId s = 0; s < kThree; ++s) repls_[s]->Stop();
+  ExpectEveryClockOnceAndTheSameSteps();
 }
 
 // Two of the three sites lose their stores at once: each rejoins from the
@@ -199,21 +206,7 @@ TEST_F(DilocoRejoinTest, TwoSitesThatLostTheirStoresAtOnceBothRejoin) {
   StepSites({0}, resume0, kLossAt);
   StepSites({1}, resume1, kLossAt);
   StepSites({0, 1, 2}, kLossAt, kEnd);
-  for (SiteId s = 0; s < kThree; ++s) {
-    EXPECT_TRUE(repls_[s]->WaitFinal(Deadline::InMs(30000))) << "site " << s;
-    EXPECT_TRUE(repls_[s]->WaitDrainAcknowledged(Deadline::InMs(30000))) << "site " << s;
-  }
-  const std::vector<double> once = testing::EveryClockOnce(kThree, kEnd, elements_);
-  const std::vector<uint64_t> digests = repls_[2]->OuterDigests();
-  EXPECT_GE(digests.size(), static_cast<size_t>(kEnd / options_.averaging_period));
-  for (SiteId s = 0; s < kThree; ++s) {
-    EXPECT_EQ(repls_[s]->OuterDigests(), digests) << "site " << s << "'s synchronised models differ";
-    const std::vector<float> v = Replica(s);
-    int64_t wrong = 0;
-    for (size_t i = 0; i < v.size(); ++i) wrong += double{v[i]} != once[i];
-    EXPECT_EQ(wrong, 0) << "site " << s << ": " << wrong << " elements differ from every clock counted once";
-  }
-  for (SiteId s = 0; s < kThree; ++s) repls_[s]->Stop();
+  ExpectEveryClockOnceAndTheSameSteps();
 }
 
 }  // namespace
