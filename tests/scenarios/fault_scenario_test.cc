@@ -350,6 +350,41 @@ restart_after_s = 1.0
   EXPECT_GE(rec["reset_seconds"].get<double>(), rec["rejoin_seconds"].get<double>() - 0.5);
 }
 
+// diloco, two of three sites lose their disks at the same clock: each
+// rejoins from the one left, and every update still counts exactly once.
+TEST_F(FaultScenarioTest, ThreeSitesInDilocoTakeBackTwoSitesThatLostTheirDisksAtOnce) {
+  const std::string topo = WriteTopology(ThreeSiteTopology(1, R"(
+kind = "wipe-disk"
+site = "eu-west-1"
+at_clock = 30
+restart_after_s = 1.0
+[[faults]]
+kind = "wipe-disk"
+site = "ap-northeast-1"
+at_clock = 30
+restart_after_s = 1.0
+)",
+                                                           kDilocoWan));
+  RunResult r = Launch(topo, 180);
+  json s = Summary();
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(s["exit"], "ok") << s.dump(2);
+  EXPECT_EQ(s["counter_expected"], 6.0 * kClocks);
+  ASSERT_EQ(s["counter_max_abs_error_by_site"].size(), 3u) << s.dump(2);
+  for (const auto& [site, err] : s["counter_max_abs_error_by_site"].items()) EXPECT_EQ(err, 0.0) << site;
+  for (const json& w : s["per_worker"]) {
+    EXPECT_EQ(w["clocks"], kClocks) << w.dump();
+    if (w["site"] == "us-east-1") continue;
+    ASSERT_EQ(w["start_clocks"].size(), 2u) << w.dump();
+    EXPECT_GT(w["start_clocks"][1].get<int64_t>(), 0) << w.dump();
+  }
+  for (const char* site : {"eu-west-1", "ap-northeast-1"}) {
+    const json m = ShardMetrics(std::string(site) + "-shard-0");
+    ASSERT_TRUE(m.is_object()) << site;
+    EXPECT_EQ(m["recovery"]["rejoined"], true) << site << ": " << m.dump(2);
+  }
+}
+
 TEST_F(FaultScenarioTest, ThreeSitesSurviveAShardOfOneSiteKilledAndEndExact) {
   const std::string topo = WriteTopology(ThreeSiteTopology(2, R"(
 kind = "kill-shard"
