@@ -48,6 +48,7 @@
 #include "datacenter/read_sessions.h"
 #include "common/float_kernels.h"
 #include "datacenter/remote_applier.h"
+#include "datacenter/registration_hold.h"
 #include "datacenter/shard_persister.h"
 
 namespace geops::datacenter {
@@ -126,15 +127,7 @@ class ShardImpl final : public Shard {
                                   Hex(model_fingerprint) + ", shard " + std::to_string(options_.shard_id) +
                                   " has " + Hex(fingerprint_) + "; both must load the same model spec");
     }
-    if (s.ok()) {
-      std::lock_guard<std::mutex> lock(hold_mu_);
-      if (!hold_outcome_.ok()) {
-        s = FailedPreconditionError("shard " + std::to_string(options_.shard_id) +
-                                    " cannot take workers: " + hold_outcome_.message());
-      } else if (!hold_why_.empty()) {
-        s = UnavailableError("shard " + std::to_string(options_.shard_id) + ": " + hold_why_);
-      }
-    }
+    if (s.ok()) s = hold_.Check(options_.shard_id);
     if (!s.ok()) return Reject(std::move(s));
     const ClockTracker::Registration r = tracker_.Register(worker);
     RegisterReply reply;
@@ -593,11 +586,7 @@ class ShardImpl final : public Shard {
       }
     }
     std::optional<ShardPersister::Mutation> mutation;
-    ShardPersister::Mutation* scope = open_scope.shard == this ? open_scope.mutation : nullptr;
-    if (persister_ != nullptr) {
-      GEOPS_RETURN_IF_ERROR(persister_->failure());
-      if (scope == nullptr) scope = &mutation.emplace(persister_->Begin());
-    }
+    GEOPS_ASSIGN_OR_RETURN(ShardPersister::Mutation * scope, JoinScope(&mutation));
     for (const WorkerRecord& r : records) {
       tracker_.Restore(r);
       if (scope != nullptr) scope->MarkWorker(r.worker);
@@ -605,23 +594,11 @@ class ShardImpl final : public Shard {
     return Status::Ok();
   }
 
-  void HoldWorkers(const std::string& why) override {
-    std::lock_guard<std::mutex> lock(hold_mu_);
-    hold_why_ = why.empty() ? std::string("registrations are held") : why;
-  }
-
-  void ReleaseWorkers(const Status& outcome) override {
-    std::lock_guard<std::mutex> lock(hold_mu_);
-    hold_why_.clear();
-    hold_outcome_ = outcome;
-  }
+  void HoldWorkers(const std::string& why) override { hold_.Hold(why); }
+  void ReleaseWorkers(const Status& outcome) override { hold_.Release(outcome); }
 
   Status SetChunkValue(ChunkKey key, std::span<const float> values) override {
-    if (!spec_.HasChunk(key) || store_->LocalIndex(key) < 0) {
-      return InvalidArgumentError("shard " + std::to_string(options_.shard_id) + " does not hold chunk (" +
-                                  std::to_string(key.table) + ", " + std::to_string(key.chunk) + ")");
-    }
-    const int64_t local = store_->LocalIndex(key);
+    GEOPS_ASSIGN_OR_RETURN(const int64_t local, HeldChunk(key));
     if (static_cast<int64_t>(values.size()) != store_->elements(local)) {
       return InvalidArgumentError("chunk (" + std::to_string(key.table) + ", " + std::to_string(key.chunk) +
                                   ") has " + std::to_string(store_->elements(local)) + " floats, got " +
@@ -633,17 +610,23 @@ class ShardImpl final : public Shard {
                                   "): element " + std::to_string(bad) + " would become NaN or Inf; unchanged");
     }
     std::optional<ShardPersister::Mutation> mutation;
-    ShardPersister::Mutation* scope = open_scope.shard == this ? open_scope.mutation : nullptr;
-    if (persister_ != nullptr) {
-      GEOPS_RETURN_IF_ERROR(persister_->failure());
-      if (scope == nullptr) scope = &mutation.emplace(persister_->Begin());
-    }
+    GEOPS_ASSIGN_OR_RETURN(ShardPersister::Mutation * scope, JoinScope(&mutation));
     store_->Overwrite(local, values.data());
     if (scope != nullptr) scope->MarkChunk(local);
     return Status::Ok();
   }
 
  private:
+  // The persistence scope a change to persistent state joins: RunDurable's
+  // on this thread, or a new one in *own; null without a store.
+  // Unavailable once the store failed.
+  Result<ShardPersister::Mutation*> JoinScope(std::optional<ShardPersister::Mutation>* own) {
+    if (persister_ == nullptr) return static_cast<ShardPersister::Mutation*>(nullptr);
+    GEOPS_RETURN_IF_ERROR(persister_->failure());
+    if (open_scope.shard == this) return open_scope.mutation;
+    return &own->emplace(persister_->Begin());
+  }
+
   // The longest any read or clock advance waits here, on the shard's time.
   Deadline ReadWaitCap() const {
     return Deadline(time_->Now() + std::chrono::milliseconds(options_.max_read_wait_ms));
@@ -781,10 +764,7 @@ class ShardImpl final : public Shard {
   std::mutex apply_mu_;                           // serialises ApplyRemote and ResetOrigin
   std::mutex recovered_mu_;
   std::vector<OutboundRecord> recovered_outbound_;  // GUARDED_BY(recovered_mu_)
-  // HoldWorkers / ReleaseWorkers (the WAN layer rejoining its peers).
-  std::mutex hold_mu_;                            // a leaf lock
-  std::string hold_why_;                          // GUARDED_BY(hold_mu_): non-empty while held
-  Status hold_outcome_;                           // GUARDED_BY(hold_mu_): an error refuses registrations
+  RegistrationHold hold_;                         // HoldWorkers / ReleaseWorkers; thread-safe itself
 
   std::atomic<int64_t> batches_applied_{0};
   std::atomic<int64_t> batches_duplicate_{0};
