@@ -173,6 +173,8 @@ json SiteWan::StatsJson() const {
                      {"backlog_scans", p.out.backlog_scans},
                      {"backlog_trimmed", p.out.backlog_trimmed},
                      {"backlog_elements_scanned", p.out.backlog_elements_scanned},
+                     {"backlog_scans_clock_spaced", p.out.backlog_scans_clock_spaced},
+                     {"ack_seconds", p.out.ack_seconds},
                      {"max_backlog_chunks", p.out.max_backlog_chunks},
                      {"notices_sent", p.out.notices_sent},
                      {"quarantined_by_peer", p.quarantined_by_peer},

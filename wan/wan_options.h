@@ -106,7 +106,9 @@ struct WanOptions {
   double max_queue_seconds = 0.5;
   // A backlog cut looks at what was added to that peer's backlog since the
   // chunk's last whole look, and at each chunk whole every backlog_revisit
-  // cuts (for codec residuals, say); >= 1, 1 = every cut looks at
+  // cuts (for codec residuals, say); over a link that acknowledges within
+  // a clock, not twice within backlog_revisit clocks either
+  // (PeerOutbox::AcknowledgesWithinAClock). >= 1, 1 = every cut looks at
   // everything (BacklogCut::revisit).
   int64_t backlog_revisit = 8;
   // When the link's bandwidth is known, a batch is cut to about this much

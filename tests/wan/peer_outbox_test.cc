@@ -207,6 +207,71 @@ TEST(PeerOutboxTest, NothingToCutGivesNoBatch) {
 // A peer lost its store: the stream to it starts over at seq 1 with nothing
 // in flight, and its backlog becomes exactly this site's selected mass (own
 // mass minus what the accumulator still holds), whatever it held before.
+TEST(PeerOutboxTest, AcknowledgementsTimeTheRoundTrip) {
+  auto out = PeerOutbox::Create(1, {});
+  ASSERT_TRUE(out.ok());
+  const SteadyClock::time_point t0 = SteadyClock::now();
+  EXPECT_EQ(out->ack_seconds(), 0.0);
+  EXPECT_FALSE(out->AcknowledgesWithinAClock(4, 0.015));  // nothing timed yet
+  out->OnSent(1, 100, 10);
+  out->StampSent(1, t0);
+  out->OnAcked(1, t0 + std::chrono::milliseconds(10));
+  EXPECT_NEAR(out->ack_seconds(), 0.010, 1e-9);
+  // An untimed batch (restored, say) or acknowledgement adds no sample.
+  out->OnSent(2, 100, 10);
+  out->OnAcked(2, t0 + std::chrono::milliseconds(500));
+  out->OnSent(3, 100, 10);
+  out->StampSent(3, t0);
+  out->OnAcked(3);
+  EXPECT_NEAR(out->ack_seconds(), 0.010, 1e-9);
+  EXPECT_EQ(out->inflight(), 0);
+  // A later sample moves the average an eighth of the way.
+  out->OnSent(4, 100, 10);
+  out->StampSent(4, t0);
+  out->OnAcked(4, t0 + std::chrono::milliseconds(20));
+  EXPECT_NEAR(out->ack_seconds(), 0.01125, 1e-9);
+  // Back within 11 ms: at 15 ms a clock the link acknowledges within a
+  // clock; at 10 ms a clock it does not.
+  EXPECT_TRUE(out->AcknowledgesWithinAClock(4, 0.015));
+  EXPECT_FALSE(out->AcknowledgesWithinAClock(4, 0.010));
+  EXPECT_FALSE(out->AcknowledgesWithinAClock(0, 0.015));  // no window: no openings to count
+}
+
+TEST(PeerOutboxTest, CutsWithinRevisitClocksLookAtAChunkWholeOnlyOnce) {
+  // A fast link asks for many cuts at one clock; with revisit_clocks the
+  // chunk is read whole once, not at every revisit-th cut.
+  const auto whole_looks = [](int64_t revisit_clocks) {
+    auto out = PeerOutbox::Create(1, {});
+    EXPECT_TRUE(out.ok());
+    std::vector<float> ones(256, 1.0f);
+    ChunkValueLookup lookup = [&](ChunkKey) { return ones.data(); };
+    BacklogCut cut;
+    cut.codec = ValueCodec::kFp32;
+    cut.threshold = 0.1f;
+    cut.lookup = &lookup;
+    cut.revisit = 2;
+    cut.revisit_clocks = revisit_clocks;
+    cut.clock = 5;
+    std::vector<float> small(256, 0.0f);
+    small[3] = 0.01f;  // never significant: the chunk stays dirty
+    std::vector<SparseChunkUpdate> updates = {Dense({0, 0}, small)};
+    EXPECT_TRUE(out->AddToBacklog(updates).ok());
+    int64_t wholes = 0;
+    std::vector<ChunkKey> keys;
+    for (int i = 0; i < 16; ++i) {
+      const int64_t before = out->stats().backlog_elements_scanned;
+      auto b = out->CutFromBacklog(cut, &keys);
+      EXPECT_TRUE(b.ok());
+      EXPECT_FALSE(b->has_value());
+      if (out->stats().backlog_elements_scanned - before == 256) ++wholes;
+    }
+    EXPECT_EQ(out->backlog().dirty_chunks(), 1);
+    return wholes;
+  };
+  EXPECT_EQ(whole_looks(0), 8);  // every second cut
+  EXPECT_EQ(whole_looks(4), 1);  // once within 4 clocks
+}
+
 TEST(StreamResetTest, RestartStreamStartsOverFromTheSelectedMass) {
   auto out = PeerOutbox::Create(4, {});
   ASSERT_TRUE(out.ok());

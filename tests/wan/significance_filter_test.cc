@@ -292,6 +292,36 @@ TEST(SignificanceFilterTest, SelectFreshLooksAtMarkedElementsAndAtEachChunkWhole
   EXPECT_EQ(f.Accumulated({0, 0})[11], 0.01f);  // never significant: kept, not lost
 }
 
+TEST(SignificanceFilterTest, SelectFreshReadsAChunkWholeAtMostOncePerRevisitClocks) {
+  // A fast link asks for a cut at every acknowledgement, many within one
+  // clock: a chunk's whole looks are also spaced by `revisit` clocks.
+  const std::vector<float> w(128, 1.0f);
+  const ChunkValueLookup lookup = ConstantValues(&w);
+  SignificanceFilter f = MakeFilter();
+  AddTo00(&f, {5}, {0.01f}, /*fresh=*/false);  // a residual: only a whole look sees it
+  const int64_t revisit = 4;
+  const int calls_per_clock = 10;
+  std::vector<SparseChunkUpdate> out;
+  std::vector<int> wholes;  // the clocks of the whole looks
+  for (int clock = 0; clock < 4 * revisit; ++clock) {
+    for (int call = 0; call < calls_per_clock; ++call) {
+      const uint32_t i = static_cast<uint32_t>(20 + call);
+      AddTo00(&f, {i}, {0.5f}, /*fresh=*/true);  // one new update a call
+      SelectStats st = f.SelectFresh(clock, lookup, {}, 0.1f, revisit, &out, {}, /*revisit_clocks=*/revisit);
+      if (st.elements_scanned == 128) wholes.push_back(clock);
+      // The new update leaves at once, whole look or not.
+      ASSERT_EQ(out.size(), 1u);
+      EXPECT_TRUE(std::find(out[0].indices.begin(), out[0].indices.end(), i) != out[0].indices.end());
+    }
+  }
+  // 160 calls make 40 whole looks counted in calls alone; in
+  // 16 clocks at most one every 4 clocks fits, at least 3.
+  ASSERT_GE(wholes.size(), 3u);
+  EXPECT_LE(wholes.size(), 4u);
+  for (size_t i = 1; i < wholes.size(); ++i) EXPECT_GE(wholes[i] - wholes[i - 1], revisit);
+  EXPECT_LE(wholes[0], revisit - 1) << "the residual waited more than " << revisit << " clocks";
+}
+
 TEST(SignificanceFilterTest, SelectFreshLooksAgainAtAMarkedElementThatWasNotSignificant) {
   const std::vector<float> w(128, 1.0f);
   const ChunkValueLookup lookup = ConstantValues(&w);

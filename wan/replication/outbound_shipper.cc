@@ -17,7 +17,9 @@ OutboundShipper::OutboundShipper(ShipperConfig config, std::vector<PeerOutbox> o
     : config_(config),
       options_(*config_.options),
       outboxes_(std::move(outboxes)),
-      encoder_(EncoderOptions{config_.options->compress, 1}) {}
+      encoder_(EncoderOptions{config_.options->compress, 1}) {
+  if (config_.time == nullptr) config_.time = SystemTime();
+}
 
 int64_t OutboundShipper::Window(bool finishing) const {
   if (finishing || options_.mode == WanMode::kBsp || UsesOuterStep(options_.mode)) return 0;
@@ -125,8 +127,10 @@ Result<EncodeStats> OutboundShipper::Ship(Clock k, Clock since, bool finishing,
 
 void OutboundShipper::ServeBacklogs(Clock k, bool finishing, float threshold, const ChunkValueLookup* lookup,
                                     const ChunkElementLookup* elements) {
+  NoteClock(k);
   const int64_t window = Window(finishing);
   for (PeerOutbox& out : outboxes_) {
+    const bool fast = out.AcknowledgesWithinAClock(window, clock_seconds_);
     while (Addressable(out) && out.backlogged() && out.WindowOpen(window) && LinkKeepsUp(out, 0, finishing)) {
       BacklogCut cut;
       cut.origin = config_.site;
@@ -137,6 +141,7 @@ void OutboundShipper::ServeBacklogs(Clock k, bool finishing, float threshold, co
       cut.budget_bytes = BudgetBytes(out.peer(), finishing);
       cut.max_elements = 2 * options_.slice_elements;
       cut.revisit = options_.backlog_revisit;
+      cut.revisit_clocks = fast ? options_.backlog_revisit : 0;
       cut.lookup = lookup;
       cut.elements = elements;
       Result<std::optional<WanBatch>> batch = out.CutFromBacklog(cut, &keys_);
@@ -228,7 +233,7 @@ void OutboundShipper::SendContributions(bool finishing) {
 
 void OutboundShipper::OnAcked(SiteId peer, uint64_t seq) {
   if (PeerOutbox* out = OutboxFor(peer)) {
-    out->OnAcked(seq);
+    out->OnAcked(seq, config_.time->Now());
     config_.journal->BatchAcked(peer, seq);
   }
 }
@@ -249,6 +254,19 @@ int64_t OutboundShipper::ResendRestored(std::vector<std::pair<SiteId, std::vecto
   return sent;
 }
 
+void OutboundShipper::NoteClock(Clock k) {
+  const SteadyClock::time_point now = config_.time->Now();
+  if (last_clock_ >= 0 && k <= last_clock_) return;
+  if (last_clock_ >= 0) {
+    // An average over the last few clocks seen (weight 1/8 each).
+    constexpr double kWeight = 0.125;
+    const double s = std::chrono::duration<double>(now - last_clock_at_).count() / static_cast<double>(k - last_clock_);
+    clock_seconds_ = clock_seconds_ > 0 ? clock_seconds_ + kWeight * (s - clock_seconds_) : s;
+  }
+  last_clock_at_ = now;
+  last_clock_ = k;
+}
+
 void OutboundShipper::Emit(SiteId peer, WanBatch batch) {
   batch.incarnation = incarnation_;
   batch.dest_incarnation = config_.inbox->Incarnation(peer);
@@ -261,8 +279,12 @@ void OutboundShipper::Flush() {
   for (Outgoing& o : outgoing_) {
     if (auto* n = std::get_if<WanNotice>(&o.message)) config_.transport->SendNotice(o.peer, std::move(*n));
   }
+  const SteadyClock::time_point now = config_.time->Now();
   for (Outgoing& o : outgoing_) {
-    if (auto* b = std::get_if<WanBatch>(&o.message)) config_.transport->SendBatch(o.peer, std::move(*b));
+    if (auto* b = std::get_if<WanBatch>(&o.message)) {
+      if (PeerOutbox* out = OutboxFor(o.peer)) out->StampSent(b->seq, now);
+      config_.transport->SendBatch(o.peer, std::move(*b));
+    }
   }
   outgoing_.clear();
 }

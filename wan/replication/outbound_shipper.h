@@ -38,6 +38,7 @@
 
 #include "common/ids.h"
 #include "common/status.h"
+#include "common/time_source.h"
 #include "wan/codec/codec.h"
 #include "wan/replication/outbound_journal.h"
 #include "wan/replication/peer_outbox.h"
@@ -54,6 +55,7 @@ struct ShipperConfig {
   WanTransport* transport = nullptr;       // estimates and, from Flush, sends
   const RemoteInbox* inbox = nullptr;      // each peer's incarnation
   OutboundJournal* journal = nullptr;      // told of every outbound change
+  const TimeSource* time = nullptr;        // times acknowledgements and clocks; null: the steady clock
 };
 
 class OutboundShipper {
@@ -77,7 +79,11 @@ class OutboundShipper {
                            std::vector<SparseChunkUpdate>* residuals);
   // Cuts batches from the backlogs whose window is open; `threshold` < 0
   // takes everything (otherwise asp's significance cut-off). `elements`
-  // may be null (BacklogCut).
+  // may be null (BacklogCut). Called every round, it also times the
+  // shard's clocks (k). A link whose acknowledgements come back within a
+  // clock opens its window several times a clock, and each opening asks
+  // for a cut: its whole looks are then also spaced by backlog_revisit
+  // clocks (BacklogCut::revisit_clocks, PeerOutbox::AcknowledgesWithinAClock).
   void ServeBacklogs(Clock k, bool finishing, float threshold, const ChunkValueLookup* lookup,
                      const ChunkElementLookup* elements);
   // asp, not finishing: every peer is addressable and none can take a
@@ -153,6 +159,8 @@ class OutboundShipper {
                    bool finishing);
   // A batch leaves: named with both incarnations, journalled, queued.
   void Emit(SiteId peer, WanBatch batch);
+  // The shard reached clock k now: keeps clock_seconds_.
+  void NoteClock(Clock k);
 
   ShipperConfig config_;
   const WanOptions& options_;
@@ -167,6 +175,11 @@ class OutboundShipper {
     std::variant<WanBatch, WanNotice> message;
   };
   std::vector<Outgoing> outgoing_;
+  // The recent time a clock (an average; 0 until two clocks were seen),
+  // and the last clock seen and when.
+  double clock_seconds_ = 0;
+  Clock last_clock_ = -1;
+  SteadyClock::time_point last_clock_at_{};
   // avg, diloco: contributions not sent yet (peer not addressable), in order.
   std::map<SiteId, std::deque<WanBatch>> deferred_;
 };

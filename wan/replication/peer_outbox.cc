@@ -40,15 +40,37 @@ void PeerOutbox::ResetStream(std::vector<SparseChunkUpdate>* old) {
   last_seq_ = 0;
 }
 
+std::vector<uint64_t> PeerOutbox::InflightSeqs() const {
+  std::vector<uint64_t> seqs;
+  seqs.reserve(inflight_.size());
+  for (const auto& [seq, sent] : inflight_) seqs.push_back(seq);
+  return seqs;
+}
+
 void PeerOutbox::OnSent(uint64_t seq, int64_t bytes, int64_t elements) {
-  inflight_.insert(seq);
+  inflight_.emplace(seq, std::nullopt);
   ++stats_.batches_sent;
   stats_.bytes_sent += bytes;
   stats_.elements_sent += elements;
 }
 
-void PeerOutbox::OnAcked(uint64_t seq) {
-  if (inflight_.erase(seq) > 0) ++stats_.batches_acked;
+void PeerOutbox::StampSent(uint64_t seq, SteadyClock::time_point at) {
+  auto it = inflight_.find(seq);
+  if (it != inflight_.end()) it->second = at;
+}
+
+void PeerOutbox::OnAcked(uint64_t seq, std::optional<SteadyClock::time_point> at) {
+  auto it = inflight_.find(seq);
+  if (it == inflight_.end()) return;
+  if (at && it->second && *at >= *it->second) {
+    // An average over the last few acknowledgements (weight 1/8 each).
+    constexpr double kWeight = 0.125;
+    const double s = std::chrono::duration<double>(*at - *it->second).count();
+    ack_seconds_ = ack_seconds_ > 0 ? ack_seconds_ + kWeight * (s - ack_seconds_) : s;
+    stats_.ack_seconds = ack_seconds_;
+  }
+  inflight_.erase(it);
+  ++stats_.batches_acked;
 }
 
 Status PeerOutbox::AddToBacklog(std::span<const SparseChunkUpdate> updates) {
@@ -113,8 +135,9 @@ Result<std::optional<WanBatch>> PeerOutbox::CutFromBacklog(const BacklogCut& cut
                          ? backlog_.DrainAll(&taken_, slice)
                          : backlog_.SelectFresh(cut.clock, cut.lookup != nullptr ? *cut.lookup : empty,
                                                 cut.elements != nullptr ? *cut.elements : no_elements,
-                                                cut.threshold, cut.revisit, &taken_, slice);
+                                                cut.threshold, cut.revisit, &taken_, slice, cut.revisit_clocks);
     ++stats_.backlog_scans;
+    if (cut.revisit_clocks > 0) ++stats_.backlog_scans_clock_spaced;
     stats_.backlog_elements_scanned += st.elements_scanned;
     return st;
   };

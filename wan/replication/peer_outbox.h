@@ -23,10 +23,11 @@
 
 #include <cstdint>
 #include <optional>
-#include <set>
+#include <map>
 #include <span>
 #include <vector>
 
+#include "common/deadline.h"
 #include "common/ids.h"
 #include "common/status.h"
 #include "wan/codec/codec.h"
@@ -43,6 +44,8 @@ struct OutboxStats {
   int64_t backlog_batches = 0;     // batches cut from the backlog
   int64_t backlog_scans = 0;       // significance scans of the backlog made for cuts
   int64_t backlog_elements_scanned = 0;  // floats those scans visited
+  int64_t backlog_scans_clock_spaced = 0;  // of those, scans whose whole looks were spaced in clocks
+  double ack_seconds = 0;          // PeerOutbox::ack_seconds() at the last acknowledgement
   int64_t backlog_trimmed = 0;     // cuts that left less significant chunks behind
   int64_t notices_sent = 0;
   int64_t max_backlog_chunks = 0;  // largest number of chunks waiting at once
@@ -69,9 +72,12 @@ struct BacklogCut {
   // the chunk was last looked at whole, and at each chunk whole every
   // `revisit` cuts (SignificanceFilter::SelectFresh): what was not
   // significant at the last whole look and has not come again (the codec's
-  // residuals, say) is looked at again within that many cuts. <= 1: every
-  // cut looks at everything.
+  // residuals, say) is looked at again within that many cuts (or
+  // revisit_clocks clocks, if longer). <= 1: every cut looks at everything.
   int64_t revisit = 1;
+  // > 0: no chunk is looked at whole twice within this many clocks either
+  // (a link whose window opens several times a clock).
+  int64_t revisit_clocks = 0;
 };
 
 class PeerOutbox {
@@ -93,10 +99,27 @@ class PeerOutbox {
   // The peer lost its store: its stream starts over at seq 1. Forgets the
   // batches in flight and the seq, and moves the backlog out into *old.
   void ResetStream(std::vector<SparseChunkUpdate>* old);
-  std::vector<uint64_t> InflightSeqs() const { return {inflight_.begin(), inflight_.end()}; }
+  std::vector<uint64_t> InflightSeqs() const;
 
   void OnSent(uint64_t seq, int64_t bytes, int64_t elements);
-  void OnAcked(uint64_t seq);
+  // The batch `seq` left at `at` (it was handed to the link); its
+  // acknowledgement then times the round trip (ack_seconds).
+  void StampSent(uint64_t seq, SteadyClock::time_point at);
+  // `at`: when the acknowledgement came; none for an untimed one.
+  void OnAcked(uint64_t seq, std::optional<SteadyClock::time_point> at = std::nullopt);
+  // A moving average of the time from a batch leaving to its
+  // acknowledgement (the receiver's apply included); 0 before the first.
+  double ack_seconds() const { return ack_seconds_; }
+  // A fast link: acknowledgements come back within a clock of
+  // `clock_seconds`, so a window of `window` batches opens `window` times a
+  // clock or more, and each opening asks for a cut. False while either is
+  // unknown (0) or without a window. (A link whose round trip spans
+  // clocks, even a few, is not fast: while its site waits at the drift
+  // bound its window may open several times within one clock, and the
+  // whole looks those openings make are what they should be.)
+  bool AcknowledgesWithinAClock(int64_t window, double clock_seconds) const {
+    return window > 0 && clock_seconds > 0 && ack_seconds_ > 0 && ack_seconds_ < clock_seconds;
+  }
   void CountNotice() { ++stats_.notices_sent; }
 
   // Adds `updates` to the backlog. InvalidArgument (nothing added for that
@@ -138,7 +161,9 @@ class PeerOutbox {
   float value_floor_;  // the significance's floor on |w| (SignificanceFilterOptions::value_epsilon)
   BatchEncoder encoder_;
   uint64_t last_seq_ = 0;
-  std::set<uint64_t> inflight_;
+  // Batches in flight and when each left (StampSent; unset: not timed).
+  std::map<uint64_t, std::optional<SteadyClock::time_point>> inflight_;
+  double ack_seconds_ = 0;
   std::vector<SparseChunkUpdate> taken_;
   SelectSlice next_;  // where the next limited cut starts
   std::optional<Clock> pending_since_;  // NotePending's first clock since the last whole cut

@@ -164,7 +164,7 @@ Replicator::Replicator(const ModelSpec* spec, ReplicatorConfig config, ReplicaTa
       allowance_(config_.options.mode == WanMode::kAsp ? config_.options.max_drift_allowance : 0),
       outbox_stats_(outboxes.size()),
       outbox_seq_(outboxes.size(), 0),
-      shipper_(ShipperConfig{config_.site, config_.shard, &config_.options, transport, &inbox_, &journal_},
+      shipper_(ShipperConfig{config_.site, config_.shard, &config_.options, transport, &inbox_, &journal_, time_},
                std::move(outboxes)) {
   lookup_ = [this](ChunkKey key) { return LookupValue(key); };
   element_lookup_ = [this](ChunkKey key, std::span<const uint32_t> at, float* out) {

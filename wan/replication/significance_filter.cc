@@ -143,26 +143,28 @@ void SignificanceFilter::ClearFresh(Slot* slot) {
 SelectStats SignificanceFilter::Select(Clock clock, const ChunkValueLookup& lookup, float threshold,
                                        std::vector<SparseChunkUpdate>* out, const SelectSlice& slice) {
   if (!(threshold >= 0.0f)) threshold = 0.0f;  // NaN or negative: take all non-zero
-  return Scan(clock, lookup ? &lookup : nullptr, nullptr, threshold, /*take_all=*/false, /*revisit=*/0, slice,
+  return Scan(clock, lookup ? &lookup : nullptr, nullptr, threshold, /*take_all=*/false, Revisit{}, slice,
               out);
 }
 
 SelectStats SignificanceFilter::SelectFresh(Clock clock, const ChunkValueLookup& lookup,
                                             const ChunkElementLookup& elements, float threshold, int64_t revisit,
-                                            std::vector<SparseChunkUpdate>* out, const SelectSlice& slice) {
+                                            std::vector<SparseChunkUpdate>* out, const SelectSlice& slice,
+                                            int64_t revisit_clocks) {
   if (!(threshold >= 0.0f)) threshold = 0.0f;
   return Scan(clock, lookup ? &lookup : nullptr, elements ? &elements : nullptr, threshold, /*take_all=*/false,
-              revisit, slice, out);
+              Revisit{revisit, revisit_clocks}, slice, out);
 }
 
 SelectStats SignificanceFilter::DrainAll(std::vector<SparseChunkUpdate>* out, const SelectSlice& slice) {
-  return Scan(0, nullptr, nullptr, 0.0f, /*take_all=*/true, /*revisit=*/0, slice, out);
+  return Scan(0, nullptr, nullptr, 0.0f, /*take_all=*/true, Revisit{}, slice, out);
 }
 
 SelectStats SignificanceFilter::Scan(Clock clock, const ChunkValueLookup* lookup,
                                      const ChunkElementLookup* elements, float threshold, bool take_all,
-                                     int64_t revisit, const SelectSlice& slice,
+                                     Revisit revisit_at, const SelectSlice& slice,
                                      std::vector<SparseChunkUpdate>* out) {
+  const int64_t revisit = revisit_at.looks;
   std::lock_guard<std::mutex> lock(*mu_);
   SelectStats stats;
   std::sort(dirty_.begin(), dirty_.end());
@@ -184,12 +186,17 @@ SelectStats SignificanceFilter::Scan(Clock clock, const ChunkValueLookup* lookup
     if (slot.dirty_since < 0) slot.dirty_since = clock;
     bool whole = take_all || (options_.max_hold_clocks > 0 &&
                               clock - slot.dirty_since >= options_.max_hold_clocks);
-    // SelectFresh: only the marked elements, but for every revisit-th look
-    // (the first look's turn set by the key, so that chunks take turns).
+    // SelectFresh: only the marked elements, but the whole chunk at every
+    // revisit-th look (the first look's turn set by the key, so that chunks
+    // take turns), and with revisit_at.clocks not twice within that many
+    // clocks.
     bool partial = false;
     if (revisit > 1 && !whole) {
-      if (slot.looks == 0) slot.looks = ChunkKeyHash()(key) % static_cast<uint64_t>(revisit) + 1;
-      partial = slot.looks++ % static_cast<uint64_t>(revisit) != 0;
+      if (slot.looks_since_whole < 0) {
+        slot.looks_since_whole = static_cast<int64_t>(ChunkKeyHash()(key) % static_cast<uint64_t>(revisit));
+        slot.last_whole = clock - revisit_at.clocks;
+      }
+      partial = ++slot.looks_since_whole < revisit || clock < slot.last_whole + revisit_at.clocks;
     }
     if (partial && !slot.any_fresh) {
       dirty_[still_dirty++] = key;  // nothing marked: nothing to look at
@@ -240,6 +247,10 @@ SelectStats SignificanceFilter::Scan(Clock clock, const ChunkValueLookup* lookup
     }
     if (!partial) {
       ClearFresh(&slot);
+      if (revisit > 1) {
+        slot.looks_since_whole = 0;
+        slot.last_whole = clock;
+      }
       ++stats.chunks_scanned;
       stats.elements_scanned += n;
     }

@@ -133,19 +133,22 @@ class SignificanceFilter {
   // marked fresh (AddSparse with fresh) since the chunk was last looked at
   // whole, and takes those that are significant, as Select would. Every
   // `revisit`-th call that reaches a chunk looks at it whole instead (the
-  // chunks' turns staggered by key) and clears its marks. So an element
-  // marked since the chunk's last whole look is looked at by every call, as
-  // Select would; one that was not significant at that look and has not
-  // been marked since (a codec residual, or an update that stayed under
-  // the cut-off) waits at most `revisit` calls. A chunk looked at in part
-  // stays dirty. A chunk with more than an eighth of its elements marked
-  // is looked at whole (it costs less). Marks cost one bit per element of a
-  // chunk that ever had one. revisit <= 1: Select.
+  // chunks' turns staggered by key) and clears its marks; with
+  // `revisit_clocks` > 0, not twice within that many clocks (for a link that
+  // asks for several cuts a clock, which would otherwise read every chunk
+  // whole once or more a clock). So an element marked since the chunk's
+  // last whole look is looked at by every call, as Select would; one that
+  // was not significant at that look and has not been marked since (a codec
+  // residual, or an update that stayed under the cut-off) waits at most
+  // `revisit` calls (or `revisit_clocks` clocks, if longer). A chunk looked
+  // at in part stays dirty. A chunk with more than an eighth of its elements
+  // marked is looked at whole (it costs less). Marks cost one bit per
+  // element of a chunk that ever had one. revisit <= 1: Select.
   // A part look reads the values it needs through `elements` when given
   // (else through `lookup`, the whole chunk).
   SelectStats SelectFresh(Clock clock, const ChunkValueLookup& lookup, const ChunkElementLookup& elements,
                           float threshold, int64_t revisit, std::vector<SparseChunkUpdate>* out,
-                          const SelectSlice& slice = {});
+                          const SelectSlice& slice = {}, int64_t revisit_clocks = 0);
 
   // Takes out every non-zero element of every chunk (lossless end-of-run
   // drain). Same output convention as Select(). Afterwards no chunk is dirty.
@@ -206,7 +209,10 @@ class SignificanceFilter {
     Clock dirty_since = -1;  // clock of the first Select() that saw it dirty; -1 unseen
     std::vector<uint64_t> fresh;  // SelectFresh's marks, one bit per element (empty until the first)
     bool any_fresh = false;
-    uint64_t looks = 0;  // SelectFresh calls that reached the chunk (from a per-key offset)
+    // SelectFresh: looks since the chunk's last whole look (from a per-key
+    // offset; -1 before the first look) and that look's clock.
+    int64_t looks_since_whole = -1;
+    Clock last_whole = 0;
   };
 
   explicit SignificanceFilter(SignificanceFilterOptions options) : options_(options) {}
@@ -214,8 +220,14 @@ class SignificanceFilter {
   Result<Slot*> SlotFor(ChunkKey key, uint32_t num_elements);
   void MarkDirty(ChunkKey key, Slot* slot);
   // revisit > 1: SelectFresh's partial looks.
+  // SelectFresh's turns for whole looks: every `looks`-th look, and not
+  // twice within `clocks` clocks (0: no such bound).
+  struct Revisit {
+    int64_t looks = 0;
+    int64_t clocks = 0;
+  };
   SelectStats Scan(Clock clock, const ChunkValueLookup* lookup, const ChunkElementLookup* elements,
-                   float threshold, bool take_all, int64_t revisit, const SelectSlice& slice,
+                   float threshold, bool take_all, Revisit revisit_at, const SelectSlice& slice,
                    std::vector<SparseChunkUpdate>* out);
   static void ClearFresh(Slot* slot);
 
