@@ -247,4 +247,10 @@ uint64_t ModelSpec::Fingerprint() const {
   return h;
 }
 
+std::string FingerprintText(uint64_t fingerprint) {
+  char buf[24];
+  std::snprintf(buf, sizeof(buf), "0x%016llx", static_cast<unsigned long long>(fingerprint));
+  return buf;
+}
+
 }  // namespace geops

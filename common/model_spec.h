@@ -145,6 +145,10 @@ class ModelSpec {
   std::shared_ptr<const ChunkValuesMap> initial_;  // kProvided tables' values; may be null
 };
 
+// A fingerprint (ModelSpec::Fingerprint) as messages print it: "0x" and 16
+// hex digits.
+std::string FingerprintText(uint64_t fingerprint);
+
 }  // namespace geops
 
 #endif  // GEOPS_COMMON_MODEL_SPEC_H_

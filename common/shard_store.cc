@@ -1,7 +1,6 @@
 #include "common/shard_store.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 
 namespace geops {
@@ -9,12 +8,6 @@ namespace {
 
 // Longest model summary kept in a fingerprint; long models are cut with "...".
 constexpr size_t kMaxSummaryChars = 1024;
-
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof(buf), "0x%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 std::string Key(ChunkKey key) {
   return "table " + std::to_string(key.table) + " chunk " + std::to_string(key.chunk);
@@ -53,8 +46,8 @@ Status CheckFingerprint(const StoreFingerprint& stored, const StoreFingerprint& 
     const std::string same = stored.model_summary == expected.model_summary
                                  ? " (same tables and shapes; initialisation differs)"
                                  : "";
-    differ("model", Hex(stored.model) + " [" + stored.model_summary + "]",
-           Hex(expected.model) + " [" + expected.model_summary + "]" + same);
+    differ("model", FingerprintText(stored.model) + " [" + stored.model_summary + "]",
+           FingerprintText(expected.model) + " [" + expected.model_summary + "]" + same);
   }
   if (stored.num_shards != expected.num_shards) {
     differ("shard count", std::to_string(stored.num_shards), std::to_string(expected.num_shards));

@@ -66,12 +66,6 @@ std::string FloatText(float v) {
   return buf;
 }
 
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof(buf), "0x%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 // Compares without an early exit, so timing does not reveal a prefix.
 bool TokensEqual(const std::string& a, const std::string& b) {
   unsigned diff = a.size() == b.size() ? 0u : 1u;
@@ -124,8 +118,8 @@ class ShardImpl final : public Shard {
     }
     if (s.ok() && model_fingerprint != 0 && model_fingerprint != fingerprint_) {
       s = FailedPreconditionError("model fingerprint mismatch: worker " + std::to_string(worker) + " has " +
-                                  Hex(model_fingerprint) + ", shard " + std::to_string(options_.shard_id) +
-                                  " has " + Hex(fingerprint_) + "; both must load the same model spec");
+                                  FingerprintText(model_fingerprint) + ", shard " + std::to_string(options_.shard_id) +
+                                  " has " + FingerprintText(fingerprint_) + "; both must load the same model spec");
     }
     if (s.ok()) s = hold_.Check(options_.shard_id);
     if (!s.ok()) return Reject(std::move(s));
