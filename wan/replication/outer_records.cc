@@ -130,8 +130,7 @@ Status GetMark(ByteReader* r, const std::string& where, ContributionMark* mark) 
   for (CoveredBatch& c : mark->covered) {
     int64_t clock = 0;
     int32_t part = 0;
-    r->Get(&clock);
-    r->Get(&part);
+    if (!r->Get(&clock) || !r->Get(&part)) return DataLossError(where + ": truncated in a mark");
     if (clock < -1 || part < -1) {
       return DataLossError(where + ": a mark with clock " + std::to_string(clock) + " part " + std::to_string(part));
     }
