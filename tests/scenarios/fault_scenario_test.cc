@@ -8,6 +8,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -50,9 +52,20 @@ std::string Site(const std::string& name, int shards) {
   return "[[sites]]\nname = \"" + name + "\"\nshards = " + std::to_string(shards) + "\nworkers = 2\n";
 }
 
-// One site with `shards` shards; FAULT is the [[faults]] entry.
-std::string CounterTopology(int shards, const std::string& fault) {
-  return CounterHead("counter-faults") + Site("local", shards) + "[[faults]]\n" + fault;
+// One [[faults]] entry: `kind` on `site` (on its shard `shard` when >= 0)
+// at kAtClock, restarted after `restart_after_s`.
+std::string Fault(const std::string& kind, const std::string& site, double restart_after_s, int shard = -1) {
+  std::ostringstream f;
+  f << "[[faults]]\nkind = \"" << kind << "\"\nsite = \"" << site << "\"\n";
+  if (shard >= 0) f << "shard = " << shard << "\n";
+  f << "at_clock = " << kAtClock << "\nrestart_after_s = " << std::fixed << std::setprecision(2) << restart_after_s
+    << "\n";
+  return f.str();
+}
+
+// One site with `shards` shards; FAULTS are its [[faults]] entries (Fault).
+std::string CounterTopology(int shards, const std::string& faults) {
+  return CounterHead("counter-faults") + Site("local", shards) + faults;
 }
 
 class FaultScenarioTest : public LaunchFixture {
@@ -126,13 +139,7 @@ class FaultScenarioTest : public LaunchFixture {
 };
 
 TEST_F(FaultScenarioTest, KilledShardComesBackFromItsStoreAndTheCounterIsExact) {
-  const std::string topo = WriteTopology(CounterTopology(2, R"(
-kind = "kill-shard"
-site = "local"
-shard = 0
-at_clock = 30
-restart_after_s = 0.5
-)"));
+  const std::string topo = WriteTopology(CounterTopology(2, Fault("kill-shard", "local", 0.5, 0)));
   RunResult r = Launch(topo, 60);
   json s = Summary();
   ExpectExactCounter(r, s);
@@ -149,12 +156,7 @@ restart_after_s = 0.5
 }
 
 TEST_F(FaultScenarioTest, KilledSiteResumesWhereItsShardsStoppedAndTheCounterIsExact) {
-  const std::string topo = WriteTopology(CounterTopology(1, R"(
-kind = "kill-site"
-site = "local"
-at_clock = 30
-restart_after_s = 1.0
-)"));
+  const std::string topo = WriteTopology(CounterTopology(1, Fault("kill-site", "local", 1.0)));
   RunResult r = Launch(topo, 60);
   json s = Summary();
   ExpectExactCounter(r, s);
@@ -175,12 +177,7 @@ restart_after_s = 1.0
 }
 
 TEST_F(FaultScenarioTest, WipedSiteStartsOverFromAnEmptyStore) {
-  const std::string topo = WriteTopology(CounterTopology(1, R"(
-kind = "wipe-disk"
-site = "local"
-at_clock = 30
-restart_after_s = 0.2
-)"));
+  const std::string topo = WriteTopology(CounterTopology(1, Fault("wipe-disk", "local", 0.2)));
   RunResult r = Launch(topo, 60);
   json s = Summary();
   // One site has nobody to bootstrap from: the wiped shard starts empty, the
@@ -220,8 +217,8 @@ codec = "fp16"
 
 // Three sites replicating the counter over shaped loopback links (`wan`),
 // `shards` shards and 2 workers each, every shard persisting with fsync;
-// FAULT hits eu-west-1.
-std::string ThreeSiteTopology(int shards, const std::string& fault, const std::string& wan = kAspWan) {
+// FAULTS are its [[faults]] entries (Fault).
+std::string ThreeSiteTopology(int shards, const std::string& faults, const std::string& wan = kAspWan) {
   std::string sites;
   for (const char* name : {"us-east-1", "eu-west-1", "ap-northeast-1"}) sites += Site(name, shards);
   return CounterHead("three-site-faults") + wan + R"(peer_lease_ms = 500
@@ -241,7 +238,7 @@ src = "eu-west-1"
 dst = "ap-northeast-1"
 bandwidth_mbps = 40
 delay_ms = 50
-)" + sites + "[[faults]]\n" + fault;
+)" + sites + faults;
 }
 
 // Every site's replica ended exact after the drain, and the recovery of
@@ -267,12 +264,7 @@ void ExpectThreeSitesExact(const RunResult& r, const json& s, bool site_killed) 
 }
 
 TEST_F(FaultScenarioTest, ThreeSitesSurviveASiteKilledAndRestartedAndEndExact) {
-  const std::string topo = WriteTopology(ThreeSiteTopology(1, R"(
-kind = "kill-site"
-site = "eu-west-1"
-at_clock = 30
-restart_after_s = 1.5
-)"));
+  const std::string topo = WriteTopology(ThreeSiteTopology(1, Fault("kill-site", "eu-west-1", 1.5)));
   RunResult r = Launch(topo, 120);
   json s = Summary();
   ExpectThreeSitesExact(r, s, /*site_killed=*/true);
@@ -285,13 +277,7 @@ restart_after_s = 1.5
 // back with it and the outer steps go on (kDilocoWan: the counter checks
 // that every update counts exactly once).
 TEST_F(FaultScenarioTest, ThreeSitesInDilocoSurviveASiteKilledAndRestartedAndEndExact) {
-  const std::string topo = WriteTopology(ThreeSiteTopology(1, R"(
-kind = "kill-site"
-site = "eu-west-1"
-at_clock = 30
-restart_after_s = 1.5
-)",
-                                                           kDilocoWan));
+  const std::string topo = WriteTopology(ThreeSiteTopology(1, Fault("kill-site", "eu-west-1", 1.5), kDilocoWan));
   RunResult r = Launch(topo, 120);
   json s = Summary();
   ExpectThreeSitesExact(r, s, /*site_killed=*/true);
@@ -313,13 +299,7 @@ restart_after_s = 1.5
 // from them, and its workers resume after the last contribution a peer
 // holds (not at clock 0, as in asp): every update counts exactly once.
 TEST_F(FaultScenarioTest, ThreeSitesInDilocoTakeBackASiteThatLostItsDiskAndEndExact) {
-  const std::string topo = WriteTopology(ThreeSiteTopology(2, R"(
-kind = "wipe-disk"
-site = "eu-west-1"
-at_clock = 30
-restart_after_s = 1.0
-)",
-                                                           kDilocoWan));
+  const std::string topo = WriteTopology(ThreeSiteTopology(2, Fault("wipe-disk", "eu-west-1", 1.0), kDilocoWan));
   RunResult r = Launch(topo, 180);
   json s = Summary();
   ExpectThreeSitesExact(r, s, /*site_killed=*/true);
@@ -353,18 +333,8 @@ restart_after_s = 1.0
 // diloco, two of three sites lose their disks at the same clock: each
 // rejoins from the one left, and every update still counts exactly once.
 TEST_F(FaultScenarioTest, ThreeSitesInDilocoTakeBackTwoSitesThatLostTheirDisksAtOnce) {
-  const std::string topo = WriteTopology(ThreeSiteTopology(1, R"(
-kind = "wipe-disk"
-site = "eu-west-1"
-at_clock = 30
-restart_after_s = 1.0
-[[faults]]
-kind = "wipe-disk"
-site = "ap-northeast-1"
-at_clock = 30
-restart_after_s = 1.0
-)",
-                                                           kDilocoWan));
+  const std::string faults = Fault("wipe-disk", "eu-west-1", 1.0) + Fault("wipe-disk", "ap-northeast-1", 1.0);
+  const std::string topo = WriteTopology(ThreeSiteTopology(1, faults, kDilocoWan));
   RunResult r = Launch(topo, 180);
   json s = Summary();
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -386,25 +356,14 @@ restart_after_s = 1.0
 }
 
 TEST_F(FaultScenarioTest, ThreeSitesSurviveAShardOfOneSiteKilledAndEndExact) {
-  const std::string topo = WriteTopology(ThreeSiteTopology(2, R"(
-kind = "kill-shard"
-site = "eu-west-1"
-shard = 1
-at_clock = 30
-restart_after_s = 0.3
-)"));
+  const std::string topo = WriteTopology(ThreeSiteTopology(2, Fault("kill-shard", "eu-west-1", 0.3, 1)));
   RunResult r = Launch(topo, 120);
   json s = Summary();
   ExpectThreeSitesExact(r, s, /*site_killed=*/false);
 }
 
 TEST_F(FaultScenarioTest, ThreeSitesBootstrapASiteThatLostItsDiskAndEndExact) {
-  const std::string topo = WriteTopology(ThreeSiteTopology(2, R"(
-kind = "wipe-disk"
-site = "eu-west-1"
-at_clock = 30
-restart_after_s = 1.0
-)"));
+  const std::string topo = WriteTopology(ThreeSiteTopology(2, Fault("wipe-disk", "eu-west-1", 1.0)));
   RunResult r = Launch(topo, 180);
   json s = Summary();
   // The others took everything eu-west-1 had sent them back out, its
