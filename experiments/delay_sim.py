@@ -51,6 +51,10 @@ Cases (--case, repeatable):
                  it: no more than DS 8 plus the allowance (its slowest-
                  reached peer's delay in clocks, at most 24) ahead of the
                  clock through which a peer's updates have landed
+  ...+slow0:F    (appended to +async) site 0, the one evaluated, does its
+                 next clock with probability F x P: it falls behind its
+                 peers until the drift bound holds them, as geops'
+                 evaluating site does (it also evaluates, on shared cores)
 
 Accuracy is site 0's replica on the 10,000 test images every 25 clocks.
 Runs go side by side (--jobs); the table gives each run and, per case, the
@@ -110,7 +114,7 @@ def parse_case(case):
     clock. Raises ValueError naming the case."""
     base, *mods = case.split("+")
     got = {"delays": None, "lookahead": 0.0, "threshold": 0.0, "ssp": 0, "pace": 0.0, "ms": 0.0, "part": False,
-           "window": 0}
+           "window": 0, "slow0": 1.0}
     for mod in mods:
         if mod == "part":
             got["part"] = True
@@ -130,11 +134,16 @@ def parse_case(case):
             got["lookahead" if key == "look" else "threshold"] = number
         elif key == "async" and 0 < number <= 1 and base.startswith("harsh:"):
             got["pace"] = number
+        elif key == "slow0" and 0 < number <= 1:
+            got["slow0"] = number
         else:
             raise ValueError(f"case {case}: '+{mod}' is not +look:L or +filter:T (positive), +ssp:S "
-                             "(whole), +window:N (N >= 1), +part or +async:P (in (0, 1], after harsh:MS)")
+                             "(whole), +window:N (N >= 1), +part, +async:P (in (0, 1], after harsh:MS) or +slow0:F "
+                             "(in (0, 1], with +async)")
     if got["lookahead"] and got["pace"]:
         raise ValueError(f"case {case}: +look and +async do not combine (the look-ahead is kept per clock)")
+    if got["slow0"] < 1 and not got["pace"]:
+        raise ValueError(f"case {case}: +slow0 needs +async (in lock step every site moves each clock)")
     if got["window"] and got["pace"]:
         raise ValueError(f"case {case}: +window and +async do not combine (the window is kept in clocks)")
     if base == "lan":
@@ -289,7 +298,8 @@ def run(case, seed):
         t = 0
         while min(clock) < CLOCKS:
             landed = lambda i, j: clocks_after[t - ticks[i][j]][j] if t - ticks[i][j] >= 0 else 0
-            moving = [i for i in range(WORKERS) if clock[i] < CLOCKS and rng.random() < got["pace"] and
+            moving = [i for i in range(WORKERS)
+                      if clock[i] < CLOCKS and rng.random() < got["pace"] * (got["slow0"] if i == 0 else 1) and
                       clock[i] - min(landed(i, j) for j in range(WORKERS) if j != i) <= bound[i]]
             own = {i: step(i, clock[i], replicas[i]) for i in moving}
             sent.append([ship(i, own[i], clock[i]) if i in own else None for i in range(WORKERS)])
@@ -347,7 +357,7 @@ def machine():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--case", action="append", required=True, help="lan, delay:D, harsh:MS, +look:L, +filter:T, +ssp:S, +window:N, +part, +async:P")
+    ap.add_argument("--case", action="append", required=True, help="lan, delay:D, harsh:MS, +look:L, +filter:T, +ssp:S, +window:N, +part, +async:P, +slow0:F")
     ap.add_argument("--seeds", default="1", help="comma-separated seeds")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--table", help="markdown file to write (default: print)")
