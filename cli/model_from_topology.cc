@@ -51,6 +51,7 @@ worker::TrainerOptions BuildTrainerOptions(const Topology& t, int site, int work
   // also evaluates along the way (the test set costs CPU on every site).
   o.evaluator = worker == 0;
   o.eval_every = site == 0 ? t.eval_every : 0;
+  o.background_eval = t.background_eval;
   int before = 0;
   for (int s = 0; s < site; ++s) before += t.sites[s].workers;
   o.data_worker = before + worker;

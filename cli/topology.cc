@@ -431,7 +431,7 @@ Result<Topology> ParseTopology(const std::string& text, const std::string& origi
 
   TableReader train(root["training"].as_table(), "training", origin);
   train.RejectUnknown({"clocks", "batch_size", "learning_rate", "final_learning_rate", "staleness", "eval_every",
-                       "target_accuracy", "backend", "compute_threads", "data_dir",
+                       "background_eval", "target_accuracy", "backend", "compute_threads", "data_dir",
                        "worker_lease_ms", "change_readers", "rpc_timeout_ms", "retry_window_ms", "auth_token",
                        "command"});
   train.Get("clocks", &t.clocks);
@@ -440,6 +440,7 @@ Result<Topology> ParseTopology(const std::string& text, const std::string& origi
   train.Get("final_learning_rate", &t.final_learning_rate);
   train.Get("staleness", &t.staleness);
   train.Get("eval_every", &t.eval_every);
+  train.Get("background_eval", &t.background_eval);
   train.Get("target_accuracy", &t.target_accuracy);
   train.Get("backend", &t.backend);
   train.Get("compute_threads", &t.compute_threads);

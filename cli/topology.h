@@ -139,6 +139,9 @@ struct Topology {
   double final_learning_rate = -1;  // cosine decay to this at the last clock; < 0: constant
   int64_t staleness = 2;          // SSP bound inside a site; -1 = async
   int64_t eval_every = 250;       // clocks between test-set evaluations (worker 0)
+  // Evaluations during training on a copy of the model in a thread of their
+  // own, while worker 0 trains on (TrainerOptions::background_eval).
+  bool background_eval = true;
   double target_accuracy = 0.85;  // for time_to_target_seconds
   std::string backend = "cpu";    // "cpu", "cuda" or "auto"
   int compute_threads = 1;        // BLAS threads per worker

@@ -82,7 +82,8 @@ class EventObserver : public worker::TrainerObserver {
   }
   void OnEval(const worker::EvalInfo& e) override {
     Emit({{"event", "eval"}, {"site", site_}, {"worker", worker_}, {"clock", e.clock},
-          {"test_accuracy", e.test_accuracy}, {"test_loss", e.test_loss}, {"t", e.t}});
+          {"test_accuracy", e.test_accuracy}, {"test_loss", e.test_loss}, {"t", e.t},
+          {"eval_seconds", e.seconds}, {"model_age_seconds", e.model_age_seconds}});
   }
   int64_t clock() const { return clock_.load(std::memory_order_relaxed); }
   void set_clock(int64_t clock) { clock_.store(clock, std::memory_order_relaxed); }

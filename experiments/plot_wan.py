@@ -28,7 +28,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from wan_events import bytes_at, peer_silences  # noqa: E402
+from wan_events import bytes_at, model_t, peer_silences  # noqa: E402
 
 ORDER = ["lan", "bsp", "all-async", "asp", "asp-ds", "avg", "diloco", "diloco-sync", "diloco-stream", "diloco-int8",
          "asp-int8", "asp-sign", "asp-varying", "bsp-varying"]
@@ -61,13 +61,13 @@ def workers_start(events):
 
 
 def accuracy_curve(events, t0):
-    pts = [(e["launcher_t"] - t0, e["test_accuracy"]) for e in events
+    pts = [(model_t(e) - t0, e["test_accuracy"]) for e in events
            if e.get("event") == "eval" and isinstance(e.get("test_accuracy"), (int, float))]
     return sorted(pts)
 
 
 def target_time(events, target):
-    hits = [e["launcher_t"] for e in events
+    hits = [model_t(e) for e in events
             if e.get("event") == "eval" and isinstance(e.get("test_accuracy"), (int, float))
             and e["test_accuracy"] >= target]
     return min(hits) if hits else None

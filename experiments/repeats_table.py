@@ -15,7 +15,7 @@ import os
 import statistics
 import sys
 
-from wan_events import drift_wait_seconds, load_run
+from wan_events import drift_wait_seconds, load_run, model_t
 
 COLUMNS = ["clock at target", "s to target", "ms / clock to target", "final accuracy (lowest site)",
            "drift wait s (all shards)"]
@@ -31,9 +31,9 @@ def measure(folder):
     hit = next((e for e in along if e["test_accuracy"] >= target), None)
     pace = None
     if hit and along and hit["clock"] > along[0]["clock"]:
-        pace = 1000.0 * (hit["launcher_t"] - along[0]["launcher_t"]) / (hit["clock"] - along[0]["clock"])
+        pace = 1000.0 * (model_t(hit) - model_t(along[0])) / (hit["clock"] - along[0]["clock"])
     finals = [e["test_accuracy"] for e in events if e["event"] == "final" and e.get("test_accuracy") is not None]
-    return [hit["clock"] if hit else None, hit["launcher_t"] if hit else None, pace,
+    return [hit["clock"] if hit else None, model_t(hit) if hit else None, pace,
             min(finals) if finals else None, drift_wait_seconds(events)]
 
 

@@ -15,6 +15,13 @@ def load_run(folder):
     return events, summary
 
 
+def model_t(e):
+    """Launcher time at which an eval event's model was taken: the event's
+    launcher_t less the evaluation's model_age_seconds (its own duration,
+    and for a background evaluation the clocks until it was picked up)."""
+    return e["launcher_t"] - max(0.0, e.get("model_age_seconds", 0.0))
+
+
 def bytes_at(events, t):
     """WAN bytes sent by all shards up to launcher time t (interpolated)."""
     series = {}

@@ -16,7 +16,7 @@ the evaluating site.
 import os
 import sys
 
-from wan_events import bytes_at, drift_wait_seconds, load_run, peer_silences
+from wan_events import bytes_at, drift_wait_seconds, load_run, model_t, peer_silences
 
 
 def load(folder):
@@ -42,14 +42,14 @@ def row(name, folder):
     reads = refreshes / (refreshes + hits) if refreshes + hits else float("nan")
     curve = " ".join("%d:%.3f" % (e["clock"], e["test_accuracy"]) for e in along)
     wan_mb = (summary.get("wan_bytes") or 0) / 1e6
-    to_target = "%.2f" % (bytes_at(events, hit["launcher_t"]) / 1e6) if hit and wan_mb > 0 else "-"
+    to_target = "%.2f" % (bytes_at(events, model_t(hit)) / 1e6) if hit and wan_mb > 0 else "-"
     silent = peer_silences(events)
     silent_s = "%d, %.1f" % (len(silent), sum(s for _, _, s in silent if s is not None)) if silent else "0"
     relayed = sum(int(l.get("relayed_batches", 0)) for l in (summary.get("wan_links") or {}).values())
     return "| %s | %s | %s | %s | %.4f | %.1f | %.2f | %s | %.2f | %.1f | %s | %d | %s |" % (
         name, what,
         hit["clock"] if hit else "-",
-        "%.1f" % hit["launcher_t"] if hit else "-",
+        "%.1f" % model_t(hit) if hit else "-",
         final, summary.get("wall_seconds") or 0.0,
         wan_mb, to_target, reads, drift_wait_seconds(events), silent_s, relayed, curve)
 

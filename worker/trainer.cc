@@ -6,6 +6,7 @@
 
 #include "common/deadline.h"
 #include "common/decay.h"
+#include "worker/background_eval.h"
 #include "worker/compute_backend.h"
 #include "worker/cpu_backend.h"
 #include "worker/cuda/cuda_trainer_path.h"
@@ -106,10 +107,25 @@ Status FinalRead(PsClient* client, const TrainerOptions& o) {
 // `gpu`, when set, evaluates the device copy of the client's cache.
 Result<EvalInfo> Evaluate(ComputeBackend* backend, cuda::CudaTrainerPath* gpu, PsClient* client,
                           const Dataset& test, double start) {
+  const double began = NowSeconds();
   auto eval = gpu != nullptr ? gpu->Evaluate(test.AsBatch())
                              : backend->Evaluate(client->tables(), test.AsBatch());
   if (!eval.ok()) return eval.status().WithContext("evaluation");
-  return EvalInfo{client->clock(), eval->accuracy, eval->loss, NowSeconds() - start};
+  const double ended = NowSeconds();
+  return EvalInfo{client->clock(), eval->accuracy, eval->loss, ended - start, ended - began, ended - began};
+}
+
+// Hands a background evaluation's result, if any, to the observer, dated
+// now (`start`: Run's start).
+Status ReportEval(std::optional<Result<EvalInfo>> got, TrainerObserver* observer, double start) {
+  if (!got.has_value()) return Status::Ok();
+  if (!got->ok()) return got->status();
+  EvalInfo info = **got;
+  const double now = NowSeconds() - start;
+  info.model_age_seconds += std::max(0.0, now - info.t);
+  info.t = now;
+  if (observer) observer->OnEval(info);
+  return Status::Ok();
 }
 
 Result<TrainerReport> RunMlp(const TrainerOptions& o, PsClient* client, TrainerObserver* observer) {
@@ -134,13 +150,33 @@ Result<TrainerReport> RunMlp(const TrainerOptions& o, PsClient* client, TrainerO
   const Clock first = client->clock();
   GEOPS_RETURN_IF_ERROR(sampler.Seek({first / per_epoch, (first % per_epoch) * o.batch_size}));
 
+  // Evaluations during training on a copy of the cache, in a thread of
+  // their own with a backend of their own (CPU only: the CUDA path
+  // evaluates its device copy in line).
+  std::unique_ptr<BackgroundEval> background;
+  std::vector<int64_t> table_sizes;
+  if (o.evaluator && o.background_eval && o.eval_every > 0 && gpu == nullptr) {
+    GEOPS_ASSIGN_OR_RETURN(std::unique_ptr<ComputeBackend> eval_backend,
+                           NewCpuBackend(o.shape, o.compute_threads));
+    background = std::make_unique<BackgroundEval>(std::move(eval_backend), &test, start);
+    for (TableId t = 0; t < static_cast<TableId>(client->spec().num_tables()); ++t) {
+      const TableSpec& table = client->spec().table(t);
+      table_sizes.push_back(table.rows * table.cols);
+    }
+  }
+
   TrainerReport report;
   ProgressMeter meter(observer, o.progress_every_seconds, start);
   for (Clock c = first; c < o.clocks; ++c) {
     GEOPS_RETURN_IF_ERROR(client->Refresh().WithContext("read at clock " + std::to_string(c)));
     if (o.evaluator && o.eval_every > 0 && c > first && c % o.eval_every == 0) {
-      GEOPS_ASSIGN_OR_RETURN(EvalInfo info, Evaluate(backend.get(), gpu.get(), client, test, start));
-      if (observer) observer->OnEval(info);
+      if (background) {
+        GEOPS_RETURN_IF_ERROR(
+            ReportEval(background->Start(client->clock(), client->tables(), table_sizes), observer, start));
+      } else {
+        GEOPS_ASSIGN_OR_RETURN(EvalInfo info, Evaluate(backend.get(), gpu.get(), client, test, start));
+        if (observer) observer->OnEval(info);
+      }
     }
     Batch batch = sampler.Next();
     auto step = gpu != nullptr ? gpu->TrainStep(batch, o.LearningRateAt(c))
@@ -152,7 +188,9 @@ Result<TrainerReport> RunMlp(const TrainerOptions& o, PsClient* client, TrainerO
                               .WithContext("flush of clock " + std::to_string(c)));
     report.examples += batch.n;
     meter.Step(c, step->loss, batch.n);
+    if (background) GEOPS_RETURN_IF_ERROR(ReportEval(background->Take(), observer, start));
   }
+  if (background) GEOPS_RETURN_IF_ERROR(ReportEval(background->Wait(), observer, start));
   report.final_loss = meter.RecentLoss();
   if (o.evaluator) {
     // The final model: wait until every worker has finished every clock.

@@ -6,6 +6,9 @@
 //              the training set, ship -lr * gradient. The evaluator (one
 //              worker per deployment) measures test accuracy every
 //              eval_every clocks and, at the end, on the exact final model.
+//              With background_eval (CPU backend) an evaluation during
+//              training runs on a copy of the cache in a thread of its
+//              own, so the evaluator's clocks go on meanwhile.
 //   "counter"  every worker adds exactly 1.0 to every parameter each clock;
 //              at the end the evaluator reads the final model (waiting for
 //              every worker) and checks each value equals
@@ -14,7 +17,8 @@
 // position follows from that clock, so a restarted worker continues where it
 // stopped.
 //
-// Thread-safety: one Trainer is driven by one thread.
+// Thread-safety: one Trainer is driven by one thread; the observer is
+// called from that thread only.
 #ifndef GEOPS_WORKER_TRAINER_H_
 #define GEOPS_WORKER_TRAINER_H_
 
@@ -40,6 +44,11 @@ struct TrainerOptions {
   float final_learning_rate = -1.0f;
   int64_t eval_every = 250;       // clocks between evaluations (evaluator only; 0 = end only)
   bool evaluator = false;         // evaluates and checks the final model
+  // Evaluations during training run on a copy of the cache in a thread of
+  // their own, one at a time, while the worker trains on (CPU backend; the
+  // CUDA path and the final model's evaluation run in line). Off: the
+  // worker stops for each, and through SSP so do the site's other workers.
+  bool background_eval = true;
   int data_worker = 0;            // this worker's index for data partitioning
   int data_workers = 1;           // workers sharing the training set
   int counter_workers = 1;        // workers adding to the counter (expected value)
@@ -63,10 +72,15 @@ struct ProgressInfo {
 };
 
 struct EvalInfo {
-  Clock clock = 0;
+  Clock clock = 0;           // the model of this clock (the cache as the clock began)
   double test_accuracy = 0;
   double test_loss = 0;
-  double t = 0;
+  double t = 0;              // seconds since Run() began, when the result is reported
+  double seconds = 0;        // the evaluation's own duration
+  // How long before `t` the evaluated model was taken: the evaluation, and
+  // for a background one the clocks until its result was picked up. The
+  // model existed at t - model_age_seconds (what time to target counts).
+  double model_age_seconds = 0;
 };
 
 struct TrainerReport {

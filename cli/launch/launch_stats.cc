@@ -30,7 +30,10 @@ void LaunchStats::OnWorkerEvent(int site, int worker, const nlohmann::json& even
     if (acc) {
       s.test_accuracy = *acc;
       latest_accuracy_ = *acc;
-      if (!target_reached_t_ && *acc >= target_accuracy_) target_reached_t_ = t;
+      // The model reached the target when it was taken, not when its
+      // evaluation (in line or in the background) came back.
+      const double age = NumberField(event, "model_age_seconds").value_or(0.0);
+      if (!target_reached_t_ && *acc >= target_accuracy_) target_reached_t_ = t - std::max(0.0, age);
     }
     if (auto l = NumberField(event, "test_loss")) latest_test_loss_ = *l;
   } else if (name == "worker_started") {

@@ -96,6 +96,16 @@ TEST(LaunchStatsTest, RemembersWhenTheTargetWasFirstReached) {
   EXPECT_EQ(stats.Sites()[0].test_accuracy, 0.9);
 }
 
+// An evaluation reports when its model was taken (model_age_seconds before
+// the event): the target counts from then, not from its result.
+TEST(LaunchStatsTest, TheTargetCountsFromWhenTheModelWasTaken) {
+  LaunchStats stats(TwoSites());
+  stats.OnWorkerEvent(0, 0, {{"event", "eval"}, {"clock", 20}, {"test_accuracy", 0.9}, {"model_age_seconds", 0.4}},
+                      3.5);
+  ASSERT_TRUE(stats.target_reached_t());
+  EXPECT_DOUBLE_EQ(*stats.target_reached_t(), 3.1);
+}
+
 TEST(SummaryTest, AggregatesFinalReports) {
   Topology topo = TwoSites();
   LaunchStats stats(topo);

@@ -157,6 +157,21 @@ TEST(WanTopologyTest, TheChangeReadersReachEveryShard) {
       << bad.status().message();
 }
 
+// [training] background_eval: evaluations in a thread of their own (on by
+// default), as the trainer is built; anything but a boolean is refused.
+TEST(WanTopologyTest, BackgroundEvalReachesTheTrainer) {
+  auto d = Parse(std::string(kSites));
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_TRUE(BuildTrainerOptions(*d, 0, 0).background_eval);
+  auto off = Parse("[training]\nbackground_eval = false\n" + std::string(kSites));
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  EXPECT_FALSE(BuildTrainerOptions(*off, 0, 0).background_eval);
+  auto bad = Parse("[training]\nbackground_eval = 1\n" + std::string(kSites));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("training.background_eval must be true or false"), std::string::npos)
+      << bad.status().message();
+}
+
 TEST(WanTopologyTest, TheBacklogRevisitReachesTheShipper) {
   auto t = Parse("[wan]\nbacklog_revisit = 3\n" + std::string(kSites));
   ASSERT_TRUE(t.ok()) << t.status().ToString();

@@ -119,7 +119,11 @@ TEST(TrainerTest, MlpLearnsFashionMnistThroughTheShards) {
   EXPECT_GE(*reports[0]->test_accuracy, 0.78);
   EXPECT_LT(*reports[0]->final_loss, 0.8);
   EXPECT_EQ(reports[0]->examples, 600 * 32);
-  EXPECT_EQ(observer.evals.size(), 2u);  // clock 300 and the final model
+  ASSERT_EQ(observer.evals.size(), 2u);  // clock 300 and the final model
+  EXPECT_EQ(observer.evals[0].clock, 300);  // in a thread of its own (background_eval)
+  EXPECT_GT(observer.evals[0].seconds, 0.0);
+  EXPECT_GE(observer.evals[0].test_accuracy, 0.7);
+  EXPECT_EQ(observer.evals[1].clock, 600);
   EXPECT_FALSE(observer.progress.empty());
 }
 
