@@ -7,8 +7,9 @@ names the scenario) and writes RESULTS/results.md and three PNGs:
   accuracy_vs_time.png    test accuracy against seconds since the workers started
   wan_bytes_per_link.png  bytes each directed link carried, per run
   barrier_wait.png        time reads were held by the drift bound and notices
-Bytes "to target" are the WAN bytes sent until the first evaluation that
-reached the target accuracy (from the shards' wan_progress events). A bsp
+Bytes "to target" are the WAN bytes sent until the evaluator took the
+first model that reached the target accuracy (from the shards'
+wan_progress events). A bsp
 run stopped before the target (too slow over its links) gets an
 extrapolated figure instead: its WAN bytes per clock times the clocks the
 LAN run needed (bsp updates exactly like the LAN run, clock by clock).
@@ -200,7 +201,8 @@ def main():
     def acc(name):
         return runs[name]["summary"].get("test_accuracy") if name in runs else None
 
-    lines.append("Ratios (time to target = first evaluation at or above the target accuracy):")
+    lines.append("Ratios (time to target = when the evaluator took the first model at or above the target "
+                 "accuracy):")
     lines.append("")
     for name in ("asp", "asp-ds", "asp-int8", "asp-sign", "asp-varying", "all-async", "diloco", "diloco-sync",
                  "diloco-stream", "diloco-int8", "avg"):
@@ -240,8 +242,10 @@ def main():
         "per clock times the clocks the LAN run needed (bsp applies every update every clock, like the LAN run).",
         "- avg and diloco synchronise through an outer step (docs/wan_replication.md); their last step averages the "
         "sites' models.",
-        "- Time to target is quantised by the evaluation period; wall times depend on what else the machine runs, "
-        "so compare runs of one invocation (run_info.txt) and expect a few seconds of noise.",
+        "- Time to target is quantised by the evaluation period and counts from the workers' start to when the "
+        "evaluated model was taken: evaluations run on a copy in a thread of their own while training goes on, and "
+        "their own time is not counted (`model_age_seconds` in the eval events). Wall times depend on what else "
+        "the machine runs, so compare runs of one invocation (run_info.txt) and expect a few seconds of noise.",
         "",
         "Plots: accuracy_vs_time.png, wan_bytes_per_link.png, barrier_wait.png.", ""]
     with open(os.path.join(results, "results.md"), "w") as f:
