@@ -38,21 +38,23 @@ class BackgroundEval {
   BackgroundEval(const BackgroundEval&) = delete;
   BackgroundEval& operator=(const BackgroundEval&) = delete;
 
-  // Copies `tables` (sizes[i] floats each) and starts evaluating them as the
-  // model of `clock`. Waits for a running evaluation first and returns its
-  // result, if there was one not taken yet.
-  std::optional<Result<EvalInfo>> Start(Clock clock, std::span<const float* const> tables,
-                                        std::span<const int64_t> sizes);
+  // Copies `tables` (the backend's MLP tables, in ModelSpec order) and
+  // starts evaluating them as the model of `clock`; a wrong number of tables
+  // is that evaluation's InvalidArgument. Waits for a running evaluation
+  // first and returns its result, if there was one not taken yet.
+  std::optional<Result<EvalInfo>> Start(Clock clock, std::span<const float* const> tables);
   // The result of a finished evaluation not taken yet; nullopt while one
   // runs or when there is none.
   std::optional<Result<EvalInfo>> Take();
-  // Waits for a running evaluation; its result, or nullopt when none ran.
+  // Waits for a running evaluation; its result (or a refused Start's error)
+  // if not taken yet, else nullopt.
   std::optional<Result<EvalInfo>> Wait();
 
  private:
   std::unique_ptr<ComputeBackend> backend_;
   const Dataset* test_;
   double start_;
+  std::vector<int64_t> sizes_;  // floats per table, from the backend's shape
   std::vector<std::vector<float>> copy_;
   std::vector<const float*> copy_ptrs_;
   std::thread thread_;

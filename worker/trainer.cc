@@ -154,15 +154,10 @@ Result<TrainerReport> RunMlp(const TrainerOptions& o, PsClient* client, TrainerO
   // their own with a backend of their own (CPU only: the CUDA path
   // evaluates its device copy in line).
   std::unique_ptr<BackgroundEval> background;
-  std::vector<int64_t> table_sizes;
   if (o.evaluator && o.background_eval && o.eval_every > 0 && gpu == nullptr) {
     GEOPS_ASSIGN_OR_RETURN(std::unique_ptr<ComputeBackend> eval_backend,
                            NewCpuBackend(o.shape, o.compute_threads));
     background = std::make_unique<BackgroundEval>(std::move(eval_backend), &test, start);
-    for (TableId t = 0; t < static_cast<TableId>(client->spec().num_tables()); ++t) {
-      const TableSpec& table = client->spec().table(t);
-      table_sizes.push_back(table.rows * table.cols);
-    }
   }
 
   TrainerReport report;
@@ -172,7 +167,7 @@ Result<TrainerReport> RunMlp(const TrainerOptions& o, PsClient* client, TrainerO
     if (o.evaluator && o.eval_every > 0 && c > first && c % o.eval_every == 0) {
       if (background) {
         GEOPS_RETURN_IF_ERROR(
-            ReportEval(background->Start(client->clock(), client->tables(), table_sizes), observer, start));
+            ReportEval(background->Start(client->clock(), client->tables()), observer, start));
       } else {
         GEOPS_ASSIGN_OR_RETURN(EvalInfo info, Evaluate(backend.get(), gpu.get(), client, test, start));
         if (observer) observer->OnEval(info);

@@ -17,7 +17,6 @@ struct Fixture {
   MlpShape shape{{6, 5, 3}};
   std::vector<std::vector<float>> tables;
   std::vector<const float*> ptrs;
-  std::vector<int64_t> sizes;
   Dataset test;
 
   Fixture() {
@@ -30,7 +29,6 @@ struct Fixture {
     for (auto& t : tables) {
       for (float& v : t) v = u(rng);
       ptrs.push_back(t.data());
-      sizes.push_back(static_cast<int64_t>(t.size()));
     }
     test.n = 200;
     test.dims = 6;
@@ -60,7 +58,7 @@ TEST(BackgroundEvalTest, EvaluatesTheModelAsOfStart) {
   Fixture f;
   const EvalStats expected = f.InLine();
   auto eval = Make(f);
-  EXPECT_FALSE(eval->Start(40, f.ptrs, f.sizes).has_value());  // nothing before it
+  EXPECT_FALSE(eval->Start(40, f.ptrs).has_value());  // nothing before it
   for (auto& t : f.tables) std::fill(t.begin(), t.end(), 0.0f);
   std::optional<Result<EvalInfo>> got = eval->Wait();
   ASSERT_TRUE(got.has_value());
@@ -80,8 +78,8 @@ TEST(BackgroundEvalTest, OneAtATimeEachResultOnce) {
   Fixture f;
   auto eval = Make(f);
   EXPECT_FALSE(eval->Take().has_value());
-  eval->Start(10, f.ptrs, f.sizes);
-  std::optional<Result<EvalInfo>> first = eval->Start(20, f.ptrs, f.sizes);
+  eval->Start(10, f.ptrs);
+  std::optional<Result<EvalInfo>> first = eval->Start(20, f.ptrs);
   ASSERT_TRUE(first.has_value());
   ASSERT_TRUE(first->ok());
   EXPECT_EQ((*first)->clock, 10);
@@ -96,17 +94,26 @@ TEST(BackgroundEvalTest, OneAtATimeEachResultOnce) {
   EXPECT_FALSE(eval->Take().has_value());
 }
 
-// A model the backend refuses comes back as an error naming the clock.
+// A model of the wrong number of tables comes back as an error naming the
+// clock, without reading past what it was given.
 TEST(BackgroundEvalTest, AFailedEvaluationIsAnErrorNamingItsClock) {
   Fixture f;
   auto eval = Make(f);
   std::vector<const float*> too_few(f.ptrs.begin(), f.ptrs.end() - 1);
-  std::vector<int64_t> sizes(f.sizes.begin(), f.sizes.end() - 1);
-  eval->Start(30, too_few, sizes);
+  eval->Start(30, too_few);
   std::optional<Result<EvalInfo>> got = eval->Wait();
   ASSERT_TRUE(got.has_value());
   EXPECT_FALSE(got->ok());
   EXPECT_NE(got->status().message().find("evaluation of clock 30"), std::string::npos) << got->status().ToString();
+
+  std::vector<const float*> too_many = f.ptrs;
+  too_many.push_back(f.ptrs.back());
+  eval->Start(31, too_many);
+  got = eval->Take();  // refused at once: nothing runs
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(got->status().message().find("evaluation of clock 31: got 5 parameter tables"), std::string::npos)
+      << got->status().ToString();
 }
 
 }  // namespace
