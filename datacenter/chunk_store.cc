@@ -122,6 +122,14 @@ void ChunkStore::BatchGuard::Add(const float* deltas) {
 std::optional<ChunkStore::BatchGuard::NonFinite> ChunkStore::BatchGuard::CheckSparseSum(
     size_t chunk, std::span<const uint32_t> indices, std::span<const float> values) const {
   const float* dst = store_->data_ + store_->offsets_[locals_[chunk]];
+  // One branch-free pass (a sum is not finite when its exponent bits are
+  // all set); the element is looked for only when one is.
+  uint32_t all_ones = 0;
+  for (size_t i = 0; i < indices.size(); ++i) {
+    const uint32_t bits = std::bit_cast<uint32_t>(dst[indices[i]] + values[i]);
+    all_ones |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  if (all_ones == 0) return std::nullopt;
   for (size_t i = 0; i < indices.size(); ++i) {
     if (!std::isfinite(dst[indices[i]] + values[i])) {
       return NonFinite{chunk, static_cast<int64_t>(indices[i]), dst[indices[i]], values[i]};

@@ -24,31 +24,32 @@ Status RemoteApplier::Validate(std::span<const RemoteChunkDelta> deltas) const {
   keys.reserve(deltas.size());
   for (size_t i = 0; i < deltas.size(); ++i) {
     const RemoteChunkDelta& d = deltas[i];
-    const std::string where = "remote batch: delta " + std::to_string(i) + " (" + ChunkName(*spec_, d.key) + ")";
-    if (!spec_->HasChunk(d.key)) return InvalidArgumentError(where + ": unknown chunk");
+    // Built only for an error: a batch carries hundreds of chunks.
+    const auto where = [&] { return "remote batch: delta " + std::to_string(i) + " (" + ChunkName(*spec_, d.key) + ")"; };
+    if (!spec_->HasChunk(d.key)) return InvalidArgumentError(where() + ": unknown chunk");
     if (store_->LocalIndex(d.key) < 0) {
-      return InvalidArgumentError(where + ": belongs to shard " +
+      return InvalidArgumentError(where() + ": belongs to shard " +
                                   std::to_string(spec_->ShardOf(d.key, num_shards_)) + ", not shard " +
                                   std::to_string(shard_));
     }
     const int64_t n = spec_->ChunkElements(d.key);
     if (int64_t{d.num_elements} != n) {
-      return InvalidArgumentError(where + ": says the chunk has " + std::to_string(d.num_elements) +
+      return InvalidArgumentError(where() + ": says the chunk has " + std::to_string(d.num_elements) +
                                   " elements, it has " + std::to_string(n));
     }
     if (d.indices.size() != d.values.size()) {
-      return InvalidArgumentError(where + ": " + std::to_string(d.indices.size()) + " indices but " +
+      return InvalidArgumentError(where() + ": " + std::to_string(d.indices.size()) + " indices but " +
                                   std::to_string(d.values.size()) + " values");
     }
     for (size_t j = 0; j < d.indices.size(); ++j) {
       if (d.indices[j] >= d.num_elements || (j > 0 && d.indices[j] <= d.indices[j - 1])) {
-        return InvalidArgumentError(where + ": index " + std::to_string(j) + " (" + std::to_string(d.indices[j]) +
+        return InvalidArgumentError(where() + ": index " + std::to_string(j) + " (" + std::to_string(d.indices[j]) +
                                     ") is out of range or not increasing");
       }
     }
     const int64_t bad = FirstNonFinite(d.values.data(), static_cast<int64_t>(d.values.size()));
     if (bad >= 0) {
-      return InvalidArgumentError(where + ": value " + std::to_string(bad) + " is NaN or Inf; nothing was applied");
+      return InvalidArgumentError(where() + ": value " + std::to_string(bad) + " is NaN or Inf; nothing was applied");
     }
     keys.push_back(d.key);
   }

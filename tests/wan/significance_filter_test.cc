@@ -362,6 +362,24 @@ TEST(SignificanceFilterTest, SelectFreshLooksAtAChunkWithManyMarksWhole) {
   EXPECT_EQ(f.SelectFresh(2, lookup, {}, 0.1f, revisit, &out).elements_scanned, 0);
 }
 
+TEST(SignificanceFilterTest, SelectFreshCountsAnElementMarkedAgainOnce) {
+  const std::vector<float> w(128, 1.0f);
+  const ChunkValueLookup lookup = ConstantValues(&w);
+  SignificanceFilter f = MakeFilter();
+  AddTo00(&f, {100}, {0.5f}, /*fresh=*/false);
+  // The same 16 elements marked three times: still an eighth of 128, so
+  // still a part look that leaves element 100 where it is.
+  std::vector<uint32_t> idx;
+  for (uint32_t i = 0; i < 16; ++i) idx.push_back(i);
+  for (int round = 0; round < 3; ++round) {
+    AddTo00(&f, idx, std::vector<float>(idx.size(), 0.001f), /*fresh=*/true);
+  }
+  const int64_t revisit = 1000000;  // no turn for a whole look in this test
+  std::vector<SparseChunkUpdate> out;
+  EXPECT_EQ(f.SelectFresh(0, lookup, {}, 0.1f, revisit, &out).elements_scanned, 16);
+  EXPECT_TRUE(out.empty());
+}
+
 TEST(SignificanceFilterTest, SelectFreshWithRevisitOneIsSelect) {
   std::vector<float> w(512);
   for (size_t i = 0; i < w.size(); ++i) w[i] = 0.01f * static_cast<float>(i % 97) - 0.3f;

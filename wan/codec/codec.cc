@@ -336,9 +336,10 @@ Status BatchDecoder::ParseBody(const BatchHeader& header, std::span<const uint8_
     } else {
       u.key.chunk = chunk_field;
     }
-    const std::string name = ChunkName(c, u.key);
+    // Built only for an error: a batch carries hundreds of chunks.
+    const auto name = [&] { return ChunkName(c, u.key); };
     if (c > 0 && !(out->chunks[c - 1].key < u.key)) {
-      return InvalidArgumentError(name +
+      return InvalidArgumentError(name() +
                                   ": key not after the previous chunk's (unsorted or repeated)");
     }
     uint32_t count = 0;
@@ -346,44 +347,44 @@ Status BatchDecoder::ParseBody(const BatchHeader& header, std::span<const uint8_
     GEOPS_RETURN_IF_ERROR(GetField(&p, end, c, "num_elements", &u.num_elements));
     GEOPS_RETURN_IF_ERROR(GetField(&p, end, c, "count", &count));
     if (p == end) {
-      return InvalidArgumentError(name + ": record truncated in its index encoding");
+      return InvalidArgumentError(name() + ": record truncated in its index encoding");
     }
     const uint8_t enc = *p++;
     GEOPS_RETURN_IF_ERROR(GetField(&p, end, c, "index_bytes", &index_bytes));
     if (u.num_elements == 0 || u.num_elements > limits_.max_chunk_elements) {
-      return InvalidArgumentError(name + ": num_elements " + std::to_string(u.num_elements) +
+      return InvalidArgumentError(name() + ": num_elements " + std::to_string(u.num_elements) +
                                   " outside [1, " + std::to_string(limits_.max_chunk_elements) +
                                   "]");
     }
     if (count == 0 || count > u.num_elements) {
-      return InvalidArgumentError(name + ": value count " + std::to_string(count) +
+      return InvalidArgumentError(name() + ": value count " + std::to_string(count) +
                                   " outside [1, num_elements " + std::to_string(u.num_elements) +
                                   "]");
     }
     if (enc >= kNumIndexEncodings) {
-      return InvalidArgumentError(name + ": unknown index encoding " + std::to_string(enc));
+      return InvalidArgumentError(name() + ": unknown index encoding " + std::to_string(enc));
     }
     float scale = 0.0f;
     if (bf::HasScale(codec)) {
       if (static_cast<size_t>(end - p) < bf::kScaleSize) {
-        return InvalidArgumentError(name + ": record truncated in scale");
+        return InvalidArgumentError(name() + ": record truncated in scale");
       }
       std::memcpy(&scale, p, bf::kScaleSize);
       p += bf::kScaleSize;
       if (!(scale > 0.0f) || !std::isfinite(scale)) {
-        return InvalidArgumentError(name + ": scale " + std::to_string(scale) +
+        return InvalidArgumentError(name() + ": scale " + std::to_string(scale) +
                                     " is not a positive finite number");
       }
     }
     if (index_bytes > static_cast<size_t>(end - p)) {
-      return InvalidArgumentError(name + ": index_bytes " + std::to_string(index_bytes) +
+      return InvalidArgumentError(name() + ": index_bytes " + std::to_string(index_bytes) +
                                   " runs past the body end");
     }
     const std::span<const uint8_t> index_in(p, index_bytes);
     p += index_bytes;
     const uint64_t value_bytes = bf::ValueBytes(codec, count);
     if (value_bytes > static_cast<uint64_t>(end - p)) {
-      return InvalidArgumentError(name + ": " + std::to_string(count) + " values (" +
+      return InvalidArgumentError(name() + ": " + std::to_string(count) + " values (" +
                                   std::to_string(value_bytes) + " bytes) run past the body end");
     }
     const uint8_t* values_in = p;
@@ -391,7 +392,7 @@ Status BatchDecoder::ParseBody(const BatchHeader& header, std::span<const uint8_
     u.indices.resize(count);
     u.values.resize(count);
     Status s = DecodeIndex(static_cast<IndexEncoding>(enc), index_in, u.num_elements, u.indices);
-    if (!s.ok()) return s.WithContext(name);
+    if (!s.ok()) return s.WithContext(name());
     int64_t bad = -1;
     switch (codec) {
       case ValueCodec::kFp32:
@@ -405,19 +406,19 @@ Status BatchDecoder::ParseBody(const BatchHeader& header, std::span<const uint8_
         break;
       case ValueCodec::kSign:
         if (count % 8 != 0 && (values_in[value_bytes - 1] >> (count % 8)) != 0) {
-          return InvalidArgumentError(name + ": sign bits set beyond the value count");
+          return InvalidArgumentError(name() + ": sign bits set beyond the value count");
         }
         bad = DecodeSign(values_in, count, scale, u.values.data());
         break;
       case ValueCodec::kInt4:
         if (count % 2 != 0 && (values_in[value_bytes - 1] >> 4) != 0) {
-          return InvalidArgumentError(name + ": int4 high nibble set beyond the value count");
+          return InvalidArgumentError(name() + ": int4 high nibble set beyond the value count");
         }
         bad = DecodeInt4(values_in, count, scale, u.values.data());
         break;
     }
     if (bad >= 0) {
-      return InvalidArgumentError(name + ": value " + std::to_string(bad) +
+      return InvalidArgumentError(name() + ": value " + std::to_string(bad) +
                                   " is not a finite number (or an invalid code)");
     }
   }

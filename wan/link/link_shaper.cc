@@ -133,9 +133,11 @@ void LinkShaper::Arm() {
   timerfd_settime(timer_->fd, TFD_TIMER_ABSTIME, &when, nullptr);
   // Polled only while armed, like a uv timer: an idle shaper keeps no
   // handle active, so the loop may end.
+  // (Started and stopped only on a change: each is an epoll_ctl.)
+  const bool active = uv_is_active(reinterpret_cast<uv_handle_t*>(&timer_->poll)) != 0;
   if (when.it_value.tv_sec == 0 && when.it_value.tv_nsec == 0) {
-    uv_poll_stop(&timer_->poll);
-  } else {
+    if (active) uv_poll_stop(&timer_->poll);
+  } else if (!active) {
     uv_poll_start(&timer_->poll, UV_READABLE, &LinkShaper::OnTimer);
   }
 }

@@ -76,7 +76,7 @@ void SignificanceFilter::MarkDirty(ChunkKey key, Slot* slot) {
   if (!slot->dirty) {
     slot->dirty = true;
     slot->dirty_since = -1;
-    dirty_.push_back(key);
+    dirty_.emplace_back(key, slot);
   }
 }
 
@@ -127,17 +127,21 @@ Status SignificanceFilter::AddSparse(ChunkKey key, uint32_t num_elements,
   for (size_t i = 0; i < indices.size(); ++i) acc[indices[i]] += values[i];
   if (fresh) {
     if (slot->fresh.empty()) slot->fresh.assign((slot->acc.size() + 63) / 64, 0);
-    for (uint32_t i : indices) slot->fresh[i / 64] |= uint64_t{1} << (i % 64);
-    slot->any_fresh = true;
+    for (uint32_t i : indices) {
+      uint64_t& word = slot->fresh[i / 64];
+      const uint64_t bit = uint64_t{1} << (i % 64);
+      slot->marked += (word & bit) == 0 ? 1u : 0u;
+      word |= bit;
+    }
   }
   MarkDirty(key, slot);
   return Status::Ok();
 }
 
 void SignificanceFilter::ClearFresh(Slot* slot) {
-  if (!slot->any_fresh) return;
+  if (slot->marked == 0) return;
   std::fill(slot->fresh.begin(), slot->fresh.end(), 0);
-  slot->any_fresh = false;
+  slot->marked = 0;
 }
 
 SelectStats SignificanceFilter::Select(Clock clock, const ChunkValueLookup& lookup, float threshold,
@@ -167,21 +171,24 @@ SelectStats SignificanceFilter::Scan(Clock clock, const ChunkValueLookup* lookup
   const int64_t revisit = revisit_at.looks;
   std::lock_guard<std::mutex> lock(*mu_);
   SelectStats stats;
-  std::sort(dirty_.begin(), dirty_.end());
+  std::sort(dirty_.begin(), dirty_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   size_t used = 0;
   size_t still_dirty = 0;
-  for (ChunkKey key : dirty_) {
+  for (size_t at = 0; at < dirty_.size(); ++at) {
+    // Copies: the kept entries are written back over the visited ones.
+    const ChunkKey key = dirty_[at].first;
+    Slot* const slot_at = dirty_[at].second;
     const bool before = slice.has_after && !(slice.after < key);
     const bool past = slice.max_elements > 0 && stats.elements_selected >= slice.max_elements;
     const bool other = slice.only && !slice.only(key);
     if (before || past || other) {
       // Outside this slice: stays dirty, untouched.
       stats.more = stats.more || past;
-      dirty_[still_dirty++] = key;
+      dirty_[still_dirty++] = {key, slot_at};
       continue;
     }
     stats.last = key;
-    Slot& slot = slots_.find(key)->second;
+    Slot& slot = *slot_at;
     const uint32_t n = static_cast<uint32_t>(slot.acc.size());
     if (slot.dirty_since < 0) slot.dirty_since = clock;
     bool whole = take_all || (options_.max_hold_clocks > 0 &&
@@ -198,16 +205,14 @@ SelectStats SignificanceFilter::Scan(Clock clock, const ChunkValueLookup* lookup
       }
       partial = ++slot.looks_since_whole < revisit || clock < slot.last_whole + revisit_at.clocks;
     }
-    if (partial && !slot.any_fresh) {
-      dirty_[still_dirty++] = key;  // nothing marked: nothing to look at
+    if (partial && slot.marked == 0) {
+      dirty_[still_dirty++] = {key, slot_at};  // nothing marked: nothing to look at
       continue;
     }
     if (partial) {
       // Element by element costs several times a streaming look per
       // element: past an eighth of the chunk marked, look at it whole.
-      uint64_t marked = 0;
-      for (uint64_t word : slot.fresh) marked += static_cast<uint64_t>(std::popcount(word));
-      partial = marked * kWholeLookShare <= n;
+      partial = uint64_t{slot.marked} * kWholeLookShare <= n;
     }
     const float* w = (whole || lookup == nullptr || (partial && elements != nullptr)) ? nullptr : (*lookup)(key);
     float t = whole ? 0.0f : threshold;
@@ -265,7 +270,7 @@ SelectStats SignificanceFilter::Scan(Clock clock, const ChunkValueLookup* lookup
       stats.elements_selected += r.taken;
     }
     if (r.any_left) {
-      dirty_[still_dirty++] = key;
+      dirty_[still_dirty++] = {key, slot_at};
     } else {
       slot.dirty = false;
       slot.dirty_since = -1;

@@ -208,7 +208,7 @@ class SignificanceFilter {
     bool dirty = false;
     Clock dirty_since = -1;  // clock of the first Select() that saw it dirty; -1 unseen
     std::vector<uint64_t> fresh;  // SelectFresh's marks, one bit per element (empty until the first)
-    bool any_fresh = false;
+    uint32_t marked = 0;          // how many of them are set
     // SelectFresh: looks since the chunk's last whole look (from a per-key
     // offset; -1 before the first look) and that look's clock.
     int64_t looks_since_whole = -1;
@@ -240,7 +240,9 @@ class SignificanceFilter {
   std::unique_ptr<std::mutex> mu_ = std::make_unique<std::mutex>();  // held by every change to a row
   RowHook* hook_ = nullptr;  // GUARDED_BY(*mu_)
   std::unordered_map<ChunkKey, Slot, ChunkKeyHash> slots_;
-  std::vector<ChunkKey> dirty_;
+  // The dirty chunks and their slots (a node of slots_ stays where it is
+  // until erased, and a dirty one is not).
+  std::vector<std::pair<ChunkKey, Slot*>> dirty_;
   int64_t accumulator_bytes_ = 0;
   // Scratch for one chunk's selection, sized to the largest chunk seen.
   std::vector<uint32_t> scratch_idx_;
