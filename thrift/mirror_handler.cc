@@ -1,12 +1,13 @@
 #include "thrift/mirror_handler.h"
 
-#include <new>
+#include <utility>
 #include <vector>
 
 #include <spdlog/spdlog.h>
 
 #include "thrift/counting_socket.h"
 #include "thrift/error_convert.h"
+#include "thrift/guarded_call.h"
 #include "thrift/type_convert.h"
 
 namespace geops::rpc {
@@ -39,16 +40,7 @@ MirrorHandler::MirrorHandler(wan::WanReceiver* receiver, MirrorIdentity self, st
 
 template <typename Body>
 void MirrorHandler::Serve(std::string_view call, Body&& body) {
-  Status status;
-  try {
-    status = body();
-  } catch (const std::bad_alloc&) {
-    status = ResourceExhaustedError("out of memory serving " + std::string(call));
-  } catch (const std::exception& e) {
-    status = InternalError("unexpected exception serving " + std::string(call) + ": " + e.what());
-  } catch (...) {
-    status = InternalError("unexpected exception serving " + std::string(call));
-  }
+  const Status status = GuardedCall(call, std::forward<Body>(body));
   if (status.ok()) return;
   spdlog::log(LogLevel(status.code()), "mirror site {} shard {}: {} from {} refused: {}", self_.site, self_.shard,
               call, peer_, status.ToString());

@@ -2,17 +2,13 @@
 
 #include <system_error>
 
-
 #include <spdlog/spdlog.h>
 
 #include "common/thread_name.h"
 #include "thrift/bounded_protocol.h"
 #include "thrift/connection_server.h"
-#include "thrift/counting_socket.h"
-#include "thrift/error_convert.h"
-#include "thrift/framed_transport.h"
-#include "thrift/tls.h"
 #include "thrift/mirror_handler.h"
+#include "thrift/server_listener.h"
 
 namespace geops::rpc {
 
@@ -26,35 +22,14 @@ Result<std::unique_ptr<MirrorServer>> MirrorServer::Start(wan::WanReceiver* rece
     model->fingerprint.store(self.model_fingerprint, std::memory_order_release);
   }
   GEOPS_RETURN_IF_ERROR(options.Validate());
-  const std::string where = HostPort{options.host, options.port}.ToString();
-  std::shared_ptr<TlsContext> tls;
-  if (options.tls.enabled()) {
-    GEOPS_ASSIGN_OR_RETURN(tls, TlsContext::Create(options.tls, /*server=*/true));
-  }
-  auto counters = std::make_shared<ByteCounters>();
-  auto transport_factory = std::make_shared<FramedTransportFactory>(options.transport);
-  auto listener = std::make_shared<ListenSocket>(options.host, options.port, transport_factory->configuration(),
-                                                 counters, options.transport.socket_buffer_bytes, tls);
-  // Reads start only once a request arrives (the idle wait is in epoll),
-  // so a read is bounded by the frame deadline: a sender that stalls inside
-  // a frame or a TLS handshake releases its thread then.
-  if (options.transport.frame_timeout_ms > 0) {
-    listener->setRecvTimeout(static_cast<int>(options.transport.frame_timeout_ms));
-  }
-  if (options.send_timeout_ms > 0) listener->setSendTimeout(static_cast<int>(options.send_timeout_ms));
-  try {
-    listener->listen();
-  } catch (...) {
-    return UnavailableError(StatusFromCurrentException("mirror listen on " + where).status.message());
-  }
-  const int port = listener->getPort();
+  GEOPS_ASSIGN_OR_RETURN(ServerListener listener, BindServerListener(options, "mirror listen"));
   auto processor = std::make_shared<gen::MirrorProcessorFactory>(std::make_shared<MirrorHandlerFactory>(
       receiver, self, std::move(model), std::make_shared<const PeerNames>(options.peers)));
   auto server = std::make_shared<ConnectionServer>(
-      processor, listener, transport_factory, MakeProtocolFactory(options.transport),
+      processor, listener.socket, listener.transport_factory, MakeProtocolFactory(options.transport),
       ConnectionServer::Limits{options.max_connections, options.max_active_requests, options.idle_timeout_ms},
       "site " + std::to_string(self.site) + " shard " + std::to_string(self.shard) + " mirror", "mirror");
-  std::unique_ptr<MirrorServer> ms(new MirrorServer(options.host, port, counters, server));
+  std::unique_ptr<MirrorServer> ms(new MirrorServer(options.host, listener.port, listener.counters, server));
   try {
     ms->thread_ = std::thread([m = ms.get()] {
       NameThisThread("mirror-accept");

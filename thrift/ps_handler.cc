@@ -4,8 +4,8 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
-#include <new>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -14,6 +14,7 @@
 #include "datacenter/replica_summary.h"
 #include "thrift/counting_socket.h"
 #include "thrift/error_convert.h"
+#include "thrift/guarded_call.h"
 #include "thrift/peer_identity.h"
 #include "thrift/type_convert.h"
 
@@ -87,17 +88,8 @@ Result<datacenter::Shard*> PsHandler::ServingShard() const {
 
 template <typename Body>
 void PsHandler::Serve(std::string_view call, Body&& body) {
-  Status status;
   handed_to_ = nullptr;
-  try {
-    status = body();
-  } catch (const std::bad_alloc&) {
-    status = ResourceExhaustedError("out of memory serving " + std::string(call));
-  } catch (const std::exception& e) {
-    status = InternalError("unexpected exception serving " + std::string(call) + ": " + e.what());
-  } catch (...) {
-    status = InternalError("unexpected exception serving " + std::string(call));
-  }
+  const Status status = GuardedCall(call, std::forward<Body>(body));
   if (status.ok()) return;
   // A refusal made here, before the shard had the call, counts in the
   // shard's requests_rejected too (the shard counts its own).

@@ -2,17 +2,13 @@
 
 #include <system_error>
 
-
 #include <spdlog/spdlog.h>
 
 #include "common/thread_name.h"
 #include "thrift/bounded_protocol.h"
 #include "thrift/connection_server.h"
-#include "thrift/counting_socket.h"
-#include "thrift/error_convert.h"
-#include "thrift/framed_transport.h"
-#include "thrift/tls.h"
 #include "thrift/ps_handler.h"
+#include "thrift/server_listener.h"
 
 namespace geops::rpc {
 
@@ -35,38 +31,16 @@ Result<std::unique_ptr<PsServer>> PsServer::Start(datacenter::ShardHost* host,
                                                   const PsServerOptions& options,
                                                   std::unique_ptr<datacenter::ShardHost> owned) {
   GEOPS_RETURN_IF_ERROR(options.Validate());
-  const std::string where = HostPort{options.host, options.port}.ToString();
-  std::shared_ptr<TlsContext> tls;
-  if (options.tls.enabled()) {
-    GEOPS_ASSIGN_OR_RETURN(tls, TlsContext::Create(options.tls, /*server=*/true));
-  }
-  auto counters = std::make_shared<ByteCounters>();
-  auto transport_factory = std::make_shared<FramedTransportFactory>(options.transport);
-  auto listener = std::make_shared<ListenSocket>(options.host, options.port,
-                                                 transport_factory->configuration(), counters,
-                                                 options.transport.socket_buffer_bytes, tls);
-  // Reads start only once a request arrives (the idle wait is in epoll),
-  // so a read is bounded by the frame deadline: a sender that stalls inside
-  // a frame or a TLS handshake releases its thread then.
-  if (options.transport.frame_timeout_ms > 0) {
-    listener->setRecvTimeout(static_cast<int>(options.transport.frame_timeout_ms));
-  }
-  if (options.send_timeout_ms > 0) listener->setSendTimeout(static_cast<int>(options.send_timeout_ms));
-  try {
-    // Bind here, not in serve(), so that the caller learns the port and
-    // hears about an address in use.
-    listener->listen();
-  } catch (...) {
-    return UnavailableError(StatusFromCurrentException("listen on " + where).status.message());
-  }
-  const int port = listener->getPort();
+  GEOPS_ASSIGN_OR_RETURN(ServerListener listener, BindServerListener(options, "listen"));
   auto processor_factory = std::make_shared<gen::ParameterServerProcessorFactory>(
       std::make_shared<PsHandlerFactory>(host, std::make_shared<const PeerNames>(options.peers)));
   auto server = std::make_shared<ConnectionServer>(
-      processor_factory, listener, transport_factory, MakeProtocolFactory(options.transport, /*borrow_binaries=*/true),
+      processor_factory, listener.socket, listener.transport_factory,
+      MakeProtocolFactory(options.transport, /*borrow_binaries=*/true),
       ConnectionServer::Limits{options.max_connections, options.max_active_requests, options.idle_timeout_ms},
       "shard " + std::to_string(host->options().shard_id), "ps");
-  std::unique_ptr<PsServer> ps(new PsServer(host, std::move(owned), options, port, counters, server));
+  std::unique_ptr<PsServer> ps(
+      new PsServer(host, std::move(owned), options, listener.port, listener.counters, server));
   try {
     ps->serve_thread_ = std::thread([self = ps.get()] {
       NameThisThread("ps-accept");

@@ -1,5 +1,7 @@
 #include "thrift/type_convert.h"
 
+#include <utility>
+
 namespace geops::rpc {
 
 std::vector<int64_t> PackKeys(std::span<const ChunkKey> keys) {
@@ -16,30 +18,26 @@ std::vector<ChunkKey> UnpackKeys(const std::vector<int64_t>& packed) {
   return out;
 }
 
-gen::RegisterReply ToThrift(const RegisterReply& in) {
-  gen::RegisterReply out;
+namespace {
+
+// The geops structs and their Thrift counterparts name their fields alike,
+// so one copy serves both directions; the 64-bit fingerprint is the one
+// field whose type differs (unsigned here, i64 on the wire).
+template <typename To, typename From>
+To CopyRegisterReply(const From& in) {
+  To out;
   out.shard_id = in.shard_id;
   out.num_shards = in.num_shards;
   out.worker_clock = in.worker_clock;
   out.shard_clock = in.shard_clock;
   out.lease_ms = in.lease_ms;
-  out.model_fingerprint = static_cast<int64_t>(in.model_fingerprint);
+  out.model_fingerprint = static_cast<decltype(out.model_fingerprint)>(in.model_fingerprint);
   return out;
 }
 
-RegisterReply FromThrift(const gen::RegisterReply& in) {
-  RegisterReply out;
-  out.shard_id = in.shard_id;
-  out.num_shards = in.num_shards;
-  out.worker_clock = in.worker_clock;
-  out.shard_clock = in.shard_clock;
-  out.lease_ms = in.lease_ms;
-  out.model_fingerprint = static_cast<uint64_t>(in.model_fingerprint);
-  return out;
-}
-
-gen::ShardStatus ToThrift(const ShardStatus& in) {
-  gen::ShardStatus out;
+template <typename To, typename From>
+To CopyShardStatus(const From& in) {
+  To out;
   out.shard_id = in.shard_id;
   out.num_shards = in.num_shards;
   out.shard_clock = in.shard_clock;
@@ -53,38 +51,27 @@ gen::ShardStatus ToThrift(const ShardStatus& in) {
   out.requests_rejected = in.requests_rejected;
   out.read_wait_seconds = in.read_wait_seconds;
   out.workers.reserve(in.workers.size());
-  for (const WorkerState& w : in.workers) {
-    gen::WorkerState g;
-    g.worker_id = w.worker_id;
-    g.clock = w.clock;
-    g.live = w.live;
-    g.finished = w.finished;
-    g.ms_since_heard = w.ms_since_heard;
-    out.workers.push_back(std::move(g));
+  for (const auto& from : in.workers) {
+    typename decltype(out.workers)::value_type w;
+    w.worker_id = from.worker_id;
+    w.clock = from.clock;
+    w.live = from.live;
+    w.finished = from.finished;
+    w.ms_since_heard = from.ms_since_heard;
+    out.workers.push_back(std::move(w));
   }
   return out;
 }
 
-ShardStatus FromThrift(const gen::ShardStatus& in) {
-  ShardStatus out;
-  out.shard_id = in.shard_id;
-  out.num_shards = in.num_shards;
-  out.shard_clock = in.shard_clock;
-  out.num_chunks = in.num_chunks;
-  out.num_elements = in.num_elements;
-  out.update_batches_applied = in.update_batches_applied;
-  out.update_batches_duplicate = in.update_batches_duplicate;
-  out.update_bytes_applied = in.update_bytes_applied;
-  out.reads_served = in.reads_served;
-  out.read_bytes_served = in.read_bytes_served;
-  out.requests_rejected = in.requests_rejected;
-  out.read_wait_seconds = in.read_wait_seconds;
-  out.workers.reserve(in.workers.size());
-  for (const gen::WorkerState& g : in.workers) {
-    out.workers.push_back(WorkerState{g.worker_id, g.clock, g.live, g.finished, g.ms_since_heard});
-  }
-  return out;
-}
+}  // namespace
+
+gen::RegisterReply ToThrift(const RegisterReply& in) { return CopyRegisterReply<gen::RegisterReply>(in); }
+
+RegisterReply FromThrift(const gen::RegisterReply& in) { return CopyRegisterReply<RegisterReply>(in); }
+
+gen::ShardStatus ToThrift(const ShardStatus& in) { return CopyShardStatus<gen::ShardStatus>(in); }
+
+ShardStatus FromThrift(const gen::ShardStatus& in) { return CopyShardStatus<ShardStatus>(in); }
 
 gen::ReplicaSummary ToThrift(const ReplicaSummary& in) {
   gen::ReplicaSummary out;
