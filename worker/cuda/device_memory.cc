@@ -29,63 +29,55 @@ Status AllocationError(cudaError_t err, const char* fn, int64_t bytes, std::stri
 
 }  // namespace
 
-Result<DeviceBuffer> DeviceBuffer::Allocate(int64_t bytes, std::string_view what) {
+template <MemoryKind kKind>
+Result<CudaBuffer<kKind>> CudaBuffer<kKind>::Allocate(int64_t bytes, std::string_view what) {
   if (bytes < 0) return InvalidArgumentError("negative allocation for " + std::string(what));
-  DeviceBuffer buf;
+  CudaBuffer buf;
   if (bytes == 0) return buf;
-  const cudaError_t err = cudaMalloc(&buf.ptr_, static_cast<size_t>(bytes));
+  constexpr bool kDevice = kKind == MemoryKind::kDevice;
+  const cudaError_t err = kDevice ? cudaMalloc(&buf.ptr_, static_cast<size_t>(bytes))
+                                  : cudaMallocHost(&buf.ptr_, static_cast<size_t>(bytes));
   if (err != cudaSuccess) {
     buf.ptr_ = nullptr;
-    return AllocationError(err, "cudaMalloc", bytes, what);
+    return AllocationError(err, kDevice ? "cudaMalloc" : "cudaMallocHost", bytes, what);
   }
   buf.bytes_ = bytes;
   return buf;
 }
 
-DeviceBuffer::~DeviceBuffer() {
-  if (ptr_ != nullptr) (void)cudaFree(ptr_);
+template <MemoryKind kKind>
+void CudaBuffer<kKind>::Release() {
+  if (ptr_ == nullptr) return;
+  if constexpr (kKind == MemoryKind::kDevice) {
+    (void)cudaFree(ptr_);
+  } else {
+    (void)cudaFreeHost(ptr_);
+  }
+  ptr_ = nullptr;
+  bytes_ = 0;
 }
 
-DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
+template <MemoryKind kKind>
+CudaBuffer<kKind>::~CudaBuffer() {
+  Release();
+}
+
+template <MemoryKind kKind>
+CudaBuffer<kKind>::CudaBuffer(CudaBuffer&& other) noexcept
     : ptr_(std::exchange(other.ptr_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
 
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+template <MemoryKind kKind>
+CudaBuffer<kKind>& CudaBuffer<kKind>::operator=(CudaBuffer&& other) noexcept {
   if (this != &other) {
-    if (ptr_ != nullptr) (void)cudaFree(ptr_);
+    Release();
     ptr_ = std::exchange(other.ptr_, nullptr);
     bytes_ = std::exchange(other.bytes_, 0);
   }
   return *this;
 }
 
-Result<PinnedBuffer> PinnedBuffer::Allocate(int64_t bytes, std::string_view what) {
-  if (bytes < 0) return InvalidArgumentError("negative allocation for " + std::string(what));
-  PinnedBuffer buf;
-  if (bytes == 0) return buf;
-  const cudaError_t err = cudaMallocHost(&buf.ptr_, static_cast<size_t>(bytes));
-  if (err != cudaSuccess) {
-    buf.ptr_ = nullptr;
-    return AllocationError(err, "cudaMallocHost", bytes, what);
-  }
-  buf.bytes_ = bytes;
-  return buf;
-}
-
-PinnedBuffer::~PinnedBuffer() {
-  if (ptr_ != nullptr) (void)cudaFreeHost(ptr_);
-}
-
-PinnedBuffer::PinnedBuffer(PinnedBuffer&& other) noexcept
-    : ptr_(std::exchange(other.ptr_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
-
-PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& other) noexcept {
-  if (this != &other) {
-    if (ptr_ != nullptr) (void)cudaFreeHost(ptr_);
-    ptr_ = std::exchange(other.ptr_, nullptr);
-    bytes_ = std::exchange(other.bytes_, 0);
-  }
-  return *this;
-}
+template class CudaBuffer<MemoryKind::kDevice>;
+template class CudaBuffer<MemoryKind::kPinnedHost>;
 
 Result<CudaStream> CudaStream::Create() {
   CudaStream s;

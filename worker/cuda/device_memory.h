@@ -24,50 +24,43 @@
 
 namespace geops::worker::cuda {
 
-// Memory on the current device (cudaMalloc).
-class DeviceBuffer {
+// Where a CudaBuffer lives: on the current device (cudaMalloc), or in
+// page-locked host memory (cudaMallocHost), so that copies to and from the
+// device run as DMA, asynchronously to the host.
+enum class MemoryKind { kDevice, kPinnedHost };
+
+template <MemoryKind kKind>
+class CudaBuffer {
  public:
-  DeviceBuffer() = default;
+  CudaBuffer() = default;
   // `bytes` == 0 gives an empty buffer. ResourceExhausted "cudaMalloc of N
-  // bytes for <what> failed: out of memory (F of T bytes free)"; other CUDA
-  // errors as in cuda_status.h. InvalidArgument for bytes < 0.
-  static Result<DeviceBuffer> Allocate(int64_t bytes, std::string_view what);
-  ~DeviceBuffer();
-  DeviceBuffer(DeviceBuffer&& other) noexcept;
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  // bytes for <what> failed: out of memory (F of T bytes free)" (cudaMallocHost
+  // for pinned memory); other CUDA errors as in cuda_status.h.
+  // InvalidArgument for bytes < 0.
+  static Result<CudaBuffer> Allocate(int64_t bytes, std::string_view what);
+  ~CudaBuffer();
+  CudaBuffer(CudaBuffer&& other) noexcept;
+  CudaBuffer& operator=(CudaBuffer&& other) noexcept;
+  CudaBuffer(const CudaBuffer&) = delete;
+  CudaBuffer& operator=(const CudaBuffer&) = delete;
 
   void* data() const { return ptr_; }
   float* floats() const { return static_cast<float*>(ptr_); }
   int64_t bytes() const { return bytes_; }
 
  private:
+  void Release();
+
   void* ptr_ = nullptr;
   int64_t bytes_ = 0;
 };
 
-// Page-locked host memory (cudaMallocHost), so copies to and from the device
-// run as DMA, asynchronously to the host.
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  // As DeviceBuffer::Allocate, for cudaMallocHost.
-  static Result<PinnedBuffer> Allocate(int64_t bytes, std::string_view what);
-  ~PinnedBuffer();
-  PinnedBuffer(PinnedBuffer&& other) noexcept;
-  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept;
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+// Defined (and instantiated for both kinds) in device_memory.cc.
+extern template class CudaBuffer<MemoryKind::kDevice>;
+extern template class CudaBuffer<MemoryKind::kPinnedHost>;
 
-  void* data() const { return ptr_; }
-  float* floats() const { return static_cast<float*>(ptr_); }
-  int64_t bytes() const { return bytes_; }
-
- private:
-  void* ptr_ = nullptr;
-  int64_t bytes_ = 0;
-};
+using DeviceBuffer = CudaBuffer<MemoryKind::kDevice>;
+using PinnedBuffer = CudaBuffer<MemoryKind::kPinnedHost>;
 
 // A non-blocking stream (does not synchronise with the legacy default stream).
 class CudaStream {
