@@ -15,7 +15,6 @@ namespace {
 constexpr int64_t kIdleRoundMs = 100;
 // A clock report held back by report_every_clocks goes out once it has
 // waited this long (the loop wakes at least every kIdleRoundMs).
-constexpr int64_t kReportFlushMs = 100;
 // target_utilization: how often the links' bytes steer the cut-off. A few
 // round trips of the slowest links, so that one interval sees the
 // acknowledgements of what the one before sent.
@@ -165,13 +164,12 @@ Replicator::Replicator(const ModelSpec* spec, ReplicatorConfig config, ReplicaTa
       outbox_stats_(outboxes.size()),
       outbox_seq_(outboxes.size(), 0),
       shipper_(ShipperConfig{config_.site, config_.shard, &config_.options, transport, &inbox_, &journal_, time_},
-               std::move(outboxes)) {
+               std::move(outboxes)),
+      reporter_(config_.options, config_.site, transport, shipper_.outboxes().size()) {
   lookup_ = [this](ChunkKey key) { return LookupValue(key); };
   element_lookup_ = [this](ChunkKey key, std::span<const uint32_t> at, float* out) {
     return spec_->HasChunk(key) && target_->ReadChunkElements(key, at, out).ok();
   };
-  last_reports_.resize(shipper_.outboxes().size());
-  report_held_since_.resize(shipper_.outboxes().size());
 }
 
 Replicator::~Replicator() {
@@ -573,65 +571,26 @@ void Replicator::Loop() {
     // heard from yet keeps its backlog until it is; the drain goes on).
     bool drain_complete = finishing && durable.ok();
     const auto now = time_->Now();
-    int64_t reports_sent = 0;
-    int64_t reports_held = 0;
-    const auto flush_due = [&](size_t i) {
-      return report_held_since_[i] && now - *report_held_since_[i] >= std::chrono::milliseconds(kReportFlushMs);
-    };
-    bool flush = false;
-    for (size_t i = 0; i < report_held_since_.size(); ++i) flush = flush || flush_due(i);
-    if (tick || finishing || backlog_tied || flush) {
-      std::vector<PeerOutbox>& outboxes = shipper_.outboxes();
-      for (PeerOutbox& out : outboxes) {
-        const size_t i = static_cast<size_t>(&out - outboxes.data());
-        std::optional<WanClockReport>& last = last_reports_[i];
-        Clock clock = k;
-        if (backlog_tied) {
-          clock = out.SentThrough(k);
-          if (held_since_) clock = std::min(clock, *held_since_ - 1);
-          if (options_.tie_backlog_clocks > 0) clock = std::max(clock, k - options_.tie_backlog_clocks);
-          clock = std::max(clock, last ? last->clock : Clock{0});
-          if (!tick && !flush_due(i) && (!last || clock <= last->clock)) continue;
-        } else if (!tick && !finishing && !flush_due(i)) {
-          continue;
-        }
-        // report_every_clocks: a report that moves the peer's view less than
-        // that many clocks waits for a later one, or for the flush.
-        if (options_.report_every_clocks > 1 && !finishing && !was_drained && last && !last->drained &&
-            clock < last->clock + options_.report_every_clocks && !flush_due(i)) {
-          if (clock > last->clock) {
-            if (!report_held_since_[i]) report_held_since_[i] = now;
-            ++reports_held;
-          }
-          continue;
-        }
-        report_held_since_[i].reset();
-        if (!finishing && !was_drained && last && clock <= last->clock && !tick) continue;  // nothing new
-        // bsp and avg tie the clock to the batches sent (a peer takes it
-        // once they landed); asp and all-async report progress at once,
-        // unless told to tie as well (WanOptions::tie_reports).
-        // The drain always ties: "drained" means "you have everything".
-        // Once drained, every later report says so too: a peer that
-        // restarts is sent the last report again, and it must still say
-        // that nothing more will come.
-        const bool drained_to = (finishing || was_drained) && shipper_.NothingWaitsFor(out);
-        drain_complete = drain_complete && drained_to;
-        const bool tied =
-            finishing || was_drained || options_.tie_reports || options_.mode == WanMode::kBsp ||
-            UsesOuterStep(options_.mode);
-        const WanClockReport report{config_.site, clock, tied ? out.last_seq() : 0, drained_to, incarnation_,
-                                    inbox_.Incarnation(out.peer())};
-        transport_->SendClock(out.peer(), report);
-        ++reports_sent;
-        last = report;
+    ClockReporter::Outcome reported;
+    if (tick || finishing || backlog_tied || reporter_.FlushDue(now)) {
+      std::vector<ClockReporter::PeerView> peers;
+      peers.reserve(shipper_.outboxes().size());
+      for (const PeerOutbox& out : shipper_.outboxes()) {
+        peers.push_back(ClockReporter::PeerView{out.peer(), out.SentThrough(k), out.last_seq(),
+                                                shipper_.NothingWaitsFor(out), inbox_.Incarnation(out.peer())});
       }
+      reported = reporter_.Report(ClockReporter::Round{k, tick, finishing, was_drained, backlog_tied, held_since_,
+                                                       incarnation_, now},
+                                  peers);
+      drain_complete = drain_complete && reported.all_drained;
     }
     for (SiteId peer : report_again) {
       for (size_t i = 0; i < shipper_.outboxes().size(); ++i) {
-        if (shipper_.outboxes()[i].peer() != peer || !last_reports_[i]) continue;
-        spdlog::info("wan shard {}: site {} (re)started; sending it clock {} again{}", config_.shard, peer,
-                     last_reports_[i]->clock, last_reports_[i]->drained ? " (drained)" : "");
-        transport_->SendClock(peer, *last_reports_[i]);
+        if (shipper_.outboxes()[i].peer() != peer) continue;
+        if (std::optional<WanClockReport> again = reporter_.SendAgain(i, peer)) {
+          spdlog::info("wan shard {}: site {} (re)started; sending it clock {} again{}", config_.shard, peer,
+                       again->clock, again->drained ? " (drained)" : "");
+        }
       }
     }
     CheckCaughtUp();
@@ -639,8 +598,8 @@ void Replicator::Loop() {
     const bool in_flight = shipper_.InFlight();
 
     lock.lock();
-    stats_.reports_sent += reports_sent;
-    stats_.reports_held += reports_held;
+    stats_.reports_sent += reported.sent;
+    stats_.reports_held += reported.held;
     for (size_t i = 0; i < shipper_.outboxes().size(); ++i) {
       outbox_stats_[i] = shipper_.outboxes()[i].stats();
       outbox_seq_[i] = shipper_.outboxes()[i].last_seq();

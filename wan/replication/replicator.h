@@ -81,6 +81,7 @@
 #include "common/status.h"
 #include "wan/codec/codec.h"
 #include "wan/replication/bandwidth_controller.h"
+#include "wan/replication/clock_reporter.h"
 #include "wan/replication/drift_allowance.h"
 #include "wan/replication/mirror_gate.h"
 #include "wan/replication/outbound_shipper.h"
@@ -384,10 +385,6 @@ class Replicator final : public ReplicationTap, public OutboundParticipant {
   std::map<SiteId, int64_t> quarantined_by_peer_;   // GUARDED_BY(mu_)
   std::map<SiteId, uint64_t> boots_;      // GUARDED_BY(mu_): each peer's process, as last heard
   std::vector<SiteId> report_again_;      // GUARDED_BY(mu_): peers to send the last report again
-  std::vector<std::optional<WanClockReport>> last_reports_;  // tick thread: per outbox, the last sent
-  // tick thread: per outbox, since when a report is held back
-  // (WanOptions::report_every_clocks)
-  std::vector<std::optional<SteadyClock::time_point>> report_held_since_;
   // target_utilization (tick thread): the controller, when the interval
   // began and each outbox's bytes_sent then.
   std::optional<BandwidthController> steer_;
@@ -443,6 +440,7 @@ class Replicator final : public ReplicationTap, public OutboundParticipant {
   bool resume_pending_ = false;  // a tick held selection after resume_after_: the next starts there
   ChunkKey resume_after_{};
   OutboundShipper shipper_;  // the outboxes, the encoder, what leaves
+  ClockReporter reporter_;   // tick thread: the clock reports to each outbox's peer
   // Its own lock; enabled when the shard persists. Declared after the
   // filters it hooks (filter_, the outboxes' backlogs), so it goes first.
   OutboundJournal journal_;
