@@ -492,7 +492,7 @@ void Replicator::Loop() {
     const auto due = [this] {
       return stop_ || target_clock_ > ticked_ || (finished_ && !drained_ && !drain_retry_wait_) || !acks_.empty() ||
              resets_.Pending() || !records_.empty() || !report_again_.empty() ||
-             (!outer_resets_.empty() && SteadyClock::now() >= outer_reset_retry_) || GapDueLocked();
+             (!outer_resets_.empty() && time_->Now() >= outer_reset_retry_) || GapDueLocked();
     };
     const auto until = time_->Now() + std::chrono::milliseconds(kIdleRoundMs);
     while (!due() && time_->Now() < until) time_->WaitUntil(cv_, lock, until);
@@ -503,7 +503,7 @@ void Replicator::Loop() {
       RunResets();
       lock.lock();
     }
-    if (!outer_resets_.empty() && SteadyClock::now() >= outer_reset_retry_) {
+    if (!outer_resets_.empty() && time_->Now() >= outer_reset_retry_) {
       lock.unlock();
       RunOuterResets();
       lock.lock();

@@ -322,7 +322,7 @@ class Replicator final : public ReplicationTap, public OutboundParticipant {
   void RunOuterCatchUps();
   // Some gap is due to be looked at. REQUIRES: mu_ held.
   bool GapDueLocked() const {
-    const auto now = SteadyClock::now();
+    const auto now = time_->Now();
     for (const auto& [peer, gap] : outer_gaps_) {
       if (now >= gap.second) return true;
     }

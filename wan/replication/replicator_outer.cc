@@ -70,7 +70,7 @@ Status Replicator::InitOuter(RecoveredOuter outer, bool new_store) {
   inbox_.SetGapListener([this](SiteId origin, uint64_t seq) {
     std::lock_guard<std::mutex> lock(mu_);
     auto& gap = outer_gaps_[origin];
-    if (gap.first == 0) gap.second = SteadyClock::now() + std::chrono::milliseconds(kGapGraceMs);
+    if (gap.first == 0) gap.second = time_->Now() + std::chrono::milliseconds(kGapGraceMs);
     gap.first = std::max(gap.first, seq);
   });
   return Status::Ok();

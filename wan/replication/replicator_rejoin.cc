@@ -450,14 +450,14 @@ void Replicator::RunOuterResets() {
     outer_reset_events_.push_back(e);
   }
   std::lock_guard<std::mutex> lock(mu_);
-  outer_reset_retry_ = retry ? SteadyClock::now() + std::chrono::milliseconds(kResetRetryMs) : SteadyClock::time_point{};
+  outer_reset_retry_ = retry ? time_->Now() + std::chrono::milliseconds(kResetRetryMs) : SteadyClock::time_point{};
 }
 
 void Replicator::RunOuterCatchUps() {
   std::vector<SiteId> due;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    const auto now = SteadyClock::now();
+    const auto now = time_->Now();
     for (auto it = outer_gaps_.begin(); it != outer_gaps_.end();) {
       if (outer_ == nullptr || static_cast<uint64_t>(outer_->LastGiven(it->first)) + 1 >= it->second.first) {
         it = outer_gaps_.erase(it);  // closed by itself (reordering)
@@ -495,7 +495,7 @@ void Replicator::RunOuterCatchUps() {
     } else {
       spdlog::info("wan shard {}: site {}'s contributions have a gap; asking for its state: {}", config_.shard, peer,
                    taken.ToString());
-      it->second.second = SteadyClock::now() + std::chrono::milliseconds(kResetRetryMs);
+      it->second.second = time_->Now() + std::chrono::milliseconds(kResetRetryMs);
     }
   }
 }
