@@ -94,6 +94,18 @@ void SiteWan::ReportProgress(int64_t period_ms) {
 }
 
 void SiteWan::Settle(int64_t ms) {
+  if (!endpoint_->replicator()->Finished()) {
+    // Stopped in the middle of the run (SIGTERM, say): there is no drain
+    // to wait for (the wait would always run out). The messages already
+    // handed to the links still go, so that peers have them should this
+    // site not come back; what they have not acknowledged stays in the
+    // store and goes again after a restart.
+    const bool quiet = endpoint_->transport()->WaitQuiet(Deadline::InMs(ms));
+    spdlog::info("site {} shard {}: stopping before the training finished{}", topology_->sites[site_].name, shard_,
+                 quiet ? "" : "; some WAN messages were still queued (what a peer did not acknowledge goes again "
+                              "after a restart)");
+    return;
+  }
   Status s = endpoint_->WaitSettled(Deadline::InMs(ms));
   if (!s.ok()) spdlog::warn("site {} shard {}: stopping before the WAN settled: {}", topology_->sites[site_].name,
                             shard_, s.message());

@@ -196,6 +196,12 @@ class Replicator final : public ReplicationTap, public OutboundParticipant {
   // The shard's read gate.
   MirrorGate* gate() { return &gate_; }
 
+  // Whether every worker of this shard has finished (the drain is under
+  // way or done). Before that there is no drain to wait for.
+  bool Finished() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return finished_;
+  }
   // Blocks until this site's drain has been sent and every batch is
   // acknowledged by its peer, or the deadline (false).
   bool WaitDrainAcknowledged(Deadline deadline);
