@@ -5,6 +5,9 @@ Reads every launch folder under RESULTS, one scenario (summary.json,
 events.jsonl and run.json, what the run was, of one run each; scenario.txt
 names the scenario) and writes RESULTS/results.md and three PNGs:
   accuracy_vs_time.png    test accuracy against seconds since the workers started
+  accuracy_vs_wan_bytes.png  test accuracy against the WAN bytes sent by then
+                          (static-link runs), with a table of the bytes each
+                          run needed per accuracy level: the crossover
   wan_bytes_per_link.png  bytes each directed link carried, per run
   barrier_wait.png        time reads were held by the drift bound and notices
 Bytes "to target" are the WAN bytes sent until the evaluator took the
@@ -67,6 +70,22 @@ def accuracy_curve(events, t0):
     return sorted(pts)
 
 
+def accuracy_by_bytes(events):
+    """(WAN bytes sent by then, test accuracy) at each evaluation, in order of
+    the model's time: what a given byte budget buys."""
+    pts = sorted((model_t(e), e["test_accuracy"]) for e in events
+                 if e.get("event") == "eval" and isinstance(e.get("test_accuracy"), (int, float)))
+    return [(bytes_at(events, t), a) for t, a in pts]
+
+
+def bytes_to_reach(curve, level):
+    """WAN bytes sent when a run's evaluated model first reached `level`; None if never."""
+    for b, a in curve:
+        if a >= level:
+            return b
+    return None
+
+
 def target_time(events, target):
     hits = [model_t(e) for e in events
             if e.get("event") == "eval" and isinstance(e.get("test_accuracy"), (int, float))
@@ -124,6 +143,7 @@ def main():
             "summary": summary, "events": events, "info": info,
             "what": info.get("what", n),
             "curve": accuracy_curve(events, t0),
+            "bytes_curve": accuracy_by_bytes(events) if summary.get("sites", 1) > 1 else [],
             "time_to_target": summary.get("time_to_target_seconds"),
             "bytes_to_target": bytes_at(events, tt) if tt is not None and summary.get("sites", 1) > 1 else
             (0.0 if summary.get("sites", 1) == 1 and tt is not None else None),
@@ -227,6 +247,31 @@ def main():
         lines.append(f"- {name} sends {fmt(ratio(a['bytes_to_target'], b['bytes_to_target']), 2)}x the WAN bytes of "
                      f"{other} to reach the target{note}; accuracy {fmt(acc(name), 4)} vs {fmt(acc(other), 4)}")
     lines.append("")
+    # Which mode buys the most accuracy for a given number of WAN bytes: the
+    # bytes each multi-site run had sent when its evaluated model first
+    # reached each accuracy level, the fewest marked. Where the mark moves
+    # from one mode to another as the level rises is the crossover.
+    curves = [n for n in names if runs[n]["bytes_curve"] and not n.endswith("-varying")]
+    levels = [0.80, 0.83, 0.85, 0.86, 0.865, 0.87]
+    if len(curves) > 1:
+        lines.append("WAN MB sent when each run's evaluated model first reached an accuracy (static links; "
+                     "**fewest** in bold, - never reached; accuracy_vs_wan_bytes.png plots the whole curves):")
+        lines.append("")
+        lines.append("| run | " + " | ".join(f"{lv:g}" for lv in levels) + " |")
+        lines.append("|---|" + "---:|" * len(levels))
+        need = {n: [bytes_to_reach(runs[n]["bytes_curve"], lv) for lv in levels] for n in curves}
+        best = [min((need[n][i] for n in curves if need[n][i] is not None), default=None)
+                for i in range(len(levels))]
+        for n in curves:
+            cells = []
+            for i, b in enumerate(need[n]):
+                if b is None:
+                    cells.append("-")
+                else:
+                    cell = fmt(b / 1e6, 2)
+                    cells.append(f"**{cell}**" if best[i] is not None and b == best[i] else cell)
+            lines.append(f"| {n} | " + " | ".join(cells) + " |")
+        lines.append("")
     lines += [
         "Notes:",
         "",
@@ -247,7 +292,7 @@ def main():
         "their own time is not counted (`model_age_seconds` in the eval events). Wall times depend on what else "
         "the machine runs, so compare runs of one invocation (run_info.txt) and expect a few seconds of noise.",
         "",
-        "Plots: accuracy_vs_time.png, wan_bytes_per_link.png, barrier_wait.png.", ""]
+        "Plots: accuracy_vs_time.png, accuracy_vs_wan_bytes.png, wan_bytes_per_link.png, barrier_wait.png.", ""]
     with open(os.path.join(results, "results.md"), "w") as f:
         f.write("\n".join(lines))
     print("\n".join(lines))
@@ -267,6 +312,24 @@ def main():
     ax.set_title("Fashion-MNIST MLP, " + title, fontsize=9)
     fig.tight_layout()
     fig.savefig(os.path.join(results, "accuracy_vs_time.png"), dpi=120)
+
+    if curves:
+        fig, ax = plt.subplots(figsize=(9, 5.5))
+        for n in curves:
+            c = [p for p in runs[n]["bytes_curve"] if p[0] > 0]
+            if c:
+                ax.plot([p[0] / 1e6 for p in c], [p[1] for p in c], marker="o", markersize=3, label=runs[n]["what"])
+        ax.axhline(runs[names[0]]["summary"].get("target_accuracy", 0.85), color="grey", linestyle="--",
+                   linewidth=1)
+        ax.set_xlabel("WAN MB sent by all sites when the evaluated model was taken")
+        ax.set_ylabel("test accuracy (first site's worker 0)")
+        ax.set_ylim(0.5, 0.9)
+        ax.set_xscale("log")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+        ax.set_title("Fashion-MNIST MLP, accuracy for the WAN bytes spent (static-link runs)\n" + title, fontsize=9)
+        fig.tight_layout()
+        fig.savefig(os.path.join(results, "accuracy_vs_wan_bytes.png"), dpi=120)
 
     wan_runs = [n for n in names if runs[n]["summary"].get("wan_bytes_by_link")]
     links = sorted({k for n in wan_runs for k in runs[n]["summary"]["wan_bytes_by_link"]})
