@@ -114,6 +114,25 @@ def lan_target_clock(events, target):
     return min(hits) if hits else None
 
 
+def plot_accuracy(series, target, xlabel, title, path):
+    """One accuracy curve per (label, [(x, accuracy)]) on a log x axis, with
+    the target as a dashed line."""
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    for label, c in series:
+        if c:
+            ax.plot([p[0] for p in c], [p[1] for p in c], marker="o", markersize=3, label=label)
+    ax.axhline(target, color="grey", linestyle="--", linewidth=1)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("test accuracy (first site's worker 0)")
+    ax.set_ylim(0.5, 0.9)
+    ax.set_xscale("log")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
 def fmt(v, digits=1, unit=""):
     if v is None:
         return "-"
@@ -297,39 +316,16 @@ def main():
         f.write("\n".join(lines))
     print("\n".join(lines))
 
-    fig, ax = plt.subplots(figsize=(9, 5.5))
-    for n in names:
-        c = runs[n]["curve"]
-        if c:
-            ax.plot([p[0] for p in c], [p[1] for p in c], marker="o", markersize=3, label=runs[n]["what"])
-    ax.axhline(runs[names[0]]["summary"].get("target_accuracy", 0.85), color="grey", linestyle="--", linewidth=1)
-    ax.set_xlabel("seconds since the workers started")
-    ax.set_ylabel("test accuracy (first site's worker 0)")
-    ax.set_ylim(0.5, 0.9)
-    ax.set_xscale("log")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7)
-    ax.set_title("Fashion-MNIST MLP, " + title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(os.path.join(results, "accuracy_vs_time.png"), dpi=120)
-
+    target = runs[names[0]]["summary"].get("target_accuracy", 0.85)
+    plot_accuracy([(runs[n]["what"], runs[n]["curve"]) for n in names], target,
+                  "seconds since the workers started", "Fashion-MNIST MLP, " + title,
+                  os.path.join(results, "accuracy_vs_time.png"))
     if curves:
-        fig, ax = plt.subplots(figsize=(9, 5.5))
-        for n in curves:
-            c = [p for p in runs[n]["bytes_curve"] if p[0] > 0]
-            if c:
-                ax.plot([p[0] / 1e6 for p in c], [p[1] for p in c], marker="o", markersize=3, label=runs[n]["what"])
-        ax.axhline(runs[names[0]]["summary"].get("target_accuracy", 0.85), color="grey", linestyle="--",
-                   linewidth=1)
-        ax.set_xlabel("WAN MB sent by all sites when the evaluated model was taken")
-        ax.set_ylabel("test accuracy (first site's worker 0)")
-        ax.set_ylim(0.5, 0.9)
-        ax.set_xscale("log")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
-        ax.set_title("Fashion-MNIST MLP, accuracy for the WAN bytes spent (static-link runs)\n" + title, fontsize=9)
-        fig.tight_layout()
-        fig.savefig(os.path.join(results, "accuracy_vs_wan_bytes.png"), dpi=120)
+        plot_accuracy([(runs[n]["what"], [(b / 1e6, a) for b, a in runs[n]["bytes_curve"] if b > 0])
+                       for n in curves], target,
+                      "WAN MB sent by all sites when the evaluated model was taken",
+                      "Fashion-MNIST MLP, accuracy for the WAN bytes spent (static-link runs)\n" + title,
+                      os.path.join(results, "accuracy_vs_wan_bytes.png"))
 
     wan_runs = [n for n in names if runs[n]["summary"].get("wan_bytes_by_link")]
     links = sorted({k for n in wan_runs for k in runs[n]["summary"]["wan_bytes_by_link"]})
