@@ -340,14 +340,20 @@ TEST(SignificanceFilterTest, SelectFreshLooksAgainAtAMarkedElementThatWasNotSign
   EXPECT_EQ(out[0].values, (std::vector<float>{0.01f}));
 }
 
+// Element indices 0 .. n-1.
+std::vector<uint32_t> FirstIndices(uint32_t n) {
+  std::vector<uint32_t> idx(n);
+  for (uint32_t i = 0; i < n; ++i) idx[i] = i;
+  return idx;
+}
+
 TEST(SignificanceFilterTest, SelectFreshLooksAtAChunkWithManyMarksWhole) {
   const std::vector<float> w(128, 1.0f);
   const ChunkValueLookup lookup = ConstantValues(&w);
   SignificanceFilter f = MakeFilter();
   AddTo00(&f, {100}, {0.5f}, /*fresh=*/false);
   // 16 of 128 marked (an eighth): looked at in part.
-  std::vector<uint32_t> idx;
-  for (uint32_t i = 0; i < 16; ++i) idx.push_back(i);
+  const std::vector<uint32_t> idx = FirstIndices(16);
   AddTo00(&f, idx, std::vector<float>(idx.size(), 0.01f), /*fresh=*/true);
   const int64_t revisit = 1000000;  // no turn for a whole look in this test
   std::vector<SparseChunkUpdate> out;
@@ -369,8 +375,7 @@ TEST(SignificanceFilterTest, SelectFreshCountsAnElementMarkedAgainOnce) {
   AddTo00(&f, {100}, {0.5f}, /*fresh=*/false);
   // The same 16 elements marked three times: still an eighth of 128, so
   // still a part look that leaves element 100 where it is.
-  std::vector<uint32_t> idx;
-  for (uint32_t i = 0; i < 16; ++i) idx.push_back(i);
+  const std::vector<uint32_t> idx = FirstIndices(16);
   for (int round = 0; round < 3; ++round) {
     AddTo00(&f, idx, std::vector<float>(idx.size(), 0.001f), /*fresh=*/true);
   }
