@@ -11,10 +11,10 @@
 namespace geops::wan {
 namespace {
 
-// The tick loop's round when nothing happens (time_'s milliseconds).
+// The tick loop's round when nothing happens (time_'s milliseconds); a
+// clock report held back by report_every_clocks is flushed within
+// ClockReporter::kFlushMs plus one such round.
 constexpr int64_t kIdleRoundMs = 100;
-// A clock report held back by report_every_clocks goes out once it has
-// waited this long (the loop wakes at least every kIdleRoundMs).
 // target_utilization: how often the links' bytes steer the cut-off. A few
 // round trips of the slowest links, so that one interval sees the
 // acknowledgements of what the one before sent.
