@@ -35,6 +35,14 @@ ClockReporter::Round TickAt(Clock k, SteadyClock::time_point now = kT0) {
   return r;
 }
 
+// A round at clock k without a tick (nor drain nor tie): only a held
+// report due for its flush makes it do anything.
+ClockReporter::Round IdleAt(Clock k, SteadyClock::time_point now) {
+  ClockReporter::Round r = TickAt(k, now);
+  r.tick = false;
+  return r;
+}
+
 std::vector<ClockReporter::PeerView> Peers(Clock sent_through, uint64_t last_seq = 5) {
   return {ClockReporter::PeerView{1, sent_through, last_seq, true, 7},
           ClockReporter::PeerView{2, sent_through, last_seq, true, 8}};
@@ -58,8 +66,8 @@ TEST(ClockReporterTest, ATickReportsItsClockToEveryPeerUntiedInAsp) {
   EXPECT_EQ(rep.incarnation, 42u);
   EXPECT_EQ(rep.dest_incarnation, 8u);
   // No tick, no drain, nothing held: nothing to say.
-  ClockReporter::Round idle = TickAt(3);
-  idle.tick = false;
+  const ClockReporter::Round idle = IdleAt(3, kT0);
+  EXPECT_FALSE(r.Due(idle));
   EXPECT_EQ(r.Report(idle, Peers(3)).sent, 0);
   EXPECT_EQ(t.sent.size(), 2u);
 }
@@ -88,20 +96,18 @@ TEST(ClockReporterTest, ReportEveryClocksHoldsSmallStepsUntilTheFlush) {
   ClockReporter::Outcome out = r.Report(TickAt(2, kT0 + std::chrono::milliseconds(10)), Peers(2));
   EXPECT_EQ(out.sent, 0);
   EXPECT_EQ(out.held, 2);
-  EXPECT_FALSE(r.FlushDue(kT0 + std::chrono::milliseconds(60)));
+  EXPECT_FALSE(r.Due(IdleAt(3, kT0 + std::chrono::milliseconds(60))));
   out = r.Report(TickAt(3, kT0 + std::chrono::milliseconds(60)), Peers(3));
   EXPECT_EQ(out.sent, 0);
   EXPECT_EQ(t.sent.size(), 2u);
   // kFlushMs after the first hold the held clock goes out without a tick.
   const auto due = kT0 + std::chrono::milliseconds(10 + ClockReporter::kFlushMs);
-  EXPECT_TRUE(r.FlushDue(due));
-  ClockReporter::Round flush = TickAt(3, due);
-  flush.tick = false;
-  out = r.Report(flush, Peers(3));
+  EXPECT_TRUE(r.Due(IdleAt(3, due)));
+  out = r.Report(IdleAt(3, due), Peers(3));
   EXPECT_EQ(out.sent, 2);
   ASSERT_EQ(t.sent.size(), 4u);
   EXPECT_EQ(t.sent[3].second.clock, 3);
-  EXPECT_FALSE(r.FlushDue(due));
+  EXPECT_FALSE(r.Due(IdleAt(3, due)));
   // Four clocks on, a tick reports at once.
   EXPECT_EQ(r.Report(TickAt(7, due), Peers(7)).sent, 2);
 }

@@ -12,16 +12,17 @@ bool ClockReporter::FlushDue(size_t i, SteadyClock::time_point now) const {
   return held_since_[i] && now - *held_since_[i] >= std::chrono::milliseconds(kFlushMs);
 }
 
-bool ClockReporter::FlushDue(SteadyClock::time_point now) const {
+bool ClockReporter::Due(const Round& round) const {
+  if (round.tick || round.finishing || round.backlog_tied) return true;
   for (size_t i = 0; i < held_since_.size(); ++i) {
-    if (FlushDue(i, now)) return true;
+    if (FlushDue(i, round.now)) return true;
   }
   return false;
 }
 
 ClockReporter::Outcome ClockReporter::Report(const Round& round, const std::vector<PeerView>& peers) {
   Outcome outcome;
-  if (!round.tick && !round.finishing && !round.backlog_tied && !FlushDue(round.now)) return outcome;
+  // Each peer is skipped unless the round is Due() for it.
   for (size_t i = 0; i < peers.size() && i < last_.size(); ++i) {
     const PeerView& peer = peers[i];
     std::optional<WanClockReport>& last = last_[i];
@@ -58,8 +59,8 @@ ClockReporter::Outcome ClockReporter::Report(const Round& round, const std::vect
     outcome.all_drained = outcome.all_drained && drained_to;
     const bool tied = round.finishing || round.was_drained || options_.tie_reports ||
                       options_.mode == WanMode::kBsp || UsesOuterStep(options_.mode);
-    const WanClockReport report{site_,       clock,           tied ? peer.last_seq : 0, drained_to,
-                                round.incarnation, peer.peer_incarnation};
+    const WanClockReport report{site_,      clock, tied ? peer.last_seq : 0, drained_to, round.incarnation,
+                                peer.peer_incarnation};
     transport_->SendClock(peer.peer, report);
     ++outcome.sent;
     last = report;

@@ -72,9 +72,10 @@ class ClockReporter {
   // For `peers` outboxes. `options` and `transport` must outlive this.
   ClockReporter(const WanOptions& options, SiteId site, WanTransport* transport, size_t peers);
 
-  // Whether any held report is due for its flush at `now`: the tick loop
-  // runs a report round then even without a tick.
-  bool FlushDue(SteadyClock::time_point now) const;
+  // Whether `round` can send or hold any report: a tick, the drain,
+  // tie_backlog, or a held report due for its flush. The tick loop builds
+  // the peers' views only then; Report() on another round does nothing.
+  bool Due(const Round& round) const;
 
   // Sends this round's reports; `peers` are the outboxes in a fixed order.
   Outcome Report(const Round& round, const std::vector<PeerView>& peers);
@@ -82,8 +83,6 @@ class ClockReporter {
   // Sends `peer` (outbox `i`) its last report again, if it was sent one,
   // and returns it.
   std::optional<WanClockReport> SendAgain(size_t i, SiteId peer);
-
-  const std::optional<WanClockReport>& last(size_t i) const { return last_[i]; }
 
  private:
   bool FlushDue(size_t i, SteadyClock::time_point now) const;

@@ -572,16 +572,15 @@ void Replicator::Loop() {
     bool drain_complete = finishing && durable.ok();
     const auto now = time_->Now();
     ClockReporter::Outcome reported;
-    if (tick || finishing || backlog_tied || reporter_.FlushDue(now)) {
+    const ClockReporter::Round round{k, tick, finishing, was_drained, backlog_tied, held_since_, incarnation_, now};
+    if (reporter_.Due(round)) {
       std::vector<ClockReporter::PeerView> peers;
       peers.reserve(shipper_.outboxes().size());
       for (const PeerOutbox& out : shipper_.outboxes()) {
         peers.push_back(ClockReporter::PeerView{out.peer(), out.SentThrough(k), out.last_seq(),
                                                 shipper_.NothingWaitsFor(out), inbox_.Incarnation(out.peer())});
       }
-      reported = reporter_.Report(ClockReporter::Round{k, tick, finishing, was_drained, backlog_tied, held_since_,
-                                                       incarnation_, now},
-                                  peers);
+      reported = reporter_.Report(round, peers);
       drain_complete = drain_complete && reported.all_drained;
     }
     for (SiteId peer : report_again) {
