@@ -3,7 +3,7 @@
 
 Reads every launch folder under RESULTS, one scenario (summary.json,
 events.jsonl and run.json, what the run was, of one run each; scenario.txt
-names the scenario) and writes RESULTS/results.md and three PNGs:
+names the scenario) and writes RESULTS/results.md and four PNGs:
   accuracy_vs_time.png    test accuracy against seconds since the workers started
   accuracy_vs_wan_bytes.png  test accuracy against the WAN bytes sent by then
                           (static-link runs), with a table of the bytes each
