@@ -201,6 +201,7 @@ json SiteWan::StatsJson() const {
           {"select_holds", r.select_holds},
           {"reports_sent", r.reports_sent},
           {"reports_held", r.reports_held},
+          {"reports_riding", r.reports_riding},
           {"threshold_multiplier", r.threshold_multiplier},
           {"journal_rows_saved", r.journal_rows_saved},
           {"journal_peak_saved_bytes", r.journal_peak_saved_bytes},

@@ -22,6 +22,15 @@ include "parameter_server.thrift"
 
 namespace cpp geops.rpc.gen
 
+// A clock report riding with a batch (pushBatch's `report`): "my shard
+// clock is `clock`; you have had every batch through this one". Origin,
+// last_seq and incarnations are the batch's. Taken once the batch landed,
+// as a reportClock naming this seq would be.
+struct RidingReport {
+  1: i64 clock,
+  2: bool drained,
+}
+
 struct PushBatchRequest {
   1: i32 origin,       // sending site
   2: i32 shard_id,     // the receiver's shard index must be the same
@@ -34,6 +43,9 @@ struct PushBatchRequest {
   // to the receiver is out (relayBatch): the relaying site, whose identity
   // the connection must have. Taken only by a receiver that relays too.
   8: optional i32 relayed_by,
+  // A tied clock report made in the same round as this batch goes with it
+  // instead of as a reportClock of its own (docs/wan_replication.md).
+  9: optional RidingReport report,
 }
 
 // "Carry my batch on to site `dest`": the caller's own link to dest is out.

@@ -92,6 +92,12 @@ gen::PushBatchRequest MirrorClient::PushRequest(const wan::WanBatch& batch) cons
   req.payload.assign(batch.payload.begin(), batch.payload.end());
   req.incarnation = static_cast<int64_t>(batch.incarnation);
   req.dest_incarnation = static_cast<int64_t>(batch.dest_incarnation);
+  if (batch.report) {
+    gen::RidingReport report;
+    report.clock = batch.report->clock;
+    report.drained = batch.report->drained;
+    req.__set_report(report);
+  }
   return req;
 }
 

@@ -106,6 +106,13 @@ Result<wan::WanBatch> MirrorHandler::BatchOf(const gen::PushBatchRequest& req, c
   batch.payload.assign(req.payload.begin(), req.payload.end());
   batch.incarnation = static_cast<uint64_t>(req.incarnation);
   batch.dest_incarnation = static_cast<uint64_t>(req.dest_incarnation);
+  if (req.__isset.report) {
+    if (req.report.clock < 0) {
+      return InvalidArgumentError(std::string(call) + ": the clock report riding with batch " +
+                                  std::to_string(req.seq) + " has negative clock " + std::to_string(req.report.clock));
+    }
+    batch.report = wan::RidingReport{req.report.clock, req.report.drained};
+  }
   return batch;
 }
 
@@ -137,7 +144,12 @@ void MirrorHandler::pushBatch(gen::PushBatchReply& reply, const gen::PushBatchRe
   Serve("pushBatch", [&]() -> Status {
     GEOPS_RETURN_IF_ERROR(CheckPushSender(req));
     GEOPS_ASSIGN_OR_RETURN(wan::WanBatch batch, BatchOf(req, "pushBatch"));
-    GEOPS_RETURN_IF_ERROR(receiver_->OnBatch(batch));
+    std::string report_refused;
+    GEOPS_RETURN_IF_ERROR(wan::DeliverBatch(*receiver_, batch, &report_refused));
+    if (!report_refused.empty()) {
+      spdlog::warn("mirror: the clock report riding with batch {} of site {} was not taken: {}", batch.seq,
+                   batch.origin, report_refused);
+    }
     reply.seq = req.seq;
     std::string quarantined = receiver_->QuarantineOf(batch.origin, batch.seq);
     if (!quarantined.empty()) {

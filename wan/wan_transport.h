@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -42,6 +43,17 @@ namespace geops::wan {
 // speaks of a stream that no longer exists), and a receiver that
 // hears a new incarnation of a peer first resets that peer's streams
 // (Replicator, "disk loss").
+// A clock report that rides with a batch (WanBatch::report): the report
+// "my shard clock is `clock`; you have had every batch through this one",
+// from the batch's origin and for the batch's incarnations (ReportOf). A
+// tied report waits at the receiver for the batch it names anyway, so one
+// made in the same round as that batch goes with it, not as a message of
+// its own (Replicator, docs/wan_replication.md "Reports that ride").
+struct RidingReport {
+  Clock clock = 0;
+  bool drained = false;
+};
+
 struct WanBatch {
   SiteId origin = 0;
   uint64_t seq = 0;   // 1, 2, 3, ... per (origin, destination)
@@ -52,6 +64,7 @@ struct WanBatch {
   // Sent by this site for `origin`, whose own link to the receiver is out
   // (ShapedTransport::Forward): the channel names this site as the relay.
   bool relayed = false;
+  std::optional<RidingReport> report;
 };
 
 // "My shard clock is `clock`; you have had every batch through `last_seq`."
@@ -66,6 +79,12 @@ struct WanClockReport {
   uint64_t incarnation = 0;       // the sender's
   uint64_t dest_incarnation = 0;  // the receiver's, as the sender knew it
 };
+
+// The clock report riding with `batch`; REQUIRES: batch.report.
+inline WanClockReport ReportOf(const WanBatch& batch) {
+  return WanClockReport{batch.origin,      batch.report->clock,  batch.seq,
+                        batch.report->drained, batch.incarnation, batch.dest_incarnation};
+}
 
 // Selective barrier: batch `seq` of `origin`, which touches `keys`, is on
 // its way and will take long; hold local reads of exactly those chunks until
@@ -151,6 +170,23 @@ class WanReceiver {
     return FailedPreconditionError("this site keeps no outer step state (wan mode is not avg or diloco)");
   }
 };
+
+// Hands a batch that arrived to `receiver`, then the report riding with it,
+// if any. The batch's answer is the push's answer, with one exception: a
+// report the receiver cannot take now (Unavailable, ResourceExhausted)
+// makes the whole push "later, please", so the sender sends the batch again
+// (the receiver deduplicates it) and the report with it. A report refused
+// for good does not undo its batch: the push succeeds, and *report_refused
+// (if given) says why the report was not taken.
+inline Status DeliverBatch(WanReceiver& receiver, const WanBatch& batch, std::string* report_refused = nullptr) {
+  Status s = receiver.OnBatch(batch);
+  if (!s.ok() || !batch.report) return s;
+  Status r = receiver.OnClock(ReportOf(batch));
+  if (r.ok()) return s;
+  if (r.code() == StatusCode::kUnavailable || r.code() == StatusCode::kResourceExhausted) return r;
+  if (report_refused != nullptr) *report_refused = r.ToString();
+  return s;
+}
 
 // What carries a relayed batch on: the transport of the relaying site
 // (ShapedTransport). Forward blocks until `dest` acknowledged the batch,

@@ -29,7 +29,7 @@ class RecordingReceiver : public wan::WanReceiver {
   Status OnClock(const wan::WanClockReport& r) override {
     std::lock_guard<std::mutex> lock(mu);
     clocks.push_back(r);
-    return Status::Ok();
+    return clock_reply;
   }
   Status OnNotice(const wan::WanNotice& n) override {
     std::lock_guard<std::mutex> lock(mu);
@@ -48,6 +48,7 @@ class RecordingReceiver : public wan::WanReceiver {
   std::vector<SiteId> heartbeats;
   int64_t bytes = 0;
   Status batch_reply;
+  Status clock_reply;
   uint64_t refuse_seq = 0;  // refused with DataLoss (0: none)
 };
 
@@ -98,6 +99,50 @@ TEST_F(MirrorServiceTest, CarriesEveryMessageIntact) {
   EXPECT_EQ(receiver_.notices[0].timeout_ms, 500);
   EXPECT_EQ(receiver_.heartbeats, std::vector<SiteId>{0});
   EXPECT_GT(c->bytes_sent(), 0);
+}
+
+TEST_F(MirrorServiceTest, AReportRidingWithABatchArrivesAfterItAsTheBatchsOwn) {
+  auto c = Client({0, 0, 42});
+  wan::WanBatch b{0, 5, 17, {1, 2, 3}};
+  b.incarnation = 9;
+  b.dest_incarnation = 4;
+  b.report = wan::RidingReport{21, true};
+  ASSERT_TRUE(c->PushBatch(b).ok());
+  {
+    std::lock_guard<std::mutex> lock(receiver_.mu);
+    ASSERT_EQ(receiver_.batches.size(), 1u);
+    ASSERT_EQ(receiver_.clocks.size(), 1u);
+    const wan::WanClockReport& r = receiver_.clocks[0];
+    EXPECT_EQ(r.origin, 0);
+    EXPECT_EQ(r.clock, 21);
+    EXPECT_EQ(r.last_seq, 5u);
+    EXPECT_TRUE(r.drained);
+    EXPECT_EQ(r.incarnation, 9u);
+    EXPECT_EQ(r.dest_incarnation, 4u);
+  }
+  // A report the receiver cannot take now asks for the whole push again
+  // (the receiver deduplicates the batch) ...
+  receiver_.clock_reply = UnavailableError("resetting the stream");
+  b.seq = 6;
+  EXPECT_EQ(c->PushBatch(b).status().code(), StatusCode::kUnavailable);
+  // ... one refused for good leaves the batch taken.
+  receiver_.clock_reply = InvalidArgumentError("a bad report");
+  b.seq = 7;
+  EXPECT_TRUE(c->PushBatch(b).ok());
+  // A batch without a report carries none; a report with a negative clock
+  // is refused with the batch, before the receiver sees either.
+  receiver_.clock_reply = Status::Ok();
+  b.seq = 8;
+  b.report.reset();
+  EXPECT_TRUE(c->PushBatch(b).ok());
+  b.seq = 9;
+  b.report = wan::RidingReport{-1, false};
+  Status bad = c->PushBatch(b).status();
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("negative clock"), std::string::npos) << bad.ToString();
+  std::lock_guard<std::mutex> lock(receiver_.mu);
+  EXPECT_EQ(receiver_.batches.size(), 4u);  // 5, 6, 7, 8
+  EXPECT_EQ(receiver_.clocks.size(), 3u);   // with 5, 6 and 7
 }
 
 TEST_F(MirrorServiceTest, RefusesWrongShardSelfAndAnotherModel) {

@@ -85,6 +85,32 @@ TEST(ClockReporterTest, BspAndTiedReportsCarryTheLastBatchSent) {
   }
 }
 
+TEST(ClockReporterTest, AReportThatRidesWithABatchIsNotSentOnItsOwnButIsKeptAsTheLast) {
+  WanOptions o;
+  o.mode = WanMode::kAsp;
+  o.tie_reports = true;
+  RecordingTransport t;
+  ClockReporter r(o, 0, &t, 2);
+  std::vector<std::pair<SiteId, WanClockReport>> rode;
+  const ClockReporter::Ride ride = [&](SiteId peer, const WanClockReport& report) {
+    if (peer != 2) return false;  // only peer 2 has a batch leaving this round
+    rode.emplace_back(peer, report);
+    return true;
+  };
+  const ClockReporter::Outcome out = r.Report(TickAt(4), Peers(4, /*last_seq=*/9), ride);
+  EXPECT_EQ(out.sent, 2);
+  EXPECT_EQ(out.riding, 1);
+  ASSERT_EQ(t.sent.size(), 1u);
+  EXPECT_EQ(t.sent[0].first, 1);
+  ASSERT_EQ(rode.size(), 1u);
+  EXPECT_EQ(rode[0].second.clock, 4);
+  EXPECT_EQ(rode[0].second.last_seq, 9u);
+  EXPECT_EQ(rode[0].second.dest_incarnation, 8u);
+  // The report that rode is the last one peer 2 heard: a restart repeats it.
+  ASSERT_TRUE(r.SendAgain(1, 2).has_value());
+  EXPECT_EQ(t.sent.back().second.clock, 4);
+}
+
 TEST(ClockReporterTest, ReportEveryClocksHoldsSmallStepsUntilTheFlush) {
   WanOptions o;
   o.mode = WanMode::kAsp;

@@ -279,7 +279,7 @@ class FakeWanNetwork {
       uint64_t acked = 0;
       if (r != nullptr) {
         if (auto* b = std::get_if<WanBatch>(&m.body)) {
-          s = r->OnBatch(*b);
+          s = DeliverBatch(*r, *b);
           acked = b->seq;
         } else if (auto* c = std::get_if<WanClockReport>(&m.body)) {
           s = r->OnClock(*c);

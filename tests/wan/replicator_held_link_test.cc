@@ -167,6 +167,36 @@ TEST(ReplicatorTest, AReportEveryFewClocksAndAHeldOneGoesOutWhenTicksStop) {
   }
 }
 
+// A tied report made in the round that sends the batch it names rides with
+// that batch (one message, not two); the peer takes it once the batch has
+// landed, as it would a report of its own, and the sum stays exact.
+TEST(ReplicatorTest, ATiedReportRidesWithTheBatchOfItsRound) {
+  WanOptions o = AnnouncingAsp(false);
+  o.tie_reports = true;
+  o.max_inflight_batches = 16;  // every tick's batch leaves in its own round
+  ManualTime time;
+  WanSites sites(CounterModel(), {1, 1}, 1, o, LinkFaults{}, 2, &time);
+  std::vector<float> ones;
+  RegisterBoth(sites, &ones);
+  if (HasFatalFailure()) return;
+  Replicator* r = sites.replicator(0, 0);
+  for (Clock c = 0; c < 9; ++c) {
+    PushAndTick(sites, time, ones, c);
+    if (HasFatalFailure()) return;
+  }
+  MirrorGate* gate = sites.replicator(1, 0)->gate();
+  for (int i = 0; i < 2000 && (gate->MinMirrorClock() < 9 || r->stats().reports_sent < 9); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(gate->MinMirrorClock(), 9);
+  EXPECT_EQ(r->stats().reports_sent, 9);
+  EXPECT_EQ(r->stats().reports_riding, 9);
+  const std::vector<ChunkKey> keys = sites.spec().ChunksOfShard(0, 1);
+  std::vector<float> out(ones.size());
+  ASSERT_TRUE(sites.shard(1, 0)->Read(0, 0, 0, keys, out.data(), Deadline::InMs(5000)).ok());
+  for (float v : out) ASSERT_EQ(v, 9.0f);
+}
+
 // target_utilization: every second the link that shipped the most against
 // its bandwidth steers the cut-off, up when it ships more than that share,
 // down when less; links of unknown bandwidth do not steer. On a ManualTime,

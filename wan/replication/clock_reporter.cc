@@ -20,7 +20,8 @@ bool ClockReporter::Due(const Round& round) const {
   return false;
 }
 
-ClockReporter::Outcome ClockReporter::Report(const Round& round, const std::vector<PeerView>& peers) {
+ClockReporter::Outcome ClockReporter::Report(const Round& round, const std::vector<PeerView>& peers,
+                                             const Ride& ride) {
   Outcome outcome;
   // Each peer is skipped unless the round is Due() for it.
   for (size_t i = 0; i < peers.size() && i < last_.size(); ++i) {
@@ -61,7 +62,11 @@ ClockReporter::Outcome ClockReporter::Report(const Round& round, const std::vect
                       options_.mode == WanMode::kBsp || UsesOuterStep(options_.mode);
     const WanClockReport report{site_,      clock, tied ? peer.last_seq : 0, drained_to, round.incarnation,
                                 peer.peer_incarnation};
-    transport_->SendClock(peer.peer, report);
+    if (ride && ride(peer.peer, report)) {
+      ++outcome.riding;
+    } else {
+      transport_->SendClock(peer.peer, report);
+    }
     ++outcome.sent;
     last = report;
   }

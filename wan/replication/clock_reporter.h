@@ -27,6 +27,7 @@
 #define GEOPS_WAN_REPLICATION_CLOCK_REPORTER_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -64,7 +65,8 @@ class ClockReporter {
   };
 
   struct Outcome {
-    int64_t sent = 0;             // reports sent this round
+    int64_t sent = 0;             // reports sent this round (riding included)
+    int64_t riding = 0;           // of them, reports that rode with a batch
     int64_t held = 0;             // reports held back (report_every_clocks)
     bool all_drained = true;      // every report sent this round said "drained"
   };
@@ -77,8 +79,12 @@ class ClockReporter {
   // the peers' views only then; Report() on another round does nothing.
   bool Due(const Round& round) const;
 
+  // Offered each report first: true when it rides with a batch of this
+  // round (OutboundShipper::AttachReport), so it is not sent on its own.
+  using Ride = std::function<bool(SiteId peer, const WanClockReport& report)>;
+
   // Sends this round's reports; `peers` are the outboxes in a fixed order.
-  Outcome Report(const Round& round, const std::vector<PeerView>& peers);
+  Outcome Report(const Round& round, const std::vector<PeerView>& peers, const Ride& ride = nullptr);
 
   // Sends `peer` (outbox `i`) its last report again, if it was sent one,
   // and returns it.

@@ -289,6 +289,22 @@ void OutboundShipper::Flush() {
   outgoing_.clear();
 }
 
+bool OutboundShipper::AttachReport(SiteId peer, const WanClockReport& report) {
+  if (report.last_seq == 0) return false;  // untied: the peer takes it at once, not once a batch landed
+  for (auto it = outgoing_.rbegin(); it != outgoing_.rend(); ++it) {
+    if (it->peer != peer) continue;
+    auto* b = std::get_if<WanBatch>(&it->message);
+    if (b == nullptr) continue;  // a notice
+    if (b->seq != report.last_seq || b->origin != report.origin || b->incarnation != report.incarnation ||
+        b->dest_incarnation != report.dest_incarnation) {
+      return false;
+    }
+    b->report = RidingReport{report.clock, report.drained};
+    return true;
+  }
+  return false;
+}
+
 bool OutboundShipper::Waiting() const {
   for (const PeerOutbox& out : outboxes_) {
     if (!NothingWaitsFor(out)) return true;

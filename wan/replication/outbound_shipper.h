@@ -131,6 +131,11 @@ class OutboundShipper {
   void Flush();
   // The round was not durable: none of its messages may leave.
   void DropOutgoing() { outgoing_.clear(); }
+  // A tied clock report for `peer` made in this round rides with the batch
+  // it names (WanBatch::report), when that batch is the last one waiting in
+  // the outgoing list for `peer`, for the same incarnations. Returns whether
+  // it does; if not, the caller sends it on its own. Call before Flush.
+  bool AttachReport(SiteId peer, const WanClockReport& report);
 
   // Something waits to be sent: a backlog or a queued contribution.
   bool Waiting() const;

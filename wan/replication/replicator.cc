@@ -554,7 +554,6 @@ void Replicator::Loop() {
                           : Status::Ok();
     if (durable.ok()) {
       for (const auto& [peer, inc] : records) inbox_.ConfirmIncarnation(peer, inc);
-      shipper_.Flush();
     } else {
       // What the store did not take must not reach a peer: after the
       // restart this site will ship it again from its last durable state,
@@ -580,9 +579,16 @@ void Replicator::Loop() {
         peers.push_back(ClockReporter::PeerView{out.peer(), out.SentThrough(k), out.last_seq(),
                                                 shipper_.NothingWaitsFor(out), inbox_.Incarnation(out.peer())});
       }
-      reported = reporter_.Report(round, peers);
+      // A tied report rides with the batch of this round it names: the
+      // peer would hold it until that batch landed anyway.
+      reported = reporter_.Report(round, peers, [this](SiteId peer, const WanClockReport& report) {
+        return shipper_.AttachReport(peer, report);
+      });
       drain_complete = drain_complete && reported.all_drained;
     }
+    // The round's batches leave after its reports are made, so that those
+    // reports can ride with them.
+    if (durable.ok()) shipper_.Flush();
     for (SiteId peer : report_again) {
       for (size_t i = 0; i < shipper_.outboxes().size(); ++i) {
         if (shipper_.outboxes()[i].peer() != peer) continue;
@@ -599,6 +605,7 @@ void Replicator::Loop() {
     lock.lock();
     stats_.reports_sent += reported.sent;
     stats_.reports_held += reported.held;
+    stats_.reports_riding += reported.riding;
     for (size_t i = 0; i < shipper_.outboxes().size(); ++i) {
       outbox_stats_[i] = shipper_.outboxes()[i].stats();
       outbox_seq_[i] = shipper_.outboxes()[i].last_seq();

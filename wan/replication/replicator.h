@@ -141,6 +141,7 @@ struct ReplicatorStats {
   int64_t select_holds = 0;       // ticks (or their later slices) left in the accumulator: every link full
   int64_t reports_sent = 0;       // clock reports the tick loop sent, all peers (a restarted peer's repeat not counted)
   int64_t reports_held = 0;       // reports held back for a later one (WanOptions::report_every_clocks)
+  int64_t reports_riding = 0;     // of reports_sent, those that rode with a batch instead of a message of their own
   double threshold_multiplier = 1;  // asp: the steering's factor on the cut-off (WanOptions::target_utilization)
   double select_seconds = 0;
   double encode_seconds = 0;      // encoding selections and sealing or backlogging them per peer
