@@ -136,6 +136,15 @@ make_topology() {
   if [[ $mode == asp ]]; then
     what="$what, $(sed -n 's/^max_inflight_batches = \([0-9]*\).*/\1/p' "$out") in flight"
   fi
+  # report_every_clocks is an asp and all-async setting: the other modes
+  # take every clock's report (and refuse the key).
+  if [[ $mode == asp || $mode == all-async ]]; then
+    local every
+    every=$(sed -n 's/^report_every_clocks = \([0-9]*\).*/\1/p' "$out")
+    if [[ -n $every && $every != 1 ]]; then what="$what, a report every $every clocks"; fi
+  else
+    sed -i '/^report_every_clocks = /d' "$out"
+  fi
   [ "$run" != lan ] && what="$what; $sites sites"
   if [[ $run == *-sign ]]; then sed -i 's/^codec = .*/codec = "sign"/' "$out"; fi
   if [[ $run == *-int8 ]]; then sed -i 's/^codec = .*/codec = "int8"/' "$out"; fi
