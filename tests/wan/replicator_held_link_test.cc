@@ -99,6 +99,17 @@ void PushAndTick(WanSites& sites, const ManualTime& time, const std::vector<floa
   ASSERT_EQ(r->stats().ticked_clock, c + 1);
 }
 
+// Registers both sites' workers, then site 0's worker pushes `ones` at
+// clocks 0 to 8, one tick each (PushAndTick).
+void RegisterAndTickNine(WanSites& sites, const ManualTime& time, std::vector<float>* ones) {
+  RegisterBoth(sites, ones);
+  if (::testing::Test::HasFatalFailure()) return;
+  for (Clock c = 0; c < 9; ++c) {
+    PushAndTick(sites, time, *ones, c);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
 // Two sites on links that hold site 0's batches: site 0 sends clock 1's
 // batch (held on the link) and then ticks clocks 2 and 3, whose updates
 // wait behind it. Returns once clock 1's batch has left; a report ties
@@ -134,13 +145,9 @@ TEST(ReplicatorTest, AReportEveryFewClocksAndAHeldOneGoesOutWhenTicksStop) {
     ManualTime time;
     WanSites sites(CounterModel(), {1, 1}, 1, o, LinkFaults{}, 2, &time);
     std::vector<float> ones;
-    RegisterBoth(sites, &ones);
+    RegisterAndTickNine(sites, time, &ones);
     if (HasFatalFailure()) return;
     Replicator* r = sites.replicator(0, 0);
-    for (Clock c = 0; c < 9; ++c) {
-      PushAndTick(sites, time, ones, c);
-      if (HasFatalFailure()) return;
-    }
     MirrorGate* gate = sites.replicator(1, 0)->gate();
     // Every 3 clocks: the reports of clocks 1, 4 and 7 leave; 2, 3, 5, 6, 8
     // and 9 wait for a later one.
@@ -177,13 +184,9 @@ TEST(ReplicatorTest, ATiedReportRidesWithTheBatchOfItsRound) {
   ManualTime time;
   WanSites sites(CounterModel(), {1, 1}, 1, o, LinkFaults{}, 2, &time);
   std::vector<float> ones;
-  RegisterBoth(sites, &ones);
+  RegisterAndTickNine(sites, time, &ones);
   if (HasFatalFailure()) return;
   Replicator* r = sites.replicator(0, 0);
-  for (Clock c = 0; c < 9; ++c) {
-    PushAndTick(sites, time, ones, c);
-    if (HasFatalFailure()) return;
-  }
   MirrorGate* gate = sites.replicator(1, 0)->gate();
   for (int i = 0; i < 2000 && (gate->MinMirrorClock() < 9 || r->stats().reports_sent < 9); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
