@@ -75,14 +75,30 @@ TEST(ReplicatorTest, NoticeHoldsReadsOfExactlyTheAnnouncedChunks) {
   EXPECT_GE(sites.replicator(1, 0)->stats().gate.notices, 1);
 }
 
+// Returns once shard 0 of site `s` has heard from site `peer`: a site sends
+// to a peer only then (until then its batches wait in the backlog, and
+// leave later, in other rounds).
+void WaitUntilHeard(WanSites& sites, SiteId s, SiteId peer) {
+  const auto* inbox = dynamic_cast<const RemoteInbox*>(sites.replicator(s, 0)->receiver());
+  ASSERT_NE(inbox, nullptr);
+  for (int i = 0; i < 5000 && inbox->Incarnation(peer) == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_NE(inbox->Incarnation(peer), 0u) << "site " << s << " has not heard from site " << peer;
+}
+
 // Registers worker 0 with shard 0 of sites 0 and 1, and sets `ones` to 1
-// for every element of that shard's chunks: one clock's update.
+// for every element of that shard's chunks: one clock's update. Returns
+// once each site has heard from the other.
 void RegisterBoth(WanSites& sites, std::vector<float>* ones) {
   const ModelSpec& spec = sites.spec();
   ASSERT_TRUE(sites.shard(0, 0)->RegisterWorker(0, 0, "").ok());
   ASSERT_TRUE(sites.shard(1, 0)->RegisterWorker(0, 0, "").ok());
   ones->clear();
   for (ChunkKey k : spec.ChunksOfShard(0, 1)) ones->insert(ones->end(), spec.ChunkElements(k), 1.0f);
+  WaitUntilHeard(sites, 0, 1);
+  if (::testing::Test::HasFatalFailure()) return;
+  WaitUntilHeard(sites, 1, 0);
 }
 
 // Site 0's worker pushes `ones` at clock c and moves to c + 1; returns once
@@ -246,7 +262,10 @@ TEST(ReplicatorTest, TheBusiestLinkSteersTheCutOff) {
     if (c.direction == 0) {
       EXPECT_EQ(r->stats().threshold_multiplier, 1.0);
     } else {
-      EXPECT_TRUE(moved()) << "multiplier " << r->stats().threshold_multiplier;
+      const ReplicatorStats st = r->stats();
+      EXPECT_TRUE(moved()) << "multiplier " << st.threshold_multiplier << "; batches sent "
+                           << st.peers.at(0).out.batches_sent << " (" << st.peers.at(0).out.bytes_sent
+                           << " bytes), " << st.peers.at(0).out.backlog_batches << " of them cut from the backlog";
     }
   }
 }
@@ -360,9 +379,9 @@ TEST(ReplicatorTest, FreshFirstSendsPastABacklogOfResiduals) {
     ASSERT_TRUE(a->RegisterWorker(0, 0, "").ok());
     ASSERT_TRUE(sites.shard(1, 0)->RegisterWorker(0, 0, "").ok());
     ASSERT_TRUE(sites.shard(2, 0)->RegisterWorker(0, 0, "").ok());
-    // Site 0 sends to a peer directly only once it has heard from it.
-    ASSERT_TRUE(sites.shard(1, 0)->AdvanceClock(0, 1, false).ok());
-    ASSERT_TRUE(sites.shard(2, 0)->AdvanceClock(0, 1, false).ok());
+    WaitUntilHeard(sites, 0, 1);
+    WaitUntilHeard(sites, 0, 2);
+    if (HasFatalFailure()) return;
     // Two clocks' values that int4 carries, each on its own scale, but not
     // their sum: a cut of both coalesced leaves residuals.
     std::vector<float> values;
@@ -379,7 +398,6 @@ TEST(ReplicatorTest, FreshFirstSendsPastABacklogOfResiduals) {
       for (int i = 0; i < 1000 && !done(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
       return done();
     };
-    ASSERT_TRUE(wait_for([&] { return sites.replicator(0, 0)->gate()->MinMirrorClock() >= 1; }));
     // Clock 1 goes to both peers directly; site 1's copy is held. Clocks 2
     // and 3 then coalesce in site 1's backlog (its window of one is full).
     ASSERT_TRUE(a->Update(0, 0, keys, values).ok());
