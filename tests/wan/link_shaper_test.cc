@@ -83,7 +83,11 @@ TEST_F(LinkShaperTest, AddsTheOneWayDelay) {
   ASSERT_TRUE((*shaper)->Send(std::vector<uint8_t>(1000)).ok());
   uv_run(&loop_, UV_RUN_DEFAULT);
   const double want = (1000 * 8 / 80e6 + 0.5) / 10;
-  EXPECT_NEAR(arrived, want, want * 0.10);
+  // Never more than a millisecond early. Late is the OS's doing (a loaded
+  // machine ran it 5 ms late), up to a point: a delay added twice would
+  // arrive at twice `want`.
+  EXPECT_GE(arrived, want - 0.0011);
+  EXPECT_LT(arrived, want * 1.5);
 }
 
 TEST_F(LinkShaperTest, FollowsABandwidthChange) {

@@ -403,11 +403,12 @@ TEST(ReplicatorTest, FreshFirstSendsPastABacklogOfResiduals) {
     ASSERT_TRUE(a->Update(0, 0, keys, values).ok());
     ASSERT_TRUE(a->AdvanceClock(0, 1, false).ok());
     ASSERT_TRUE(wait_for([&] { return to_b().batches_sent == 1; }));
-    // Each clock only once site 2 has its batch before: that link always
-    // has room, so the ticks select rather than hold.
-    auto c_idle = [&] { return to_c().batches_acked == to_c().batches_sent; };
+    // Each clock only once site 2 has the batches of the clocks before,
+    // all n of them: that link always has room, so the ticks select rather
+    // than hold. (Counted: a tick's clock shows before its batches leave.)
+    auto c_idle = [&](int64_t n) { return to_c().batches_sent == n && to_c().batches_acked == n; };
     for (Clock c = 1; c < 3; ++c) {
-      ASSERT_TRUE(wait_for(c_idle));
+      ASSERT_TRUE(wait_for([&] { return c_idle(c); }));
       ASSERT_TRUE(a->Update(0, c, keys, c == 1 ? values : others).ok());
       ASSERT_TRUE(a->AdvanceClock(0, c + 1, false).ok());
       ASSERT_TRUE(wait_for([&] { return sites.replicator(0, 0)->stats().ticked_clock == c + 1; }));
@@ -420,7 +421,7 @@ TEST(ReplicatorTest, FreshFirstSendsPastABacklogOfResiduals) {
     ASSERT_TRUE(wait_for([&] { return to_b().backlog_batches == 1 && to_b().batches_acked == 2; }))
         << to_b().backlog_batches << " " << to_b().batches_sent << " " << to_b().batches_acked;
     ASSERT_GT(sites.replicator(0, 0)->stats().peers.at(0).out.max_backlog_chunks, 0);
-    ASSERT_TRUE(wait_for(c_idle));
+    ASSERT_TRUE(wait_for([&] { return c_idle(3); }));
     ASSERT_TRUE(a->Update(0, 3, keys, values).ok());
     ASSERT_TRUE(a->AdvanceClock(0, 4, false).ok());
     wait_for([&] { return to_b().batches_sent == 3 && to_b().batches_acked == 3; });
