@@ -64,7 +64,7 @@ struct WanBatch {
   // Sent by this site for `origin`, whose own link to the receiver is out
   // (ShapedTransport::Forward): the channel names this site as the relay.
   bool relayed = false;
-  std::optional<RidingReport> report;
+  std::optional<RidingReport> report = std::nullopt;  // a clock report riding with the batch
 };
 
 // "My shard clock is `clock`; you have had every batch through `last_seq`."
