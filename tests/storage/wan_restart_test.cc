@@ -196,7 +196,15 @@ TEST_F(WanDiskLossTest, ASiteThatLostItsDiskIsRebuiltAndEveryUpdateCountsOnce) {
          SteadyClock::now() < give_up) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  ASSERT_GT(sites_[1].repl->stats().inbox.batches_applied, 0);
+  {
+    const wan::ReplicatorStats a = sites_[0].repl->stats();
+    const wan::ReplicatorStats b = sites_[1].repl->stats();
+    ASSERT_GT(b.inbox.batches_applied, 0)
+        << "site 0 ticked clock " << a.ticked_clock << ", selected " << a.elements_selected << " values, sent "
+        << a.peers.at(0).out.batches_sent << " batches (" << a.peers.at(0).out.batches_acked << " acked, "
+        << a.peers.at(0).out.backlog_batches << " from the backlog); site 1 buffered " << b.inbox.batches_buffered
+        << ", refused " << b.inbox.batches_refused << ", refused as stale " << b.inbox.stale_refused;
+  }
   // Site 0 dies and its disk with it: it comes back with an empty store.
   Crash();
   store_ = NewStore();
