@@ -15,8 +15,9 @@
 // outage hears nothing, as over a real WAN, and its lease runs out.
 // Clock reports take the priority lane: a receiver holds a report until
 // the batches through its last_seq have landed, so it need not queue behind
-// them. (A report riding inside a batch, WanBatch::report, is the batch's.) `time_scale` runs the link model that many times
-// faster than real time (bandwidth x scale, delays / scale) for fast tests.
+// them. (A report riding inside a batch, WanBatch::report, goes with the
+// batch.) `time_scale` runs the link model that many times faster than real
+// time (bandwidth x scale, delays / scale) for fast tests.
 // With relay_after_ms set, a peer whose link has acknowledged nothing that
 // long gets its batches through a third site instead (the batch goes as a
 // relay call through this site's link to that site, which carries it on
