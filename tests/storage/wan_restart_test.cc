@@ -15,6 +15,7 @@
 // the new one, and site 0's worker trains again from clock 0: each
 // update of the surviving incarnations counts exactly once at both sites.
 #include "tests/storage/wan_restart_fixture.h"
+#include "wan/replication/remote_inbox.h"
 
 #include <gtest/gtest.h>
 
@@ -160,6 +161,65 @@ TEST_F(WanRestartTest, ASiteRestartedAfterItsWorkersFinishedStillDrains) {
   for (SiteId s = 0; s < kSites; ++s) sites_[s].shard->AttachReplication(nullptr, nullptr);
 }
 
+// A site that ticks before it has heard from its peer keeps that tick's
+// updates in the peer's backlog. If, by the time the peer is heard, the
+// model has moved on so far that none of it is significant any more, a cut
+// takes nothing and the backlog stays. The link is not full then (its
+// window is open, nothing waits to be cut): later ticks must select and
+// ship, not hold their updates in the accumulator until the final drain.
+TEST_F(WanRestartTest, AnInsignificantBacklogFromBeforeThePeerWasHeardHoldsNothingBack) {
+  Build(0);
+  std::vector<float> ones(static_cast<size_t>(elements_), 1.0f);
+  std::vector<float> large(static_cast<size_t>(elements_), 100.0f);
+  ASSERT_TRUE(sites_[0].shard->Update(0, 0, keys_, ones).ok());
+  ASSERT_TRUE(sites_[0].shard->AdvanceClock(0, 1, false).ok());
+  const auto ticked = [&](Clock c) {
+    const auto until = SteadyClock::now() + std::chrono::seconds(10);
+    while (sites_[0].repl->stats().ticked_clock < c && SteadyClock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return sites_[0].repl->stats().ticked_clock >= c;
+  };
+  ASSERT_TRUE(ticked(1));
+  ASSERT_EQ(sites_[0].repl->stats().peers.at(0).out.batches_sent, 0) << "site 1 is not there yet";
+  // Clock 1's updates are in the model before site 1 is heard: the ones
+  // waiting in its backlog are 1% of each value from then on, far under
+  // the cut-off (0.4), and a cut finds nothing to take.
+  ASSERT_TRUE(sites_[0].shard->Update(0, 1, keys_, large).ok());
+  Build(1);
+  const auto* inbox = dynamic_cast<const wan::RemoteInbox*>(sites_[0].repl->receiver());
+  ASSERT_NE(inbox, nullptr);
+  for (int i = 0; i < 5000 && inbox->Incarnation(1) == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_NE(inbox->Incarnation(1), 0u) << "site 0 never heard from site 1";
+  ASSERT_TRUE(sites_[0].shard->AdvanceClock(0, 2, false).ok());
+  ASSERT_TRUE(ticked(2));
+  ASSERT_TRUE(sites_[0].shard->Update(0, 2, keys_, large).ok());
+  ASSERT_TRUE(sites_[0].shard->AdvanceClock(0, 3, false).ok());
+  ASSERT_TRUE(ticked(3));
+  // In the backlog the new updates coalesce with clock 0's ones: a cut
+  // takes each element's whole sum, 201 once clock 2's have left too.
+  const auto mismatched = [&] {
+    int64_t n = 0;
+    for (float x : Replica(1)) n += x != 201.0f;
+    return n;
+  };
+  const auto until = SteadyClock::now() + std::chrono::seconds(10);
+  while (mismatched() != 0 && SteadyClock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const wan::ReplicatorStats a = sites_[0].repl->stats();
+  EXPECT_EQ(mismatched(), 0) << "site 1 lacks site 0's clocks 0-2 in some values: site 0 ticked " << a.ticks
+                             << " times, held " << a.select_holds << " of them, and sent "
+                             << a.peers.at(0).out.batches_sent << " batches (" << a.peers.at(0).out.backlog_batches
+                             << " from the backlog)";
+  for (SiteId s = 0; s < kSites; ++s) sites_[s].repl->Stop();
+  net_.Attach(0, nullptr);
+  net_.Attach(1, nullptr);
+  for (SiteId s = 0; s < kSites; ++s) sites_[s].shard->AttachReplication(nullptr, nullptr);
+}
+
 // Random initial values, as a real model has: they belong to no site, so a
 // site's snapshot for a rebuilt peer must not carry them (the peer starts
 // from them too). Sums are no longer exact in float: compared to 1e-3,
@@ -167,6 +227,12 @@ TEST_F(WanRestartTest, ASiteRestartedAfterItsWorkersFinishedStillDrains) {
 class WanDiskLossTest : public WanRestartTest {
  protected:
   WanDiskLossTest() : WanRestartTest(InitKind::kUniform) {}
+
+  // The incarnation of `peer` that site `s`'s inbox has heard of (0: none).
+  uint64_t Heard(SiteId s, SiteId peer) const {
+    const auto* inbox = dynamic_cast<const wan::RemoteInbox*>(sites_[s].repl->receiver());
+    return inbox == nullptr ? 0 : inbox->Incarnation(peer);
+  }
 
   std::vector<double> Initial() const {
     std::vector<double> out;
@@ -203,7 +269,10 @@ TEST_F(WanDiskLossTest, ASiteThatLostItsDiskIsRebuiltAndEveryUpdateCountsOnce) {
         << "site 0 ticked clock " << a.ticked_clock << ", selected " << a.elements_selected << " values, sent "
         << a.peers.at(0).out.batches_sent << " batches (" << a.peers.at(0).out.batches_acked << " acked, "
         << a.peers.at(0).out.backlog_batches << " from the backlog); site 1 buffered " << b.inbox.batches_buffered
-        << ", refused " << b.inbox.batches_refused << ", refused as stale " << b.inbox.stale_refused;
+        << ", refused " << b.inbox.batches_refused << ", refused as stale " << b.inbox.stale_refused
+        << "; site 0 held " << a.select_holds << " of its " << a.ticks
+        << " ticks in the accumulator, and knows site 1 as incarnation " << Heard(0, 1)
+        << ", site 1 knows site 0 as " << Heard(1, 0) << "; the network counted " << net_.errors() << " errors";
   }
   // Site 0 dies and its disk with it: it comes back with an empty store.
   Crash();

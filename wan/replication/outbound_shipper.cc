@@ -50,13 +50,16 @@ bool OutboundShipper::LinkKeepsUp(const PeerOutbox& out, int64_t bytes, bool fin
 bool OutboundShipper::AllLinksFull(bool finishing) const {
   if (finishing || options_.mode != WanMode::kAsp || outboxes_.empty()) return false;
   const int64_t window = Window(finishing);
+  bool opens = false;
   for (const PeerOutbox& out : outboxes_) {
     // A peer not yet heard from gets its share from the backlog (and a
     // snapshot) as before; one whose link has room takes the slice.
     if (!Addressable(out)) return false;
-    if (TakesDirect(out, window, finishing) && LinkKeepsUp(out, 0, finishing)) return false;
+    const bool keeps_up = LinkKeepsUp(out, 0, finishing);
+    if (TakesDirect(out, window, finishing) && keeps_up) return false;
+    opens = opens || !keeps_up || !out.WindowOpen(window) || out.HasPending();
   }
-  return true;
+  return opens;
 }
 
 void OutboundShipper::MaybeNotice(PeerOutbox& out, uint64_t seq, const std::vector<ChunkKey>& keys, int64_t bytes,

@@ -88,7 +88,13 @@ class OutboundShipper {
                      const ChunkElementLookup* elements);
   // asp, not finishing: every peer is addressable and none can take a
   // batch now (window full, link behind or backlog waiting), so a slice
-  // selected now would only move into the backlogs.
+  // selected now would only move into the backlogs; and one of them will
+  // open by itself (an acknowledgement opens a window, a cut takes the
+  // updates waiting in a backlog). A backlog that a whole cut found
+  // nothing significant in (PeerOutbox::HasPending false) behind an open
+  // window opens by nothing: were every link full only that way, a hold
+  // would keep the tick's updates in the accumulator until the final
+  // drain, so they are selected and join the backlogs instead.
   bool AllLinksFull(bool finishing) const;
 
   // avg, diloco: encodes this site's contribution to outer step `step`
