@@ -7,9 +7,12 @@
 // only; bounded by the harness's own --timeout.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -134,6 +137,17 @@ TEST_F(ChaosScenarioTest, ReplicaCheckSaysWhenTheCounterIsNotExactYet) {
                                    std::to_string(i) + " --data-dir " + (dir_ / ("s" + std::to_string(i))).string() +
                                    " > " + (dir_ / ("s" + std::to_string(i) + ".log")).string() + " 2>&1 & echo $!");
     pids += " " + started.output.substr(0, started.output.find('\n'));
+  }
+  // Both shards serve before the check (on a loaded machine they took
+  // longer than its 3 s). Bounded: 30 s.
+  for (int i = 0; i < 2; ++i) {
+    const std::filesystem::path log = dir_ / ("s" + std::to_string(i) + ".log");
+    const auto serving = [&] {
+      std::ifstream in(log);
+      const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      return text.find("chunks on") != std::string::npos;
+    };
+    for (int t = 0; t < 300 && !serving(); ++t) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   RunResult check = RunCommand(std::string(GEOPS_BINARY) + " worker --check --topology " + topo +
                                " --site a --wait 3");
