@@ -5,14 +5,18 @@
 // run over the same directory, so recovery itself is crashed into too.
 //
 // The random kill times come from a seed printed on failure; set
-// GEOPS_CRASH_SEED to replay one.
+// GEOPS_CRASH_SEED to replay one. Half the rounds count the time from the
+// child's first line, so that a slowly started child still works for a
+// while before it dies; the others from its start.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstdlib>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -37,8 +41,12 @@ uint64_t Seed() {
 }
 
 // Starts CRASH_CHILD with `args`, lets it run `run_ms`, kills it with
-// SIGKILL and returns everything it wrote to stdout.
-std::string RunAndKill(const std::vector<std::string>& args, int run_ms) {
+// SIGKILL and returns everything it wrote to stdout. `after_first_line`:
+// run_ms counts from the child's first line (its first acknowledgement or
+// commit, 10 s at most) rather than from its start, so that the kill falls
+// while it works even on a machine that starts it slowly; otherwise the
+// kill may fall into its start, recovery included.
+std::string RunAndKill(const std::vector<std::string>& args, int run_ms, bool after_first_line) {
   int fds[2];
   if (::pipe(fds) != 0) return "";
   posix_spawn_file_actions_t actions;
@@ -56,15 +64,27 @@ std::string RunAndKill(const std::vector<std::string>& args, int run_ms) {
   ::close(fds[1]);
   EXPECT_EQ(rc, 0) << "cannot start " << CRASH_CHILD;
   std::string out;
+  std::mutex mu;
+  std::condition_variable line_cv;
+  bool line = false;
   std::thread reader([&] {  // drain the pipe so the child never blocks on it
     char buf[4096];
     for (ssize_t n; (n = ::read(fds[0], buf, sizeof(buf))) != 0;) {
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) break;
+      std::lock_guard<std::mutex> lock(mu);
       out.append(buf, static_cast<size_t>(n));
+      if (!line && out.find('\n') != std::string::npos) {
+        line = true;
+        line_cv.notify_all();
+      }
     }
   });
   if (rc == 0) {
+    if (after_first_line) {
+      std::unique_lock<std::mutex> lock(mu);
+      line_cv.wait_for(lock, std::chrono::seconds(10), [&] { return line; });
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(run_ms));
     ::kill(pid, SIGKILL);
     int status = 0;
@@ -91,8 +111,9 @@ void KillShardRepeatedly(Durability durability, int rounds, int workers) {
   // Up to ten more rounds where a loaded machine acknowledged too little.
   for (int round = 0; round < rounds || (acks.size() <= 20 && round < rounds + 10); ++round) {
     const int run_ms = 150 + static_cast<int>(rng() % 500);
+    const bool after_first_line = rng() % 2 == 0;
     const std::string out = RunAndKill(
-        {"shard", dir, std::to_string(workers), std::string(DurabilityName(durability))}, run_ms);
+        {"shard", dir, std::to_string(workers), std::string(DurabilityName(durability))}, run_ms, after_first_line);
     const std::vector<testing::Ack> got = testing::AckLog::Parse(out);
     acks.insert(acks.end(), got.begin(), got.end());
 
@@ -130,7 +151,9 @@ void KillStoreMidCommit(Durability durability, int rounds) {
   // find more than a few commits: up to ten more rounds then.
   for (int round = 0; round < rounds || (commits <= 3 && round < rounds + 10); ++round) {
     const int run_ms = 150 + static_cast<int>(rng() % 600);
-    const std::string out = RunAndKill({"store", dir, std::string(DurabilityName(durability))}, run_ms);
+    const bool after_first_line = rng() % 2 == 0;
+    const std::string out =
+        RunAndKill({"store", dir, std::string(DurabilityName(durability))}, run_ms, after_first_line);
     for (size_t at = out.find("C "); at != std::string::npos; at = out.find("C ", at + 1)) {
       if (out.find('\n', at) != std::string::npos) acked = std::max<uint64_t>(acked, std::stoull(out.substr(at + 2)));
     }
