@@ -25,6 +25,7 @@
 #include "tests/storage/fault_injecting_shard_store.h"
 #include "tests/storage/memory_shard_store.h"
 #include "tests/wan/fake_wan_network.h"
+#include "wan/replication/remote_inbox.h"
 #include "wan/replication/replicator.h"
 
 namespace geops::storage::testing {
@@ -185,6 +186,12 @@ class WanRestartTest : public ::testing::Test {
   }
 
   std::vector<float> Replica(SiteId s) { return ReplicaOf(sites_[s].shard.get(), spec_, keys_); }
+
+  // The incarnation of `peer` that site `s`'s inbox has heard of (0: none).
+  uint64_t Heard(SiteId s, SiteId peer) const {
+    const auto* inbox = dynamic_cast<const wan::RemoteInbox*>(sites_[s].repl->receiver());
+    return inbox == nullptr ? 0 : inbox->Incarnation(peer);
+  }
 
   ModelSpec spec_;
   std::vector<ChunkKey> keys_;

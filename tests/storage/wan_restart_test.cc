@@ -15,7 +15,6 @@
 // the new one, and site 0's worker trains again from clock 0: each
 // update of the surviving incarnations counts exactly once at both sites.
 #include "tests/storage/wan_restart_fixture.h"
-#include "wan/replication/remote_inbox.h"
 
 #include <gtest/gtest.h>
 
@@ -187,12 +186,8 @@ TEST_F(WanRestartTest, AnInsignificantBacklogFromBeforeThePeerWasHeardHoldsNothi
   // the cut-off (0.4), and a cut finds nothing to take.
   ASSERT_TRUE(sites_[0].shard->Update(0, 1, keys_, large).ok());
   Build(1);
-  const auto* inbox = dynamic_cast<const wan::RemoteInbox*>(sites_[0].repl->receiver());
-  ASSERT_NE(inbox, nullptr);
-  for (int i = 0; i < 5000 && inbox->Incarnation(1) == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  ASSERT_NE(inbox->Incarnation(1), 0u) << "site 0 never heard from site 1";
+  for (int i = 0; i < 5000 && Heard(0, 1) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_NE(Heard(0, 1), 0u) << "site 0 never heard from site 1";
   ASSERT_TRUE(sites_[0].shard->AdvanceClock(0, 2, false).ok());
   ASSERT_TRUE(ticked(2));
   ASSERT_TRUE(sites_[0].shard->Update(0, 2, keys_, large).ok());
@@ -227,12 +222,6 @@ TEST_F(WanRestartTest, AnInsignificantBacklogFromBeforeThePeerWasHeardHoldsNothi
 class WanDiskLossTest : public WanRestartTest {
  protected:
   WanDiskLossTest() : WanRestartTest(InitKind::kUniform) {}
-
-  // The incarnation of `peer` that site `s`'s inbox has heard of (0: none).
-  uint64_t Heard(SiteId s, SiteId peer) const {
-    const auto* inbox = dynamic_cast<const wan::RemoteInbox*>(sites_[s].repl->receiver());
-    return inbox == nullptr ? 0 : inbox->Incarnation(peer);
-  }
 
   std::vector<double> Initial() const {
     std::vector<double> out;
