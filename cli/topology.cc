@@ -261,9 +261,10 @@ Status ParseFaults(const toml::table& root, const std::string& origin, Topology*
     r.Get("shard", &f.shard);
     r.Get("at_clock", &f.at_clock);
     r.Get("restart_after_s", &f.restart_after_s);
-    r.RequireHere(r.Has("kind"), "kind", "is required: \"kill-site\", \"kill-shard\" or \"wipe-disk\"");
-    r.Require(f.kind == "kill-site" || f.kind == "kill-shard" || f.kind == "wipe-disk", "kind",
-              "must be \"kill-site\", \"kill-shard\" or \"wipe-disk\", got \"" + f.kind + "\"");
+    const std::string kinds = "\"kill-site\", \"kill-shard\", \"stop-site\" or \"wipe-disk\"";
+    r.RequireHere(r.Has("kind"), "kind", "is required: " + kinds);
+    r.Require(f.kind == "kill-site" || f.kind == "kill-shard" || f.kind == "stop-site" || f.kind == "wipe-disk",
+              "kind", "must be " + kinds + ", got \"" + f.kind + "\"");
     r.RequireHere(r.Has("site"), "site", "is required (sites: " + site_names + ")");
     f.site_index = -1;
     for (size_t s = 0; s < t->sites.size(); ++s) {

@@ -104,7 +104,9 @@ struct WanSpec {
 // (cli/launch/fault_plan.h). Only the launcher acts on it; `geops worker` reads it
 // only to report the clocks it fires at the moment it reaches them.
 struct FaultSpec {
-  std::string kind;               // "kill-site", "kill-shard" or "wipe-disk"
+  // "kill-site" (SIGKILL), "kill-shard", "stop-site" (SIGTERM: a planned
+  // stop, the launcher's stop grace before SIGKILL) or "wipe-disk"
+  std::string kind;
   std::string site;               // the site it hits (a [[sites]] name)
   int site_index = 0;             // index of `site` in Topology::sites
   int shard = -1;                 // kill-shard: the shard of the site; -1 for the others
@@ -118,6 +120,8 @@ struct FaultSpec {
   int line = 0;                   // of the entry in the topology file (for messages)
 
   bool restarts() const { return restart_after_s >= 0; }
+  // stop-site: the victims get SIGTERM and stop by themselves.
+  bool graceful() const { return kind == "stop-site"; }
 };
 
 struct Topology {

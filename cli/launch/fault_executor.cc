@@ -1,6 +1,7 @@
 // The launcher's fault executor: fires the topology's [[faults]] at their
 // clocks (cli/launch/fault_plan.h says which and when), SIGKILLs the
-// victims, wipes a site's stores for wipe-disk, and restarts what was
+// victims (stop-site: SIGTERMs them, and SIGKILLs what still runs after the
+// stop grace), wipes a site's stores for wipe-disk, and restarts what was
 // killed: shards first, on the ports they had, then the workers once their
 // shards listen again.
 #include <signal.h>
@@ -71,7 +72,9 @@ void Launcher::FireFault(int fault) {
     names.push_back(pm_->name(id));
   }
   rec.pending_exits = static_cast<int>(targets.size());
+  const int signum = f.graceful() ? SIGTERM : SIGKILL;
   LogEvent({{"event", "fault_injected"},
+            {"signal", f.graceful() ? "SIGTERM" : "SIGKILL"},
             {"fault", fault},
             {"kind", f.kind},
             {"site", f.site},
@@ -84,9 +87,9 @@ void Launcher::FireFault(int fault) {
             {"time_unix", rec.killed_unix},
             {"restart_after_s", f.restarts() ? nlohmann::json(f.restart_after_s) : nlohmann::json(nullptr)}});
   char buf[256];
-  std::snprintf(buf, sizeof(buf), "fault %d: %s %s at clock %lld: SIGKILL to %zu process(es)", fault, f.kind.c_str(),
+  std::snprintf(buf, sizeof(buf), "fault %d: %s %s at clock %lld: %s to %zu process(es)", fault, f.kind.c_str(),
                 (f.site + (f.shard >= 0 ? " shard " + std::to_string(f.shard) : "")).c_str(),
-                static_cast<long long>(slowest), targets.size());
+                static_cast<long long>(slowest), f.graceful() ? "SIGTERM" : "SIGKILL", targets.size());
   std::string message = buf;
   if (f.restarts()) {
     std::snprintf(buf, sizeof(buf), "; restart in %g s", f.restart_after_s);
@@ -96,12 +99,19 @@ void Launcher::FireFault(int fault) {
   }
   display_.Message(message);
   for (int id : targets) {
-    Status s = pm_->Signal(id, SIGKILL);
+    Status s = pm_->Signal(id, signum);
     if (!s.ok()) {
       display_.Message("geops launch: fault " + std::to_string(fault) + ": " + s.message(), true);
       BeginStop("failed", s.message());
       return;
     }
+  }
+  if (f.graceful()) {
+    // A planned stop gets the grace the launcher gives its own children at
+    // the end of a run; what still runs after it is SIGKILLed (OnStopGrace).
+    uv_update_time(&loop_);
+    uv_timer_start(&fault_timers_[static_cast<size_t>(fault)].grace, OnStopGraceCb, ToMs(o_.stop_timeout_seconds),
+                   0);
   }
   if (f.restarts()) {
     uv_update_time(&loop_);  // the delay counts from now, not from the start of this loop iteration
@@ -109,13 +119,42 @@ void Launcher::FireFault(int fault) {
   }
 }
 
-void Launcher::OnVictimExit(int id, bool planned) {
+void Launcher::OnVictimExit(int id, bool planned, const ProcessExit& exit) {
   FaultRecord& rec = faults_.at(roles_[static_cast<size_t>(id)].killed_by);
   for (FaultVictim& v : rec.victims) {
-    if (v.process_id == id && !planned) v.finished_before_kill = true;
+    if (v.process_id != id) continue;
+    if (!planned) v.finished_before_kill = true;
+    v.exit = exit.Describe();
+    v.exited_t = Now();
+    if (rec.spec.graceful()) {
+      char buf[200];
+      std::snprintf(buf, sizeof(buf), "fault %d: %s %s %.2f s after SIGTERM (%s)", rec.index, v.process.c_str(),
+                    v.killed_after_grace ? "killed" : "stopped", *v.exited_t - rec.killed_t, v.exit.c_str());
+      display_.Message(buf);
+    }
   }
-  --rec.pending_exits;
+  if (--rec.pending_exits == 0) uv_timer_stop(&fault_timers_[static_cast<size_t>(rec.index)].grace);
   MaybeRestart(rec.index);
+}
+
+void Launcher::OnStopGrace(int fault) {
+  if (phase_ != Phase::kTraining) return;  // stopping: the process manager has them
+  FaultRecord& rec = faults_.at(fault);
+  for (FaultVictim& v : rec.victims) {
+    if (v.exited_t || !pm_->live(v.process_id)) continue;
+    v.killed_after_grace = true;
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%g", o_.stop_timeout_seconds);
+    display_.Message("warning: fault " + std::to_string(fault) + ": " + v.process + " did not stop within " + buf +
+                         " s of SIGTERM; SIGKILL",
+                     true);
+    Status s = pm_->Signal(v.process_id, SIGKILL);
+    if (!s.ok()) {
+      display_.Message("geops launch: fault " + std::to_string(fault) + ": " + s.message(), true);
+      BeginStop("failed", s.message());
+      return;
+    }
+  }
 }
 
 void Launcher::OnFaultTimer(int fault) {
@@ -239,6 +278,11 @@ void Launcher::RespawnWorkers(int fault) {
 void Launcher::OnFaultTimerCb(uv_timer_t* t) {
   auto* ft = static_cast<FaultTimer*>(t->data);
   ft->launcher->OnFaultTimer(ft->fault);
+}
+
+void Launcher::OnStopGraceCb(uv_timer_t* t) {
+  auto* ft = static_cast<FaultTimer*>(t->data);
+  ft->launcher->OnStopGrace(ft->fault);
 }
 
 }  // namespace geops::cli::launch_detail

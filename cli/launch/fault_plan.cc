@@ -106,12 +106,15 @@ json FaultPlan::ToJson() const {
   json out = json::array();
   for (const FaultRecord& r : records_) {
     json victims = json::array();
-    json pids = json::array(), restarted_pids = json::array(), resumed = json::object();
+    json pids = json::array(), restarted_pids = json::array(), resumed = json::object(), exits = json::object();
     for (const FaultVictim& v : r.victims) {
       victims.push_back(v.process);
       pids.push_back(v.pid);
       if (v.restarted_pid) restarted_pids.push_back(v.restarted_pid);
       if (v.resumed_clock) resumed[v.process] = *v.resumed_clock;
+      exits[v.process] = {{"exit", v.exit.empty() ? json(nullptr) : json(v.exit)},
+                          {"seconds", v.exited_t ? json(*v.exited_t - r.killed_t) : json(nullptr)},
+                          {"killed_after_grace", v.killed_after_grace}};
     }
     json f = {{"index", r.index},
               {"kind", r.spec.kind},
@@ -133,6 +136,7 @@ json FaultPlan::ToJson() const {
       f["recovered_launcher_t"] = OrNull(r.recovered_t);
       f["restarted_pids"] = restarted_pids;
       f["resumed_clocks"] = resumed;
+      f["exits"] = exits;
       if (r.spec.kind == "wipe-disk") f["wiped_dirs"] = r.wiped_dirs;
     }
     f["note"] = r.note.empty() ? json(nullptr) : json(r.note);

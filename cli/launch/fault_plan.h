@@ -1,8 +1,9 @@
 // FaultPlan: what `geops launch` does with a topology's [[faults]] while the
 // run goes on. Each fault waits for its trigger (every live worker of its
 // site has reported finishing `at_clock`), is then fired by the launcher
-// (SIGKILL by PID to the shard and worker processes it hits), and, when it
-// restarts, goes down -> restarting -> recovered:
+// (SIGKILL by PID to the shard and worker processes it hits; for stop-site
+// SIGTERM, and SIGKILL only to what still runs after the launcher's stop
+// grace), and, when it restarts, goes down -> restarting -> recovered:
 //
 //   waiting --Due()--> down --delay elapsed and every killed process reaped-->
 //   restarting (shards re-spawned; wipe-disk first deletes their stores)
@@ -43,7 +44,8 @@ enum class FaultState {
 };
 const char* FaultStateName(FaultState state);
 
-// One killed process of a fault, and its replacement.
+// One killed (or, for stop-site, stopped) process of a fault, and its
+// replacement.
 struct FaultVictim {
   std::string process;             // e.g. "eu-west-1-shard-0"
   bool shard = false;
@@ -54,13 +56,18 @@ struct FaultVictim {
   int restarted_pid = 0;           // its replacement; 0 = none (yet)
   int restarted_id = -1;           // the launcher's id of the replacement
   std::optional<int64_t> resumed_clock;  // workers: the clock the replacement resumed at
+  // How the signalled process ended ("exit code 0", "signal 9 (Killed)"),
+  // and when: launcher seconds (FaultRecord::killed_t is the signal's).
+  std::string exit;
+  std::optional<double> exited_t;
+  bool killed_after_grace = false;  // stop-site: still running after the stop grace, so SIGKILLed
 };
 
 struct FaultRecord {
   FaultSpec spec;
   int index = 0;                   // in Topology::faults
   FaultState state = FaultState::kWaiting;
-  double killed_unix = 0;          // wall clock of the SIGKILLs (seconds since the epoch)
+  double killed_unix = 0;          // wall clock of the signals (seconds since the epoch)
   double killed_t = 0;             // launcher seconds of the same
   int64_t clock_observed = -1;     // slowest live worker's reported clock when it fired
   std::map<std::string, int64_t> worker_clocks;  // every live worker's reported clock then

@@ -66,9 +66,10 @@ int Launcher::Run() {
   for (int i = 0; i < faults_.size(); ++i) {
     FaultTimer& ft = fault_timers_[static_cast<size_t>(i)];
     uv_timer_init(&loop_, &ft.timer);
+    uv_timer_init(&loop_, &ft.grace);
     ft.launcher = this;
     ft.fault = i;
-    ft.timer.data = &ft;
+    ft.timer.data = ft.grace.data = &ft;
   }
   uv_signal_init(&loop_, &sigint_);
   uv_signal_init(&loop_, &sigterm_);
@@ -317,7 +318,7 @@ void Launcher::OnExit(int id, const ProcessExit& exit) {
       stats_.OnWorkerExit(role.site, role.index);
     }
   }
-  if (role.killed_by >= 0) OnVictimExit(id, planned);
+  if (role.killed_by >= 0) OnVictimExit(id, planned, exit);
   if (phase_ == Phase::kStopping) {
     if (planned) return;
     if (exit.abandoned || (exit.term_signal == SIGKILL && exit.signalled_by_us)) {
@@ -381,7 +382,10 @@ void Launcher::BeginStop(const std::string& exit, const std::string& failure) {
   if (outcome_.workers_started_t && !outcome_.workers_ended_t) outcome_.workers_ended_t = Now();
   uv_timer_stop(&listen_timer_);
   uv_timer_stop(&launch_timer_);
-  for (FaultTimer& ft : fault_timers_) uv_timer_stop(&ft.timer);
+  for (FaultTimer& ft : fault_timers_) {
+    uv_timer_stop(&ft.timer);
+    uv_timer_stop(&ft.grace);  // what a stop-site signalled is the process manager's to stop now
+  }
   if (pm_->live_count() > 0) {
     std::string what = exit == "ok" ? "workers done; stopping " + std::to_string(pm_->live_count()) + " shards"
                                     : "stopping " + std::to_string(pm_->live_count()) + " processes";
@@ -395,7 +399,10 @@ void Launcher::CloseAll() {
   for (uv_timer_t* t : {&progress_timer_, &listen_timer_, &launch_timer_}) {
     uv_close(reinterpret_cast<uv_handle_t*>(t), nullptr);
   }
-  for (FaultTimer& ft : fault_timers_) uv_close(reinterpret_cast<uv_handle_t*>(&ft.timer), nullptr);
+  for (FaultTimer& ft : fault_timers_) {
+    uv_close(reinterpret_cast<uv_handle_t*>(&ft.timer), nullptr);
+    uv_close(reinterpret_cast<uv_handle_t*>(&ft.grace), nullptr);
+  }
   uv_close(reinterpret_cast<uv_handle_t*>(&sigint_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&sigterm_), nullptr);
 }

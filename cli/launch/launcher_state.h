@@ -60,6 +60,7 @@ class Launcher;
 
 struct FaultTimer {
   uv_timer_t timer;
+  uv_timer_t grace;  // stop-site: the SIGTERM's grace before SIGKILL
   Launcher* launcher = nullptr;
   int fault = 0;
 };
@@ -101,8 +102,9 @@ class Launcher {
   bool WorkerRunning(int site, int worker) const;
   void CheckFaults(int site);
   void FireFault(int fault);
-  void OnVictimExit(int id, bool planned);
+  void OnVictimExit(int id, bool planned, const ProcessExit& exit);
   void OnFaultTimer(int fault);
+  void OnStopGrace(int fault);
   void MaybeRestart(int fault);
   void OnRestartedShardListening(int id);
   void RespawnWorkers(int fault);
@@ -111,6 +113,7 @@ class Launcher {
   static void OnListenTimer(uv_timer_t* t);
   static void OnLaunchTimer(uv_timer_t* t);
   static void OnFaultTimerCb(uv_timer_t* t);
+  static void OnStopGraceCb(uv_timer_t* t);
   static void OnSignal(uv_signal_t* s, int signum);
 
   const LauncherOptions& o_;

@@ -272,10 +272,23 @@ std::string FormatFaultSummary(const json& summary) {
       continue;
     }
     const size_t killed = f.contains("pids") && f["pids"].is_array() ? f["pids"].size() : 0;
-    std::snprintf(buf, sizeof(buf), "fired at clock %lld, killed %zu process(es), %s",
-                  static_cast<long long>(IntField(f, "clock_observed").value_or(-1)), killed,
-                  StringField(f, "state").value_or("?").c_str());
+    const bool graceful = kind == "stop-site";
+    std::snprintf(buf, sizeof(buf), "fired at clock %lld, %s %zu process(es), %s",
+                  static_cast<long long>(IntField(f, "clock_observed").value_or(-1)),
+                  graceful ? "stopped" : "killed", killed, StringField(f, "state").value_or("?").c_str());
     out += buf;
+    if (graceful && f.contains("exits") && f["exits"].is_object()) {
+      // How long the planned stop took, and whether every process made it.
+      double slowest = 0;
+      int forced = 0;
+      for (const auto& [process, e] : f["exits"].items()) {
+        slowest = std::max(slowest, NumberField(e, "seconds").value_or(0.0));
+        forced += e.value("killed_after_grace", false) ? 1 : 0;
+      }
+      std::snprintf(buf, sizeof(buf), "; the last exited %.2f s after SIGTERM", slowest);
+      out += buf;
+      if (forced > 0) out += "; " + std::to_string(forced) + " SIGKILLed after the stop grace";
+    }
     auto killed_unix = NumberField(f, "killed_unix");
     auto restarted_unix = NumberField(f, "restarted_unix");
     if (killed_unix && restarted_unix) {

@@ -148,6 +148,7 @@ restart_after_s = 0.3
   ASSERT_EQ(injected.size(), 1u);
   EXPECT_EQ(injected[0]["pids"], json::array({killed}));
   EXPECT_EQ(injected[0]["kind"], "kill-shard");
+  EXPECT_EQ(injected[0]["signal"], "SIGKILL");
   EXPECT_EQ(injected[0]["site"], "a");
   EXPECT_EQ(injected[0]["shard"], 0);
   std::vector<json> restarts = Events("process_restarted");
@@ -212,6 +213,71 @@ restart_after_s = 0.2
   EXPECT_EQ(s["per_worker"][2]["start_clocks"], json::array({0}));
   EXPECT_EQ(s["faults"][0]["resumed_clocks"]["a-worker-1"], 0);
   EXPECT_EQ(Events("final").size(), 3u);
+  ExpectAllChildrenGone();
+}
+
+// stop-site: SIGTERM instead of SIGKILL. The fake shards exit 0 on it, the
+// fake workers die of it; each exit and its time land in the summary.
+TEST_F(FaultLaunchTest, StopSiteSigtermsTheSiteAndRestartsWhatStopped) {
+  ASSERT_EQ(Launch(R"(
+[[faults]]
+kind = "stop-site"
+site = "a"
+at_clock = 30
+restart_after_s = 0.2
+)"),
+            0);
+  json s = Summary();
+  EXPECT_EQ(s["exit"], "ok");
+  const json& f = s["faults"][0];
+  EXPECT_EQ(f["state"], "recovered");
+  EXPECT_EQ(f["processes"], json::array({"a-shard-0", "a-shard-1", "a-worker-0", "a-worker-1"}));
+  EXPECT_EQ(f["restarted_pids"].size(), 4u);
+  ASSERT_EQ(f["exits"].size(), 4u) << f.dump(2);
+  for (const char* shard : {"a-shard-0", "a-shard-1"}) {
+    const json& e = f["exits"][shard];
+    EXPECT_EQ(e["exit"], "exit code 0") << shard;  // a clean stop
+    EXPECT_EQ(e["killed_after_grace"], false) << shard;
+    ASSERT_TRUE(e["seconds"].is_number()) << e.dump();
+    EXPECT_GE(e["seconds"].get<double>(), 0.0);
+    EXPECT_LT(e["seconds"].get<double>(), 2.0);  // within the stop grace (Launch: 2 s)
+  }
+  for (const char* worker : {"a-worker-0", "a-worker-1"}) {
+    EXPECT_THAT(f["exits"][worker]["exit"].get<std::string>(), HasSubstr("signal 15")) << worker;
+  }
+  // The shards' final reports of the first run came out: they stopped, not died.
+  int stats = 0;
+  for (const json& e : Events("shard_stats")) stats += e["site"] == "a" ? 1 : 0;
+  EXPECT_EQ(stats, 4);  // both shards, both runs
+  std::vector<json> injected = Events("fault_injected");
+  ASSERT_EQ(injected.size(), 1u);
+  EXPECT_EQ(injected[0]["signal"], "SIGTERM");
+  EXPECT_EQ(Events("process_restarted").size(), 4u);
+  ExpectAllChildrenGone();
+}
+
+// A process that does not stop on a stop-site's SIGTERM is SIGKILLed after
+// the stop grace and reported; the restart waits for it.
+TEST_F(FaultLaunchTest, StopSiteKillsWhatIgnoresSigtermAfterTheGrace) {
+  ::setenv("FAKE_GEOPS_FAULTS", "b-shard-0:ignoreterm", 1);
+  const int code = Launch(R"(
+[[faults]]
+kind = "stop-site"
+site = "b"
+at_clock = 20
+restart_after_s = 0.1
+)");
+  ::unsetenv("FAKE_GEOPS_FAULTS");
+  ASSERT_EQ(code, 0);
+  json s = Summary();
+  const json& f = s["faults"][0];
+  EXPECT_EQ(f["state"], "recovered") << f.dump(2);
+  const json& shard = f["exits"]["b-shard-0"];
+  EXPECT_EQ(shard["killed_after_grace"], true) << f.dump(2);
+  EXPECT_THAT(shard["exit"].get<std::string>(), HasSubstr("signal 9"));
+  EXPECT_GE(shard["seconds"].get<double>(), 2.0 - 0.01);  // the grace, then SIGKILL
+  EXPECT_EQ(f["exits"]["b-worker-0"]["killed_after_grace"], false);
+  EXPECT_GE(f["restarted_unix"].get<double>() - f["killed_unix"].get<double>(), 2.0 - 0.01);
   ExpectAllChildrenGone();
 }
 

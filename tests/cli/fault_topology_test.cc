@@ -82,9 +82,15 @@ restart_after_s = 0.5
 kind = "kill-site"
 site = "us-east-1"
 at_clock = 99
+
+[[faults]]
+kind = "stop-site"
+site = "us-east-1"
+at_clock = 50
+restart_after_s = 1.5
 )");
   ASSERT_TRUE(t.ok()) << t.status().ToString();
-  ASSERT_EQ(t->faults.size(), 4u);
+  ASSERT_EQ(t->faults.size(), 5u);
   const FaultSpec& a = t->faults[0];
   EXPECT_EQ(a.kind, "kill-site");
   EXPECT_EQ(a.site, "eu-west-1");
@@ -101,14 +107,20 @@ at_clock = 99
   EXPECT_DOUBLE_EQ(b.restart_after_s, 1.0);  // an integer is a number of seconds too
   EXPECT_EQ(t->faults[2].kind, "kill-site");
   EXPECT_FALSE(t->faults[3].restarts());  // no restart_after_s: stays down
-  EXPECT_EQ(t->FaultClocks(0), (std::vector<int64_t>{10, 99}));
+  for (int i = 0; i < 4; ++i) EXPECT_FALSE(t->faults[static_cast<size_t>(i)].graceful()) << i;  // SIGKILL
+  const FaultSpec& e = t->faults[4];
+  EXPECT_EQ(e.kind, "stop-site");
+  EXPECT_TRUE(e.graceful());  // SIGTERM, SIGKILL only after the stop grace
+  EXPECT_EQ(e.shard, -1);
+  EXPECT_DOUBLE_EQ(e.restart_after_s, 1.5);
+  EXPECT_EQ(t->FaultClocks(0), (std::vector<int64_t>{10, 50, 99}));
   EXPECT_EQ(t->FaultClocks(1), (std::vector<int64_t>{30, 60}));
 }
 
 TEST(FaultTopologyTest, UnknownKindIsNamed) {
   EXPECT_THAT(ErrorOf("[[faults]]\nkind = \"kill-dc\"\nsite = \"eu-west-1\"\nat_clock = 1\n"),
-              HasSubstr("t.toml:18: faults[0].kind must be \"kill-site\", \"kill-shard\" or \"wipe-disk\", got "
-                        "\"kill-dc\""));
+              HasSubstr("t.toml:18: faults[0].kind must be \"kill-site\", \"kill-shard\", \"stop-site\" or "
+                        "\"wipe-disk\", got \"kill-dc\""));
   EXPECT_THAT(ErrorOf("[[faults]]\nsite = \"eu-west-1\"\nat_clock = 1\n"),
               HasSubstr("t.toml:17: faults[0].kind is required"));
 }
@@ -132,6 +144,8 @@ TEST(FaultTopologyTest, ShardOutOfRangeMissingOrMisplaced) {
               HasSubstr("faults[0].shard is required for kind \"kill-shard\""));
   EXPECT_THAT(ErrorOf("[[faults]]\nkind = \"kill-site\"\nsite = \"us-east-1\"\nshard = 0\nat_clock = 1\n"),
               HasSubstr("faults[0].shard is only for kind \"kill-shard\""));
+  EXPECT_THAT(ErrorOf("[[faults]]\nkind = \"stop-site\"\nsite = \"us-east-1\"\nshard = 0\nat_clock = 1\n"),
+              HasSubstr("faults[0].shard is only for kind \"kill-shard\" (\"stop-site\" hits every shard"));
 }
 
 TEST(FaultTopologyTest, AtClockMissingNegativeOrBeyondTheClocks) {
@@ -187,7 +201,7 @@ TEST(FaultTopologyTest, WipeDiskNeedsPersistenceAndARestart) {
 }
 
 TEST(FaultTopologyTest, RestartsWithoutStorageAreRefused) {
-  for (const char* kind : {"kill-site", "kill-shard"}) {
+  for (const char* kind : {"kill-site", "kill-shard", "stop-site"}) {
     std::string entry = std::string("[[faults]]\nkind = \"") + kind + "\"\nsite = \"local\"\n" +
                         (std::string(kind) == "kill-shard" ? "shard = 0\n" : "") + "at_clock = 1\n";
     const std::string error = ErrorOf(entry + "restart_after_s = 1\n", kInMemory);
