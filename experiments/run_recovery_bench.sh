@@ -19,7 +19,11 @@
 # the same disk loss in diloco (H 5, the outer step adding the sites'
 # contributions up: lr 3, no momentum, fp32, so the counter stays exact):
 # the new site takes the synchronised model and its own contributions from
-# its peers' stores and its worker resumes after the last of them.
+# its peers' stores and its worker resumes after the last of them. 1m-stop
+# is 1m with a planned stop instead of the kill (fault kind stop-site:
+# SIGTERM, each process exits by itself) and adds
+#   stop_seconds      SIGTERM -> the slowest of the site's shards exited
+#                     (summary.json faults[].exits)
 # summary.json's recoveries entry gives
 #   detect_seconds    kill -> the first surviving site drops it (lease expiry)
 #   catch_up_seconds  restart -> the restarted shards are back within DS
@@ -34,7 +38,7 @@
 # Writes experiments/results/recovery/results.md (and one folder per run).
 #
 # Usage: bash experiments/run_recovery_bench.sh [SIZE ...]
-#   SIZE: 1m 1m-disk 1m-disk-diloco 100m 100m-2 (default: 1m 1m-disk 100m). GEOPS: the
+#   SIZE: 1m 1m-stop 1m-disk 1m-disk-diloco 100m 100m-2 (default: 1m 1m-disk 100m). GEOPS: the
 #   geops binary (default build/cli/geops). RESULTS: the results file
 #   (default experiments/results/recovery/results.md).
 set -euo pipefail
@@ -96,11 +100,12 @@ rows=()
 for size in "${sizes[@]}"; do
   case $size in
     1m) topology "$size" 1000 1000 60 20 3 > "$results/topologies/$size.toml" ;;     # 1,001,000 parameters
+    1m-stop) topology "$size" 1000 1000 60 20 3 stop-site > "$results/topologies/$size.toml" ;;  # SIGTERM, not SIGKILL
     1m-disk) topology "$size" 1000 1000 60 20 3 wipe-disk > "$results/topologies/$size.toml" ;;  # its stores deleted too
     1m-disk-diloco) topology "$size" 1000 1000 60 22 3 wipe-disk > "$results/topologies/$size.toml" ;;  # the same in diloco
     100m) topology "$size" 100000 1000 10 4 3 > "$results/topologies/$size.toml" ;;  # 100,001,000 parameters
     100m-2) topology "$size" 100000 1000 10 4 2 > "$results/topologies/$size.toml" ;;  # the same, two sites
-    *) echo "unknown size $size (1m, 1m-disk, 1m-disk-diloco, 100m or 100m-2)" >&2; exit 2 ;;
+    *) echo "unknown size $size (1m, 1m-stop, 1m-disk, 1m-disk-diloco, 100m or 100m-2)" >&2; exit 2 ;;
   esac
   echo "=== $size ($(date -u +%H:%M:%S))"
   rm -rf "$results/$size"
@@ -122,13 +127,14 @@ lines = ["# Site recovery", "", "```",
              "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2", shell=True, capture_output=True,
              text=True).stdout.strip()),
          "```", "",
-         "| run | parameters | sites | clocks | fault | at clock | detect s | rejoin s | reset s | catch up s | bytes to catch up | worker resumed at | counter error (max over sites) | exit |",
-         "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
-params = {"1m": 1001000, "1m-disk": 1001000, "1m-disk-diloco": 1001000, "100m": 100001000, "100m-2": 100001000}
+         "| run | parameters | sites | clocks | fault | at clock | stop s | detect s | rejoin s | reset s | catch up s | bytes to catch up | worker resumed at | counter error (max over sites) | exit |",
+         "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+params = {"1m": 1001000, "1m-stop": 1001000, "1m-disk": 1001000, "1m-disk-diloco": 1001000, "100m": 100001000,
+          "100m-2": 100001000}
 for size in sizes:
     path = os.path.join(results, size, "summary.json")
     if not os.path.exists(path):
-        lines.append(f"| {size} | {params[size]:,} | - | - | - | - | - | - | - | - | - | - | - | no summary |")
+        lines.append(f"| {size} | {params[size]:,} | - | - | - | - | - | - | - | - | - | - | - | - | no summary |")
         continue
     s = json.load(open(path))
     rec = (s.get("recoveries") or [{}])[0]
@@ -140,16 +146,30 @@ for size in sizes:
     for w in s.get("per_worker") or []:
         if w.get("site") == "eu-west-1" and len(w.get("start_clocks") or []) > 1:
             resumed = w["start_clocks"][-1]
-    lines.append("| {} | {:,} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+    # A planned stop: the slowest of the site's shards, SIGTERM to exit (and
+    # how it ended, unless every shard exited 0 by itself).
+    stop = "-"
+    if f.get("kind") == "stop-site":
+        shards = {p: e for p, e in (f.get("exits") or {}).items() if "-shard-" in p}
+        seconds = [e.get("seconds") for e in shards.values() if e.get("seconds") is not None]
+        stop = fmt(max(seconds)) if seconds else "-"
+        bad = [f"{p}: {e.get('exit')}" for p, e in shards.items()
+               if e.get("exit") != "exit code 0" or e.get("killed_after_grace")]
+        if bad:
+            stop += " (" + "; ".join(bad) + ")"
+    lines.append("| {} | {:,} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
         size, params[size], s.get("sites"), s.get("clocks"), rec.get("kind", "-"), f.get("clock_observed", "-"),
-        fmt(rec.get("detect_seconds")), fmt(rec.get("rejoin_seconds")), fmt(rec.get("reset_seconds")),
+        stop, fmt(rec.get("detect_seconds")), fmt(rec.get("rejoin_seconds")), fmt(rec.get("reset_seconds")),
         fmt(rec.get("catch_up_seconds")), rec.get("bytes_transferred", "-"), resumed,
         fmt(max(errs.values()) if errs else None, 1), s.get("exit")))
     if rec.get("note"):
-        lines.append(f"|  | note: {rec['note']} | | | | | | | | | | | | |")
+        lines.append(f"|  | note: {rec['note']} | | | | | | | | | | | | | |")
     if s.get("failure"):
-        lines.append(f"|  | failure: {s['failure']} | | | | | | | | | | | | |")
-lines += ["", "detect: from the SIGKILL to the first surviving shard dropping the site from its mirror clock "
+        lines.append(f"|  | failure: {s['failure']} | | | | | | | | | | | | | |")
+lines += ["", "stop (1m-stop, fault kind stop-site): from the SIGTERM to the slowest of the site's shard "
+          "processes exiting by itself: it stops serving, gives what it handed to the WAN links up to 5 s to "
+          "leave, commits its store and exits 0 (anything else is named beside the figure). "
+          "detect: from the SIGKILL (or SIGTERM) to the first surviving shard dropping the site from its mirror clock "
           "(the peer lease is 1 s, heartbeats every 250 ms). catch up: from the restart to the restarted "
           "shards being within DS = 4 clocks of every live peer; it includes starting the processes, "
           "loading the RocksDB store (chunk values and the WAN outbound state), resending unacknowledged "
