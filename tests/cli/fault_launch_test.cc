@@ -114,6 +114,20 @@ class FaultLaunchTest : public ::testing::Test {
     for (int pid : FakePids()) EXPECT_EQ(::kill(pid, 0), -1) << "child " << pid << " still exists";
   }
 
+  // Fault `kind` on the whole of site a at clock 30, restarted 0.2 s later:
+  // the run ends ok with the site's four processes hit and restarted.
+  // Returns the summary.
+  json LaunchSiteFaultOnA(const std::string& kind) {
+    EXPECT_EQ(Launch("[[faults]]\nkind = \"" + kind + "\"\nsite = \"a\"\nat_clock = 30\nrestart_after_s = 0.2\n"), 0);
+    json s = Summary();
+    EXPECT_EQ(s["exit"], "ok");
+    const json& f = s["faults"][0];
+    EXPECT_EQ(f["state"], "recovered");
+    EXPECT_EQ(f["processes"], json::array({"a-shard-0", "a-shard-1", "a-worker-0", "a-worker-1"}));
+    EXPECT_EQ(f["restarted_pids"].size(), 4u);
+    return s;
+  }
+
   std::string dir_, out_;
 };
 
@@ -179,20 +193,8 @@ restart_after_s = 0.3
 }
 
 TEST_F(FaultLaunchTest, KillSiteRestartsItsShardsThenItsWorkers) {
-  ASSERT_EQ(Launch(R"(
-[[faults]]
-kind = "kill-site"
-site = "a"
-at_clock = 30
-restart_after_s = 0.2
-)"),
-            0);
-  json s = Summary();
-  EXPECT_EQ(s["exit"], "ok");
+  json s = LaunchSiteFaultOnA("kill-site");
   const json& f = s["faults"][0];
-  EXPECT_EQ(f["state"], "recovered");
-  EXPECT_EQ(f["processes"], json::array({"a-shard-0", "a-shard-1", "a-worker-0", "a-worker-1"}));
-  EXPECT_EQ(f["restarted_pids"].size(), 4u);
   EXPECT_GE(f["worker_clocks"]["a-worker-0"].get<int>(), 30);
   EXPECT_GE(f["worker_clocks"]["a-worker-1"].get<int>(), 30);
   EXPECT_FALSE(f["worker_clocks"].contains("b-worker-0"));
@@ -219,20 +221,8 @@ restart_after_s = 0.2
 // stop-site: SIGTERM instead of SIGKILL. The fake shards exit 0 on it, the
 // fake workers die of it; each exit and its time land in the summary.
 TEST_F(FaultLaunchTest, StopSiteSigtermsTheSiteAndRestartsWhatStopped) {
-  ASSERT_EQ(Launch(R"(
-[[faults]]
-kind = "stop-site"
-site = "a"
-at_clock = 30
-restart_after_s = 0.2
-)"),
-            0);
-  json s = Summary();
-  EXPECT_EQ(s["exit"], "ok");
+  json s = LaunchSiteFaultOnA("stop-site");
   const json& f = s["faults"][0];
-  EXPECT_EQ(f["state"], "recovered");
-  EXPECT_EQ(f["processes"], json::array({"a-shard-0", "a-shard-1", "a-worker-0", "a-worker-1"}));
-  EXPECT_EQ(f["restarted_pids"].size(), 4u);
   ASSERT_EQ(f["exits"].size(), 4u) << f.dump(2);
   for (const char* shard : {"a-shard-0", "a-shard-1"}) {
     const json& e = f["exits"][shard];
