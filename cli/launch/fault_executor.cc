@@ -73,8 +73,9 @@ void Launcher::FireFault(int fault) {
   }
   rec.pending_exits = static_cast<int>(targets.size());
   const int signum = f.graceful() ? SIGTERM : SIGKILL;
+  const char* signal_name = f.graceful() ? "SIGTERM" : "SIGKILL";
   LogEvent({{"event", "fault_injected"},
-            {"signal", f.graceful() ? "SIGTERM" : "SIGKILL"},
+            {"signal", signal_name},
             {"fault", fault},
             {"kind", f.kind},
             {"site", f.site},
@@ -89,7 +90,7 @@ void Launcher::FireFault(int fault) {
   char buf[256];
   std::snprintf(buf, sizeof(buf), "fault %d: %s %s at clock %lld: %s to %zu process(es)", fault, f.kind.c_str(),
                 (f.site + (f.shard >= 0 ? " shard " + std::to_string(f.shard) : "")).c_str(),
-                static_cast<long long>(slowest), f.graceful() ? "SIGTERM" : "SIGKILL", targets.size());
+                static_cast<long long>(slowest), signal_name, targets.size());
   std::string message = buf;
   if (f.restarts()) {
     std::snprintf(buf, sizeof(buf), "; restart in %g s", f.restart_after_s);
