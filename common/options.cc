@@ -66,6 +66,7 @@ Status WorkerClientOptions::Validate() const {
   if (retry_backoff_ms < 0) return InvalidArgumentError("retry_backoff_ms must be >= 0");
   if (max_backoff_ms < retry_backoff_ms) return InvalidArgumentError("max_backoff_ms must be >= retry_backoff_ms");
   if (heartbeat_ms < 1) return InvalidArgumentError("heartbeat_ms must be >= 1");
+  if (held_id_wait_ms < 0) return InvalidArgumentError("held_id_wait_ms must be >= 0");
   return Status::Ok();
 }
 

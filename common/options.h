@@ -99,6 +99,16 @@ struct WorkerClientOptions {
   int64_t max_backoff_ms = 500;     // cap of the back-off: a restarted shard is used within it
   int64_t heartbeat_ms = 1000;      // heartbeat period while idle
   std::string auth_token;           // presented at registration
+  // A worker id that another live process holds is refused by the shards
+  // (AlreadyExists naming it). Registration asks again for this long, so
+  // that a worker restarted by hand right after a crash gets its id once
+  // the dead predecessor's lease (ShardOptions::worker_lease_ms) ends; a
+  // second live process with the same id fails after it.
+  int64_t held_id_wait_ms = 20000;
+  // Set by a supervisor that saw this worker's previous process exit (geops
+  // launch: GEOPS_TAKEOVER=1): the id is taken at once, without waiting out
+  // the dead process's lease.
+  bool takeover = false;
   // Where the retry window and back-off read the time and wait; null: the
   // steady clock (a ManualTime in tests). Heartbeats keep the steady clock.
   // Must outlive the client.

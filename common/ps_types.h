@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "common/histogram.h"
@@ -13,6 +14,18 @@
 #include "common/status.h"
 
 namespace geops {
+
+// Who registers as a worker: one process's run of it. A shard refuses a
+// worker id that another live session holds (AlreadyExists naming the
+// holder), so two processes can never both act as one worker. id 0 is
+// anonymous (in-process callers and old clients): never checked.
+inline constexpr size_t kMaxHolderBytes = 256;  // WorkerSession::holder on the wire
+
+struct WorkerSession {
+  uint64_t id = 0;       // random per process run; 0: anonymous
+  std::string holder;    // for messages: "pid 123 on host h"
+  bool takeover = false; // a supervisor that saw the previous holder die: take the id at once
+};
 
 struct RegisterReply {
   ShardId shard_id = 0;

@@ -1,7 +1,10 @@
 #include "datacenter/clock_tracker.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <limits>
+#include <string>
 
 #include "common/options.h"
 
@@ -53,12 +56,32 @@ Status ClockTracker::CheckRegisteredLocked(WorkerId worker) const {
 }
 
 ClockTracker::Registration ClockTracker::Register(WorkerId worker) {
+  return *Register(worker, WorkerSession{});
+}
+
+Result<ClockTracker::Registration> ClockTracker::Register(WorkerId worker, const WorkerSession& session) {
   std::lock_guard<std::mutex> lock(mu_);
   const SteadyClock::time_point now = time_->Now();
   Slot& s = slots_[worker];
+  const bool other = s.registered && s.session != 0 && session.id != 0 && s.session != session.id;
+  if (other && !s.finished && now - s.last_heard < lease_ && !session.takeover) {
+    const double heard = std::chrono::duration<double>(now - s.last_heard).count();
+    char ago[96];
+    std::snprintf(ago, sizeof(ago), "heard %.1f s ago; its lease is %.1f s", heard,
+                  std::chrono::duration<double>(lease_).count());
+    return AlreadyExistsError("worker " + std::to_string(worker) + " is already live at shard " +
+                              std::to_string(shard_) + ", held by " + (s.holder.empty() ? "another process" : s.holder) +
+                              " (" + ago + "), so " + (session.holder.empty() ? "this process" : session.holder) +
+                              " may not register as it too: give every process its own worker id (GEOPS_WORKER, "
+                              "or torchrun's LOCAL_RANK); if the holder died, the id is free once its lease ends");
+  }
   s.registered = true;
   s.finished = false;
   s.last_heard = now;
+  if (session.id != 0 || s.session == 0) {
+    s.session = session.id;
+    s.holder = session.holder;
+  }
   return Registration{s.clock, ShardClockLocked(now, nullptr)};
 }
 

@@ -63,6 +63,11 @@ class ClockTracker {
   // Registers the worker, or re-registers it: it keeps its held clock and
   // its last update clock, becomes live and is no longer finished.
   Registration Register(WorkerId worker);
+  // The same for a named session: AlreadyExists, naming the holder, when
+  // another session (both ids non-zero) holds the worker and was heard
+  // within the lease and has not finished, unless session.takeover. The
+  // session then holds the worker.
+  Result<Registration> Register(WorkerId worker, const WorkerSession& session);
 
   // Renews the lease.
   Status Touch(WorkerId worker);
@@ -136,6 +141,8 @@ class ClockTracker {
     int32_t last_update_part = -1; // its part
     int reads_in_flight = 0;
     SteadyClock::time_point last_heard;  // shard start for never-registered workers
+    uint64_t session = 0;                // the session holding it (WorkerSession::id); 0: anonymous
+    std::string holder;                  // its WorkerSession::holder
   };
 
   bool LiveLocked(const Slot& s, SteadyClock::time_point now) const;

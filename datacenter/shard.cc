@@ -89,6 +89,7 @@ thread_local OpenScope open_scope;
 
 class ShardImpl final : public Shard {
  public:
+  using Shard::RegisterWorker;
   using Shard::Update;
   ShardImpl(const ModelSpec& spec, const ShardOptions& options)
       : Shard(spec, options),
@@ -109,8 +110,8 @@ class ShardImpl final : public Shard {
     return Recover(persistent);
   }
 
-  Result<RegisterReply> RegisterWorker(WorkerId worker, uint64_t model_fingerprint,
-                                       const std::string& auth_token) override {
+  Result<RegisterReply> RegisterWorker(WorkerId worker, uint64_t model_fingerprint, const std::string& auth_token,
+                                       const WorkerSession& session) override {
     Status s = CheckWorker(worker);
     if (s.ok() && !options_.auth_token.empty() && !TokensEqual(auth_token, options_.auth_token)) {
       s = FailedPreconditionError("worker " + std::to_string(worker) + ": authentication failed for shard " +
@@ -123,7 +124,9 @@ class ShardImpl final : public Shard {
     }
     if (s.ok()) s = hold_.Check(options_.shard_id);
     if (!s.ok()) return Reject(std::move(s));
-    const ClockTracker::Registration r = tracker_.Register(worker);
+    Result<ClockTracker::Registration> registered = tracker_.Register(worker, session);
+    if (!registered.ok()) return Reject(registered.status());
+    const ClockTracker::Registration r = *registered;
     RegisterReply reply;
     reply.shard_id = options_.shard_id;
     reply.num_shards = options_.num_shards;

@@ -104,8 +104,13 @@ class Shard : public ReplicaTarget {
   // failed" when options.auth_token is set and `auth_token` differs (the
   // token is never echoed); FailedPrecondition naming both values for a
   // model fingerprint mismatch (0 skips the check).
+  // With a named `session` (ps_types.h), AlreadyExists naming the holder
+  // when another live session holds the worker id.
   virtual Result<RegisterReply> RegisterWorker(WorkerId worker, uint64_t model_fingerprint,
-                                               const std::string& auth_token) = 0;
+                                               const std::string& auth_token, const WorkerSession& session) = 0;
+  Result<RegisterReply> RegisterWorker(WorkerId worker, uint64_t model_fingerprint, const std::string& auth_token) {
+    return RegisterWorker(worker, model_fingerprint, auth_token, WorkerSession{});
+  }
 
   // Copies the chunks `keys` (all owned by this shard, each named once) into
   // `out`, in order, back to back (ChunkElements floats each). Blocks until

@@ -21,6 +21,9 @@ struct RegisterRequest {
   1: i32 worker_id,
   2: i64 model_fingerprint,   // 0 skips the check
   3: string auth_token,
+  4: i64 session_id,          // the registering process run (random); 0: anonymous, never checked
+  5: string holder,           // "pid P on host H", named when another process holds the id
+  6: bool takeover,           // a supervisor saw the previous holder die: take the id at once
 }
 
 struct RegisterReply {

@@ -141,11 +141,14 @@ Status ThriftShardConnection::CheckValuesFrame(std::span<const ChunkKey> keys, s
 }
 
 Result<RegisterReply> ThriftShardConnection::Register(WorkerId worker, uint64_t model_fingerprint,
-                                                      const std::string& auth_token) {
+                                                      const std::string& auth_token, const WorkerSession& session) {
   gen::RegisterRequest req;
   req.worker_id = worker;
   req.model_fingerprint = static_cast<int64_t>(model_fingerprint);
   req.auth_token = auth_token;
+  req.session_id = static_cast<int64_t>(session.id);
+  req.holder = session.holder;
+  req.takeover = session.takeover;
   gen::RegisterReply reply;
   GEOPS_RETURN_IF_ERROR(Invoke("registerWorker", 0, [&](gen::ParameterServerClient& c) {
     c.registerWorker(reply, req);

@@ -64,8 +64,8 @@ class ThriftShardConnection : public worker::ShardConnection {
       std::shared_ptr<const ModelSpec> spec = nullptr);
   ~ThriftShardConnection() override;
 
-  Result<RegisterReply> Register(WorkerId worker, uint64_t model_fingerprint,
-                                 const std::string& auth_token) override;
+  Result<RegisterReply> Register(WorkerId worker, uint64_t model_fingerprint, const std::string& auth_token,
+                                 const WorkerSession& session = {}) override;
   Result<SchemaReply> RegisterSchema(WorkerId worker, const ModelSpec& spec,
                                      const std::string& auth_token) override;
   // ResourceExhausted when the request would exceed max_frame_bytes (nothing sent).

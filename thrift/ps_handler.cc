@@ -109,12 +109,16 @@ Status PsHandler::CheckActsFor(int32_t worker, const char* call) const {
 void PsHandler::registerWorker(gen::RegisterReply& reply, const gen::RegisterRequest& req) {
   Serve("registerWorker", [&]() -> Status {
     GEOPS_RETURN_IF_ERROR(CheckActsFor(req.worker_id, "registerWorker"));
+    if (req.holder.size() > kMaxHolderBytes) {
+      return InvalidArgumentError("registerWorker: the holder's name is " + std::to_string(req.holder.size()) +
+                                  " bytes, over " + std::to_string(kMaxHolderBytes));
+    }
     GEOPS_ASSIGN_OR_RETURN(datacenter::Shard * shard, ServingShard());
     handed_to_ = shard;
     GEOPS_ASSIGN_OR_RETURN(
         RegisterReply r,
-        shard->RegisterWorker(req.worker_id, static_cast<uint64_t>(req.model_fingerprint),
-                               req.auth_token));
+        shard->RegisterWorker(req.worker_id, static_cast<uint64_t>(req.model_fingerprint), req.auth_token,
+                              WorkerSession{static_cast<uint64_t>(req.session_id), req.holder, req.takeover}));
     reply = ToThrift(r);
     return Status::Ok();
   });

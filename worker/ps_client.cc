@@ -7,7 +7,10 @@
 #include <cstring>
 #include <future>
 #include <mutex>
+#include <random>
 #include <string>
+
+#include <unistd.h>
 
 #include <spdlog/spdlog.h>
 
@@ -18,6 +21,21 @@
 #include "worker/stream_copy.h"
 
 namespace geops::worker {
+namespace {
+
+// This process's run of the worker, as the shards will name it.
+WorkerSession NewSession(bool takeover) {
+  std::random_device rd;
+  uint64_t id = 0;
+  while (id == 0) id = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  char host[256] = {0};
+  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  std::string holder = "pid " + std::to_string(getpid()) + (host[0] ? std::string(" on host ") + host : "");
+  if (holder.size() > kMaxHolderBytes) holder.resize(kMaxHolderBytes);
+  return WorkerSession{id, std::move(holder), takeover};
+}
+
+}  // namespace
 
 Result<std::unique_ptr<PsClient>> PsClient::Create(const ModelSpec& spec, int num_shards,
                                                    const WorkerClientOptions& options,
@@ -30,7 +48,8 @@ Result<std::unique_ptr<PsClient>> PsClient::Create(const ModelSpec& spec, int nu
 
 PsClient::PsClient(const ModelSpec& spec, int num_shards, const WorkerClientOptions& options,
                    ShardConnectionFactory* factory)
-    : spec_(spec), num_shards_(num_shards), options_(options), factory_(factory) {
+    : spec_(spec), num_shards_(num_shards), options_(options), factory_(factory),
+      session_(NewSession(options.takeover)) {
   const int n = spec_.num_tables();
   cache_.resize(n);
   oplog_.resize(n);
@@ -141,7 +160,7 @@ Status PsClient::CallShard(ShardId s, Fn&& call) {
       spdlog::warn("worker {}: shard {} asks to re-register: {}", options_.worker_id, s,
                    last.message());
       Status reg =
-          conns_[s]->Register(options_.worker_id, spec_.Fingerprint(), options_.auth_token).status();
+          conns_[s]->Register(options_.worker_id, spec_.Fingerprint(), options_.auth_token, session_).status();
       if (!reg.ok() && reg.code() != StatusCode::kUnavailable) return reg;
       continue;
     }
@@ -171,12 +190,31 @@ Status PsClient::ForEachShard(Fn&& fn) {
 }
 
 Status PsClient::Register(ShardId s, RegisterReply* reply) {
-  return CallShard(s, [&](ShardConnection& c) -> Status {
-    auto r = c.Register(options_.worker_id, spec_.Fingerprint(), options_.auth_token);
-    if (!r.ok()) return r.status();
-    *reply = *r;
-    return Status::Ok();
-  });
+  const TimeSource* time = options_.time != nullptr ? options_.time : SystemTime();
+  const auto give_up = time->Now() + std::chrono::milliseconds(options_.held_id_wait_ms);
+  for (bool noted = false;; noted = true) {
+    Status st = CallShard(s, [&](ShardConnection& c) -> Status {
+      auto r = c.Register(options_.worker_id, spec_.Fingerprint(), options_.auth_token, session_);
+      if (!r.ok()) return r.status();
+      *reply = *r;
+      return Status::Ok();
+    });
+    // Another live process holds the id: a dead predecessor's lease may
+    // still run, so ask again for a while; a live twin keeps it.
+    if (st.code() != StatusCode::kAlreadyExists) return st;
+    const auto now = time->Now();
+    if (now >= give_up) {
+      return st.WithContext("shard " + std::to_string(s) + " still refused after " +
+                            std::to_string(options_.held_id_wait_ms / 1000) + " s");
+    }
+    if (!noted) spdlog::warn("worker {}: {}; asking again for up to {} s", options_.worker_id, st.message(),
+                             options_.held_id_wait_ms / 1000);
+    const auto until = std::min(give_up, now + std::chrono::milliseconds(250));
+    std::mutex mu;
+    std::condition_variable cv;
+    std::unique_lock<std::mutex> lock(mu);
+    while (time->Now() < until) time->WaitUntil(cv, lock, until);
+  }
 }
 
 Status PsClient::SendSchema(ShardId s, std::span<const float* const> initial_values) {

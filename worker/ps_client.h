@@ -182,6 +182,7 @@ class PsClient {
   const int num_shards_;
   const WorkerClientOptions options_;
   ShardConnectionFactory* const factory_;
+  const WorkerSession session_;  // this process's run, named to the shards at registration
 
   geops::Clock clock_ = 0;
   geops::Clock cache_stamp_ = -1;  // nothing cached yet

@@ -35,8 +35,10 @@ class ShardConnection {
  public:
   virtual ~ShardConnection() = default;
 
-  virtual Result<RegisterReply> Register(WorkerId worker, uint64_t model_fingerprint,
-                                         const std::string& auth_token) = 0;
+  // `session` names the process (ps_types.h); the shard refuses a worker id
+  // another live session holds (AlreadyExists).
+  virtual Result<RegisterReply> Register(WorkerId worker, uint64_t model_fingerprint, const std::string& auth_token,
+                                         const WorkerSession& session = {}) = 0;
   // A client-defined model (datacenter/shard_host.h): proposes the schema of
   // `spec` (every table kProvided), then sends initial values of chunks the
   // shard lacks. Pure, so that a wrapping connection cannot drop them by

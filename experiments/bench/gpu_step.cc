@@ -42,8 +42,9 @@ class InProcessConnection final : public worker::ShardConnection {
  public:
   using worker::ShardConnection::Update;
   explicit InProcessConnection(datacenter::Shard* shard) : shard_(shard) {}
-  Result<RegisterReply> Register(WorkerId w, uint64_t fp, const std::string& token) override {
-    return shard_->RegisterWorker(w, fp, token);
+  Result<RegisterReply> Register(WorkerId w, uint64_t fp, const std::string& token,
+                                 const WorkerSession& session = {}) override {
+    return shard_->RegisterWorker(w, fp, token, session);
   }
   Result<ReadReply> Read(WorkerId w, Clock c, int64_t s, std::span<const ChunkKey> keys, float* out,
                          int64_t deadline_ms) override {

@@ -16,10 +16,10 @@ class CancellableConnection : public worker::ShardConnection {
   CancellableConnection(std::unique_ptr<worker::ShardConnection> inner, const CancelFlag* flag)
       : inner_(std::move(inner)), flag_(flag) {}
 
-  Result<RegisterReply> Register(WorkerId worker, uint64_t model_fingerprint,
-                                 const std::string& auth_token) override {
+  Result<RegisterReply> Register(WorkerId worker, uint64_t model_fingerprint, const std::string& auth_token,
+                                 const WorkerSession& session = {}) override {
     if (flag_->raised()) return Interrupted();
-    return inner_->Register(worker, model_fingerprint, auth_token);
+    return inner_->Register(worker, model_fingerprint, auth_token, session);
   }
 
   Result<SchemaReply> RegisterSchema(WorkerId worker, const ModelSpec& spec,

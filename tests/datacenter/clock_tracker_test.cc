@@ -42,6 +42,45 @@ bool AwaitReaderIn(const ClockTracker& t, WorkerId w, ManualTime* time) {
   return false;
 }
 
+// Two processes as one worker would each apply half the updates: a second
+// live session is refused, naming the one that holds the id.
+TEST(ClockTrackerTest, ASecondLiveSessionOfAWorkerIsRefusedNamingTheHolder) {
+  ManualTime time;
+  ClockTracker t(3, 2, milliseconds(1000), &time);
+  const WorkerSession first{11, "pid 100 on host a", false}, second{22, "pid 200 on host b", false};
+  ASSERT_TRUE(t.Register(0, first).ok());
+  ASSERT_TRUE(t.Advance(0, 1, false).ok());
+  time.Advance(milliseconds(400));
+  Result<ClockTracker::Registration> refused = t.Register(0, second);
+  ASSERT_EQ(refused.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_THAT(refused.status().message(), HasSubstr("worker 0 is already live at shard 3, held by pid 100 on host a"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("heard 0.4 s ago"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("pid 200 on host b may not register"));
+  // The holder's own re-registration (after a shard asked it to) is fine, and
+  // another worker id is free.
+  EXPECT_TRUE(t.Register(0, first).ok());
+  EXPECT_TRUE(t.Register(1, second).ok());
+  // Anonymous callers (in-process, old clients) are never checked.
+  EXPECT_TRUE(t.Register(0, WorkerSession{}).ok());
+}
+
+TEST(ClockTrackerTest, AWorkerIdIsFreeOnceItsHolderIsSilentForTheLeaseOrOnTakeover) {
+  ManualTime time;
+  ClockTracker t(0, 1, milliseconds(1000), &time);
+  ASSERT_TRUE(t.Register(0, WorkerSession{1, "old", false}).ok());
+  ASSERT_TRUE(t.Advance(0, 1, false).ok());
+  // A supervisor that saw the holder exit takes the id at once.
+  Result<ClockTracker::Registration> taken = t.Register(0, WorkerSession{2, "restarted", true});
+  ASSERT_TRUE(taken.ok()) << taken.status().ToString();
+  EXPECT_EQ(taken->worker_clock, 1) << "the restarted process resumes at the clock held for the worker";
+  // The old holder is now the stranger; once silent for the lease, anyone may take the id.
+  EXPECT_EQ(t.Register(0, WorkerSession{1, "old", false}).status().code(), StatusCode::kAlreadyExists);
+  time.Advance(milliseconds(1000));
+  Result<ClockTracker::Registration> late = t.Register(0, WorkerSession{3, "by hand", false});
+  ASSERT_TRUE(late.ok()) << late.status().ToString();
+  EXPECT_EQ(late->worker_clock, 1);
+}
+
 TEST(ClockTrackerTest, NoCountingWorkerGivesLargestHeldClock) {
   ManualTime time;
   ClockTracker t(0, 2, milliseconds(30), &time);

@@ -89,8 +89,9 @@ class SlotConnection : public worker::ShardConnection {
  public:
   using worker::ShardConnection::Update;
   explicit SlotConnection(ShardSlot* slot) : slot_(slot) {}
-  Result<RegisterReply> Register(WorkerId w, uint64_t fp, const std::string& token) override {
-    return slot_->Call([&](datacenter::Shard* s) { return s->RegisterWorker(w, fp, token); });
+  Result<RegisterReply> Register(WorkerId w, uint64_t fp, const std::string& token,
+                                 const WorkerSession& session = {}) override {
+    return slot_->Call([&](datacenter::Shard* s) { return s->RegisterWorker(w, fp, token, session); });
   }
   Result<ReadReply> Read(WorkerId w, Clock c, int64_t st, std::span<const ChunkKey> keys, float* out,
                          int64_t deadline_ms) override {

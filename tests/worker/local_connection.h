@@ -46,9 +46,10 @@ class LocalConnection : public ShardConnection {
     return Call([&] { return host_->InitValues(w, fp, keys, values, token); });
   }
 
-  Result<RegisterReply> Register(WorkerId w, uint64_t fp, const std::string& token) override {
+  Result<RegisterReply> Register(WorkerId w, uint64_t fp, const std::string& token,
+                                 const WorkerSession& session = {}) override {
     if (!Served()) return host_->NotReady();
-    return Call([&] { return Served()->RegisterWorker(w, fp, token); });
+    return Call([&] { return Served()->RegisterWorker(w, fp, token, session); });
   }
   Result<ReadReply> Read(WorkerId w, Clock c, int64_t s, std::span<const ChunkKey> keys, float* out,
                          int64_t deadline_ms) override {

@@ -1,6 +1,8 @@
 #include "worker/ps_client.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
@@ -331,7 +333,11 @@ TEST(PsClientTest, GivesUpAfterTheRetryWindowWithTheLastError) {
 
   // A 12 s window: notes at 5 s and 10 s of waiting, then the end.
   faults.fail_before = 0;  // (it registers first)
-  auto patient = site.Client(0, 0, &f, OnManualTime(&time, 100, 12000));
+  // The same worker id again: the first client is alive, so only a takeover gets it.
+  auto patient = site.Client(0, 0, &f, [&time](WorkerClientOptions& o) {
+    OnManualTime(&time, 100, 12000)(o);
+    o.takeover = true;
+  });
   std::vector<int64_t> notes;
   patient->set_wait_callback([&notes](ShardId, int64_t waited_ms, const Status&) { notes.push_back(waited_ms); });
   faults.fail_before = 100000;
@@ -340,6 +346,28 @@ TEST(PsClientTest, GivesUpAfterTheRetryWindowWithTheLastError) {
   EXPECT_NEAR(waited, 12.0, 1e-9);
   EXPECT_EQ(notes, (std::vector<int64_t>{5000, 10000}));
   faults.fail_before = 0;
+}
+
+using ::testing::HasSubstr;
+
+// A second live client as the same worker is refused (after asking again
+// for held_id_wait_ms) naming the process that holds the id.
+TEST(PsClientTest, ASecondLiveClientAsTheSameWorkerIsRefusedNamingTheHolder) {
+  Site site(2, 2);
+  LocalConnectionFactory f(site.shards());
+  auto first = site.Client(0, 0, &f);
+  std::unique_ptr<PsClient> twin;
+  Status st = [&]() -> Status {
+    WorkerClientOptions o;
+    o.worker_id = 0;
+    o.held_id_wait_ms = 300;
+    GEOPS_ASSIGN_OR_RETURN(twin, PsClient::Create(site.spec(), 2, o, &f));
+    return twin->Start();
+  }();
+  ASSERT_EQ(st.code(), StatusCode::kAlreadyExists) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("worker 0 is already live at shard"));
+  EXPECT_THAT(st.message(), HasSubstr("held by pid " + std::to_string(::getpid())));
+  EXPECT_THAT(st.message(), HasSubstr("still refused after 0 s"));
 }
 
 // A sole worker's refreshes carry only what its peers changed
