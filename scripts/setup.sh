@@ -16,6 +16,8 @@ packages=(
   python3 python3-matplotlib
   prometheus  # the server the metrics test scrapes a three-site run with
   python3-dev pybind11-dev python3-numpy python3-torch python3-pytest
+  python3-venv python3-pip python3-setuptools python3-wheel  # pip install ./python, offline
+  python3-torchvision  # the examples' and users' vision models (resnet18 and friends)
 )
 
 missing=()

@@ -34,7 +34,7 @@ if not set(_geops.status_code_names()) <= set(_errors._BY_CODE):
 
 def init(model, *, site=None, worker=None, shards=None, topology=None, clocks=None, staleness=None,
          chunk_bytes=None, auth_token=None, out=None, rpc_timeout_ms=None, max_attempts=None,
-         retry_backoff_ms=None, heartbeat_ms=None, retry_window_ms=None, evaluate=None):
+         retry_backoff_ms=None, heartbeat_ms=None, retry_window_ms=None, held_id_wait_ms=None, evaluate=None):
     """Connects ``model`` to its site and returns the registered Session.
 
     ``evaluate(model) -> dict`` (optional) checks the site's replica at the
@@ -55,7 +55,7 @@ def init(model, *, site=None, worker=None, shards=None, topology=None, clocks=No
                      staleness=staleness, chunk_bytes=chunk_bytes, auth_token=auth_token, out=out,
                      rpc_timeout_ms=rpc_timeout_ms, max_attempts=max_attempts,
                      retry_backoff_ms=retry_backoff_ms, heartbeat_ms=heartbeat_ms,
-                     retry_window_ms=retry_window_ms)
+                     retry_window_ms=retry_window_ms, held_id_wait_ms=held_id_wait_ms)
     return Session(model, config, evaluate=evaluate)
 
 

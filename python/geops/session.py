@@ -13,7 +13,11 @@ tensors and the C++ client (worker/ps_client.h) in place:
             ps.report(loss=loss.item())
 
 Within one clock the order is pull, push, clock; push may be repeated (the
-last one counts), pull after push is refused. Blocking calls (init, pull,
+last one counts), pull after push is refused. A change to the parameters
+that would be lost is refused with FailedPreconditionError naming the
+parameter: a pull after a step that was not pushed (``pull(discard=True)``
+drops it on purpose), a clock after a step that was not pushed or was made
+after the push. Blocking calls (init, pull,
 clock) answer Ctrl-C within about a second with KeyboardInterrupt and
 leave the session usable. Errors are geops.GeopsError subclasses.
 
@@ -24,7 +28,7 @@ import os
 import time
 
 from . import _geops
-from .errors import FailedPreconditionError
+from .errors import FailedPreconditionError, InvalidArgumentError
 from .events import EventLog
 from .schema import tables_of, views
 
@@ -50,11 +54,15 @@ class Session:
         self._evaluate = evaluate
         if os.environ.get("GEOPS_EXIT_WITH_PARENT") == "1":
             _exit_with_parent()
-        self._tables = tables_of(model)
+        # Buffers (BatchNorm's running statistics) are tables of a model the
+        # workers bring: the shards keep their average over every worker.
+        sync_buffers = not config.topology or _geops.load_topology(config.topology)["workload"] == "client"
+        self._tables = tables_of(model, buffers=sync_buffers)
         self._events = EventLog(config.site, config.worker, config.out)
         self._client = None
         self._start = time.monotonic()
         self._last_report = self._start
+        self._last_clock_t = self._start
         self._examples = 0
         self._reported_examples = 0
         self._last = {}  # latest loss / accuracy / test_loss reported
@@ -65,7 +73,9 @@ class Session:
                 heartbeat_ms=config.heartbeat_ms, max_attempts=config.max_attempts,
                 retry_backoff_ms=config.retry_backoff_ms, auth_token=config.auth_token,
                 chunk_bytes=config.chunk_bytes, topology=config.topology,
-                retry_window_ms=config.retry_window_ms, site=config.site)
+                retry_window_ms=config.retry_window_ms, site=config.site, held_id_wait_ms=config.held_id_wait_ms,
+                takeover=os.environ.get("GEOPS_TAKEOVER") == "1",
+                buffers=[t.buffer for t in self._tables], buffer_scale=1.0 / max(1, config.world_size))
             self._client.start(views(self._tables))
             self._step = self.current_clock
             # The model starts from the site's values (a resumed worker from where it left off).
@@ -102,7 +112,7 @@ class Session:
             if self.current_clock == step:
                 raise FailedPreconditionError(f"step {step} ended without ps.clock(); call it once per step")
 
-    def pull(self, staleness=None):
+    def pull(self, staleness=None, discard=False):
         """Brings values fresh enough for this clock into the parameters, in place.
 
         By default per the SSP bound (from the cache when it allows); with
@@ -110,9 +120,13 @@ class Session:
         through clock - k - 1 (``staleness=0`` waits for every worker of the site).
         Blocks until the shards allow the read or the rpc timeout passes
         (DeadlineExceededError naming the workers holding it back).
+
+        Refused with FailedPreconditionError, nothing read, when a parameter
+        changed since the last pull (or push) and the change was not pushed:
+        the pull would overwrite it. ``discard=True`` drops such a change.
         """
         self._step = self.current_clock
-        self._live().pull(views(self._tables), staleness)
+        self._live().pull(views(self._tables), staleness, discard)
 
     def push(self):
         """Stages this step's change of every parameter (its value now minus the
@@ -123,14 +137,20 @@ class Session:
     def clock(self):
         """Ships the staged deltas to the shards and advances the clock (the last
         clock of the budget tells the shards this worker is finished). On error
-        nothing changes and ``clock()`` may be called again."""
+        nothing changes and ``clock()`` may be called again. Refused with
+        FailedPreconditionError, nothing sent, when a parameter changed after
+        ``push()`` (push again) or, with no push in this clock, since the pull
+        (push first)."""
         finished = self.clocks is not None and self.current_clock + 1 >= self.clocks
-        self._live().clock(finished)
+        self._live().clock(finished, views(self._tables))
+        self._last_clock_t = time.monotonic()
 
     def report(self, loss=None, accuracy=None, test_loss=None, examples=None, **extra):
         """Emits a ``progress`` event for the current step (``loss``; ``examples``
         trained since the last report gives examples_per_sec) and, with
-        ``accuracy`` or ``test_loss``, an ``eval`` event. ``extra`` fields go
+        ``accuracy`` or ``test_loss``, an ``eval`` event, taken to be of the
+        model the last ``clock()`` left (the launcher's time to target counts
+        from that clock, not from the end of the evaluation). ``extra`` fields go
         into the progress event as they are."""
         now = time.monotonic()
         if examples:
@@ -150,8 +170,48 @@ class Session:
                 self._last["test_accuracy"] = float(accuracy)
             if test_loss is not None:
                 self._last["test_loss"] = float(test_loss)
+            # The model evaluated is the one the last clock left: its age
+            # keeps the evaluation's own time out of time_to_target.
             self._emit("eval", clock=self._step, test_accuracy=None if accuracy is None else float(accuracy),
-                       test_loss=None if test_loss is None else float(test_loss), t=now - self._start)
+                       test_loss=None if test_loss is None else float(test_loss), t=now - self._start,
+                       model_age_seconds=max(0.0, now - self._last_clock_t))
+
+    def save(self, path, format=None, staleness=0):
+        """Writes the site's replica as a PyTorch state_dict file, atomically.
+
+        The replica is read from the shards into copies (the model's own
+        tensors are not touched): every parameter and synchronised buffer at
+        this worker's clock, with every update of the site's workers through
+        clock - ``staleness`` - 1 (``staleness=0``: waits for every worker of
+        the site to reach this clock) and what has arrived from the other
+        sites. Entries of ``model.state_dict()`` that are not tables
+        (integer buffers) are this worker's own. ``format``: "torch"
+        (``torch.save``; ``torch.load`` and ``model.load_state_dict`` read it)
+        or "safetensors" (needs the safetensors package); by default from
+        the file name (".safetensors", else torch). Returns ``path``.
+        Refused between push() and clock()."""
+        import torch
+        fmt = format or ("safetensors" if str(path).endswith(".safetensors") else "torch")
+        if fmt not in ("torch", "safetensors"):
+            raise InvalidArgumentError(f"save format {fmt!r}: use 'torch' or 'safetensors'")
+        if fmt == "safetensors":
+            try:
+                from safetensors.torch import save_file
+            except ImportError:
+                raise FailedPreconditionError("saving as safetensors needs the safetensors package "
+                                              "(pip install safetensors), or save as torch (.pt)") from None
+        copies = [torch.empty_like(t.param, memory_format=torch.contiguous_format) for t in self._tables]
+        self._live().snapshot([c.numpy() for c in copies], staleness)
+        by_name = {t.name: c for t, c in zip(self._tables, copies)}
+        state = {name: by_name[name] if name in by_name else tensor.detach().clone()
+                 for name, tensor in self.model.state_dict().items()}
+        tmp = f"{path}.tmp-{os.getpid()}"
+        if fmt == "safetensors":
+            save_file(state, tmp, metadata={"geops_clock": str(self.current_clock)})
+        else:
+            torch.save(state, tmp)
+        os.replace(tmp, path)
+        return path
 
     def stats(self):
         """The client's counters: bytes, refreshes, cache hits, retries, waits."""
@@ -190,7 +250,11 @@ class Session:
             return
         if self.clocks is None or self.current_clock < self.clocks:
             return
-        self._client.pull(views(self._tables), 0)
+        # The read waits for every site's drain: say so, or the launcher's
+        # progress would sit at the last clock without a word.
+        self._emit("final_read", clock=self.current_clock, t=time.monotonic() - self._start)
+        self._client.pull(views(self._tables), 0, True)  # the budget is spent: nothing more to push
+        taken = time.monotonic()
         result = dict(self._evaluate(self.model) or {})
         accuracy = result.pop("accuracy", None)
         test_loss = result.pop("test_loss", None)
@@ -202,7 +266,8 @@ class Session:
         self._last["extra_final"] = result
         self._emit("eval", clock=self.current_clock, final=True,
                    test_accuracy=None if accuracy is None else float(accuracy),
-                   test_loss=None if test_loss is None else float(test_loss), t=now - self._start, **result)
+                   test_loss=None if test_loss is None else float(test_loss), t=now - self._start,
+                   model_age_seconds=now - taken, **result)
 
     def _live(self):
         if self._client is None:
@@ -222,7 +287,8 @@ class Session:
                    lan_bytes_received=s["bytes_received"], max_staleness_observed=s["max_staleness"],
                    examples=self._examples, **fields,
                    read_wait_seconds=s["read_wait_seconds"], flush_seconds=s["flush_seconds"],
-                   refreshes=s["refreshes"], cache_hits=s["cache_hits"], retries=s["retries"])
+                   refreshes=s["refreshes"], cache_hits=s["cache_hits"], retries=s["retries"],
+                   cpu_seconds=time.process_time())
 
     def _close_quietly(self):
         client, self._client = self._client, None

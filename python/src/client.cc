@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -156,7 +157,49 @@ Status Client::Start(std::span<const TableView> initial) {
   return Status::Ok();
 }
 
-Status Client::Pull(int64_t staleness, std::span<const TableView> views) {
+bool Client::IsBuffer(TableId t) const {
+  return static_cast<size_t>(t) < config_.buffer_tables.size() && config_.buffer_tables[t] != 0;
+}
+
+Status Client::CheckNoLocalChange(std::span<const TableView> views, const std::string& what) const {
+  const ModelSpec& s = spec();
+  for (TableId t = 0; t < static_cast<TableId>(views.size()); ++t) {
+    if (IsBuffer(t)) continue;  // running statistics: a pull replaces them with the workers' average
+    const float* now = views[t].data;
+    const int64_t n = views[t].size;
+    if (baseline_ == Baseline::kCache) {
+      const float* pulled = client_->table(t);
+      if (std::memcmp(now, pulled, static_cast<size_t>(n) * sizeof(float)) == 0) continue;
+      int64_t i = 0;
+      while (i < n && std::memcmp(now + i, pulled + i, sizeof(float)) == 0) ++i;
+      char values[96];
+      std::snprintf(values, sizeof(values), " (element %lld: %.9g now, %.9g as pulled)", static_cast<long long>(i),
+                    static_cast<double>(now[i]), static_cast<double>(pulled[i]));
+      return FailedPreconditionError(what + ": parameter '" + s.table(t).name + "' changed since the last pull()" +
+                                     values);
+    }
+    if (baseline_ == Baseline::kPushed && ValuesChecksum(std::span<const float>(now, n)) != pushed_sums_[t]) {
+      return FailedPreconditionError(what + ": parameter '" + s.table(t).name +
+                                     "' changed since the last push() and clock()");
+    }
+  }
+  return Status::Ok();
+}
+
+Status Client::CheckSamePushed(std::span<const TableView> views) const {
+  for (TableId t = 0; t < static_cast<TableId>(views.size()); ++t) {
+    if (IsBuffer(t)) continue;
+    if (ValuesChecksum(std::span<const float>(views[t].data, views[t].size)) != staged_sums_[t]) {
+      return FailedPreconditionError("clock() refused, nothing sent: parameter '" + spec().table(t).name +
+                                     "' changed after push() in clock " + std::to_string(clock()) +
+                                     ", and that change would be lost; call push() again (it replaces the staged "
+                                     "delta), then clock()");
+    }
+  }
+  return Status::Ok();
+}
+
+Status Client::Pull(int64_t staleness, std::span<const TableView> views, bool discard) {
   GEOPS_RETURN_IF_ERROR(CheckStarted());
   GEOPS_RETURN_IF_ERROR(CheckViews(views));
   if (staged_) {
@@ -164,13 +207,53 @@ Status Client::Pull(int64_t staleness, std::span<const TableView> views) {
                                    ": call clock() first (a pull would overwrite the values the pushed "
                                    "delta was taken from)");
   }
+  if (!discard) {
+    Status unchanged = CheckNoLocalChange(views, "pull() refused, nothing read");
+    if (!unchanged.ok()) {
+      return FailedPreconditionError(unchanged.message() +
+                                     ", and pulling would overwrite that change (a step made after pull() and "
+                                     "not pushed, e.g. opt.step() then pull()); call push() and clock() first, "
+                                     "or pull(discard=True) to drop the change");
+    }
+  }
   std::vector<float*> into(views.size());
   for (size_t t = 0; t < views.size(); ++t) into[t] = views[t].data;
   const uint64_t version = client_->cache_version();
-  GEOPS_RETURN_IF_ERROR(staleness == kConfiguredStaleness ? client_->Refresh(into)
-                                                          : client_->ReadAt(client_->clock(), staleness, into));
+  Status read = staleness == kConfiguredStaleness ? client_->Refresh(into)
+                                                 : client_->ReadAt(client_->clock(), staleness, into);
+  if (!read.ok()) {
+    // Some chunks may be in the views already, so neither the cache nor the
+    // pushed checksums describe them: the next pull is not checked.
+    baseline_ = Baseline::kNone;
+    return read;
+  }
   // A cache hit read nothing: the values come from the cache.
-  if (client_->cache_version() == version) return CopyOut(views);
+  if (client_->cache_version() == version) GEOPS_RETURN_IF_ERROR(CopyOut(views));
+  baseline_ = Baseline::kCache;
+  return Status::Ok();
+}
+
+Status Client::Snapshot(int64_t staleness, std::span<const TableView> out) {
+  GEOPS_RETURN_IF_ERROR(CheckStarted());
+  GEOPS_RETURN_IF_ERROR(CheckViews(out));
+  if (staged_) {
+    return FailedPreconditionError("save() after push() in clock " + std::to_string(clock()) +
+                                   ": call clock() first");
+  }
+  if (baseline_ == Baseline::kCache) {
+    // The read replaces the cache the model's tensors are compared with:
+    // keep what it held as checksums.
+    pushed_sums_.resize(out.size());
+    for (TableId t = 0; t < static_cast<TableId>(out.size()); ++t) {
+      pushed_sums_[t] = ValuesChecksum(std::span<const float>(client_->table(t), out[t].size));
+    }
+    baseline_ = Baseline::kPushed;
+  }
+  std::vector<float*> into(out.size());
+  for (size_t t = 0; t < out.size(); ++t) into[t] = out[t].data;
+  const uint64_t version = client_->cache_version();
+  GEOPS_RETURN_IF_ERROR(client_->ReadAt(client_->clock(), staleness == kConfiguredStaleness ? 0 : staleness, into));
+  if (client_->cache_version() == version) GEOPS_RETURN_IF_ERROR(CopyOut(out));
   return Status::Ok();
 }
 
@@ -216,19 +299,43 @@ Status Client::StagePush(std::span<const TableView> views) {
       for (TableId u = 0; u <= t; ++u) std::fill(client_->delta(u), client_->delta(u) + views[u].size, 0.0f);
       return refuse(t);
     }
+    if (IsBuffer(t) && config_.buffer_scale != 1.0f) {
+      for (int64_t i = 0; i < views[t].size; ++i) delta[i] *= config_.buffer_scale;
+    }
     changed[t] = r.changed;
   }
   if (stream) worker::StreamFence();  // the op-log's streaming stores, before the clock reads it
   for (TableId t = 0; t < num_tables; ++t) {
     if (changed[t]) client_->MarkDirty(t);
   }
+  staged_sums_.resize(num_tables);
+  for (TableId t = 0; t < num_tables; ++t) {
+    staged_sums_[t] = ValuesChecksum(std::span<const float>(views[t].data, views[t].size));
+  }
   staged_ = true;
   return Status::Ok();
 }
 
-Status Client::Clock(bool finished) {
+Status Client::Clock(bool finished, std::span<const TableView> views) {
   GEOPS_RETURN_IF_ERROR(CheckStarted());
+  if (!views.empty()) {
+    GEOPS_RETURN_IF_ERROR(CheckViews(views));
+    if (staged_) {
+      GEOPS_RETURN_IF_ERROR(CheckSamePushed(views));
+    } else {
+      Status unchanged = CheckNoLocalChange(views, "clock() refused, nothing sent");
+      if (!unchanged.ok()) {
+        return FailedPreconditionError(unchanged.message() +
+                                       " and was never pushed, so this step's change would be lost; call push() "
+                                       "before clock()");
+      }
+    }
+  }
   GEOPS_RETURN_IF_ERROR(client_->Clock(finished));
+  if (staged_) {
+    pushed_sums_ = staged_sums_;
+    baseline_ = Baseline::kPushed;
+  }
   staged_ = false;
   return Status::Ok();
 }

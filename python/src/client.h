@@ -7,11 +7,24 @@
 //   Pull      makes the cache fresh enough (SSP) and copies it into the views;
 //   StagePush writes view - cache into the op-log: the change the local step
 //             made since the values were pulled (or since the last Clock,
-//             which adds the pushed deltas to the cache);
+//             which adds the pushed deltas to the cache); for a buffer table
+//             (config.buffer_tables) scaled by config.buffer_scale;
 //   Clock     ships the op-log and advances the clock.
 // Push again in the same clock replaces the staged delta; a pull between a
 // push and the clock is refused, since it would overwrite the values the
 // staged delta was taken from.
+//
+// No local change is lost without an error: the client remembers what the
+// views held when it last wrote them (a pull: the cache) or took them (a
+// push: a checksum of each table), and refuses, naming the parameter,
+//   - a Pull while the views differ from that (a change made since the last
+//     pull and not pushed, e.g. opt.step() then pull()), unless told to
+//     discard it;
+//   - a Clock whose views differ from what the push staged (a change made
+//     after push()), or, without a push in this clock, from what was
+//     pulled (a change never pushed).
+// The first pull after Start may overwrite anything (it brings the site's
+// values into a fresh model).
 //
 // Errors are Status values (python/src/status_error.h turns them into
 // Python exceptions). Thread-safety: one thread drives a Client, as for
@@ -48,6 +61,12 @@ struct ClientConfig {
   int64_t chunk_bytes = kDefaultChunkBytes;
   std::optional<ModelSpec> site_model;  // see model_schema.h
   rpc::TlsOptions tls;                   // mutual TLS of this worker (cli/tls_options.h); off when empty
+  // Tables that hold running statistics (BatchNorm buffers), by index; empty:
+  // none. Their pushed change is scaled by buffer_scale (1 / every worker of
+  // every site), so the shards keep the average of the workers' values, not
+  // the sum of their changes; a change to them is never refused as lost.
+  std::vector<uint8_t> buffer_tables;
+  float buffer_scale = 1.0f;
 };
 
 // One table's values in the caller's memory: `size` contiguous floats.
@@ -90,9 +109,17 @@ class Client {
   // views in one pass; a cache hit copies the cache. Blocks. On error (or
   // cancellation) some chunks may have been written to both the cache and
   // the views, never to one alone. FailedPrecondition after StagePush in
-  // the same clock. (Pull, CopyOut, StagePush and Clock are
+  // the same clock, and (unless `discard`) when the views hold a change not
+  // pushed (see the class comment), naming the parameter; nothing is read
+  // or written then. (Pull, CopyOut, StagePush and Clock are
   // FailedPrecondition before Start.)
-  Status Pull(int64_t staleness, std::span<const TableView> views);
+  Status Pull(int64_t staleness, std::span<const TableView> views, bool discard = false);
+  // Reads the site's replica into `out` (not the model's own tensors): at
+  // the current clock with `staleness`, every table, from the shards.
+  // The local-change check of the model's tensors is kept (its baseline
+  // moves from the cache to checksums of what the cache held). Blocks.
+  // FailedPrecondition between StagePush and Clock; errors as Pull's.
+  Status Snapshot(int64_t staleness, std::span<const TableView> out);
   // Copies the cache into `views`. InvalidArgument naming the table when a
   // size is wrong (nothing copied). Does not block.
   Status CopyOut(std::span<const TableView> views) const;
@@ -104,12 +131,20 @@ class Client {
 
   // Ships the staged deltas and advances the clock (`finished`: the last
   // one). Blocks. On error nothing changes and Clock may be called again.
-  Status Clock(bool finished);
+  // With `views` (the model's tensors), first refuses with
+  // FailedPrecondition, naming the parameter, a change that would be lost
+  // (see the class comment); without them nothing is checked.
+  Status Clock(bool finished, std::span<const TableView> views = {});
 
  private:
   Client() = default;
   Status CheckViews(std::span<const TableView> views) const;
   Status CheckStarted() const;
+  // FailedPrecondition naming the first table whose view differs from the
+  // baseline (see the class comment); `what` says which call refuses.
+  Status CheckNoLocalChange(std::span<const TableView> views, const std::string& what) const;
+  Status CheckSamePushed(std::span<const TableView> views) const;
+  bool IsBuffer(TableId t) const;
 
   ClientConfig config_;
   ModelSpec spec_;  // for a client-defined model, Start adds the checksums
@@ -119,6 +154,13 @@ class Client {
   std::unique_ptr<CancellableConnectionFactory> factory_;
   std::unique_ptr<worker::PsClient> client_;  // made by Start; destroyed first (declared last)
   bool staged_ = false;  // StagePush since the last Clock
+  // What the views must hold for no local change to be lost: nothing known
+  // (before the first pull), the cache (after a pull), or the tables whose
+  // checksums pushed_sums_ keeps (after a push and its clock).
+  enum class Baseline { kNone, kCache, kPushed };
+  Baseline baseline_ = Baseline::kNone;
+  std::vector<uint64_t> staged_sums_;  // ValuesChecksum of each view at the last StagePush
+  std::vector<uint64_t> pushed_sums_;  // the same, of the last push a Clock shipped
 };
 
 }  // namespace geops::python

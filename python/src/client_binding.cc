@@ -86,12 +86,19 @@ class PyClient {
     ThrowIfError(RunInterruptible(c.cancel_flag(), [&] { return c.Start(v.tables); }));
   }
 
-  void Pull(const py::list& out, std::optional<int64_t> staleness) {
+  void Pull(const py::list& out, std::optional<int64_t> staleness, bool discard) {
     const std::shared_ptr<Client> held = client();
     Client& c = *held;
     Views v = TakeViews(out, c.spec());
     const int64_t s = staleness.value_or(Client::kConfiguredStaleness);
-    ThrowIfError(RunInterruptible(c.cancel_flag(), [&] { return c.Pull(s, v.tables); }));
+    ThrowIfError(RunInterruptible(c.cancel_flag(), [&] { return c.Pull(s, v.tables, discard); }));
+  }
+
+  void Snapshot(const py::list& out, int64_t staleness) {
+    const std::shared_ptr<Client> held = client();
+    Client& c = *held;
+    Views v = TakeViews(out, c.spec());
+    ThrowIfError(RunInterruptible(c.cancel_flag(), [&] { return c.Snapshot(staleness, v.tables); }));
   }
 
   void Push(const py::list& in) {
@@ -102,10 +109,12 @@ class PyClient {
     ThrowIfError(c.StagePush(v.tables));
   }
 
-  void Clock(bool finished) {
+  void Clock(bool finished, const std::optional<py::list>& values) {
     const std::shared_ptr<Client> held = client();
     Client& c = *held;
-    ThrowIfError(RunInterruptible(c.cancel_flag(), [&] { return c.Clock(finished); }));
+    Views v;
+    if (values) v = TakeViews(*values, c.spec());
+    ThrowIfError(RunInterruptible(c.cancel_flag(), [&] { return c.Clock(finished, v.tables); }));
   }
 
   py::dict Stats() {
@@ -147,7 +156,8 @@ std::unique_ptr<PyClient> MakeClient(const std::vector<TableTuple>& tables, cons
                                      int worker, int64_t staleness, int64_t rpc_timeout_ms, int64_t heartbeat_ms,
                                      int max_attempts, int64_t retry_backoff_ms, const std::string& auth_token,
                                      int64_t chunk_bytes, const std::string& topology, int64_t retry_window_ms,
-                                     const std::string& site) {
+                                     const std::string& site, bool takeover, int64_t held_id_wait_ms,
+                                     const std::vector<bool>& buffers, double buffer_scale) {
   ClientConfig config;
   for (const auto& [name, rows, cols] : tables) config.tables.push_back(TableShape{name, rows, cols});
   config.shards = shards;
@@ -159,6 +169,13 @@ std::unique_ptr<PyClient> MakeClient(const std::vector<TableTuple>& tables, cons
   config.options.retry_backoff_ms = retry_backoff_ms;
   config.options.retry_window_ms = retry_window_ms;
   config.options.auth_token = auth_token;
+  config.options.takeover = takeover;
+  config.options.held_id_wait_ms = held_id_wait_ms;
+  config.buffer_tables.assign(buffers.begin(), buffers.end());
+  if (!(buffer_scale > 0 && buffer_scale <= 1)) {
+    ThrowIfError(InvalidArgumentError("buffer_scale must be in (0, 1], got " + std::to_string(buffer_scale)));
+  }
+  config.buffer_scale = static_cast<float>(buffer_scale);
   config.chunk_bytes = chunk_bytes;
   if (!topology.empty()) {
     const cli::Topology t = ValueOrThrow(cli::LoadTopology(topology));
@@ -180,12 +197,19 @@ void RegisterClient(py::module_& m) {
            py::arg("staleness"), py::arg("rpc_timeout_ms"), py::arg("heartbeat_ms"), py::arg("max_attempts"),
            py::arg("retry_backoff_ms"), py::arg("auth_token"), py::arg("chunk_bytes"),
            py::arg("topology") = "", py::arg("retry_window_ms") = WorkerClientOptions().retry_window_ms,
-           py::arg("site") = "")
+           py::arg("site") = "", py::arg("takeover") = false,
+           py::arg("held_id_wait_ms") = WorkerClientOptions().held_id_wait_ms,
+           py::arg("buffers") = std::vector<bool>(), py::arg("buffer_scale") = 1.0)
       .def("start", &PyClient::Start, py::arg("initial"), "Registers with every shard (blocks).")
-      .def("pull", &PyClient::Pull, py::arg("out"), py::arg("staleness") = py::none(),
-           "Makes the cache fresh (SSP, or the given staleness) and copies it into `out` (blocks).")
+      .def("pull", &PyClient::Pull, py::arg("out"), py::arg("staleness") = py::none(), py::arg("discard") = false,
+           "Makes the cache fresh (SSP, or the given staleness) and copies it into `out` (blocks); refused "
+           "when `out` holds a change not pushed, unless `discard`.")
       .def("push", &PyClient::Push, py::arg("values"), "Stages values - pulled values as this clock's delta.")
-      .def("clock", &PyClient::Clock, py::arg("finished") = false, "Ships the delta and advances the clock (blocks).")
+      .def("snapshot", &PyClient::Snapshot, py::arg("out"), py::arg("staleness") = 0,
+           "Reads the site's replica into `out` (other buffers than the model's), at this clock (blocks).")
+      .def("clock", &PyClient::Clock, py::arg("finished") = false, py::arg("values") = py::none(),
+           "Ships the delta and advances the clock (blocks); with `values`, refused when they hold a change "
+           "that would be lost.")
       .def_property_readonly("current_clock", [](PyClient& c) { return c.client()->clock(); })
       .def_property_readonly("tables", &PyClient::Tables)
       .def("stats", &PyClient::Stats)

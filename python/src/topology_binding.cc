@@ -35,6 +35,9 @@ py::dict TopologyDict(const cli::Topology& t) {
   d["rpc_timeout_ms"] = t.rpc_timeout_ms;
   d["worker_lease_ms"] = t.worker_lease_ms;
   d["auth_token"] = t.auth_token;
+  d["learning_rate"] = t.learning_rate;
+  d["final_learning_rate"] = t.final_learning_rate;
+  d["batch_size"] = t.batch_size;
   py::list sites;
   for (const cli::SiteSpec& s : t.sites) sites.append(SiteDict(s));
   d["sites"] = sites;

@@ -77,7 +77,11 @@ def test_nan_is_refused_before_sending(start_site):
             ps.push()
         msg = str(err.value)
         assert "'fc2.bias'" in msg and "nan" in msg and "row 0, col 1" in msg
-        # Nothing was staged: a clock now ships nothing.
+        # Nothing was staged, and a clock now would lose the change without a
+        # word: refused. Dropping it on purpose, the clock ships nothing.
+        with pytest.raises(geops.FailedPreconditionError, match="never pushed"):
+            ps.clock()
+        ps.pull(discard=True)
         ps.clock()
         ps.pull(staleness=0)
         assert all(float(p.abs().max()) == 0.0 for p in model.parameters())
@@ -124,7 +128,7 @@ def test_a_bad_value_anywhere_in_a_large_parameter_is_found_and_good_deltas_arri
             with torch.no_grad():
                 for p in model.parameters():
                     p.zero_()
-            ps.pull(staleness=0)
+            ps.pull(staleness=0, discard=True)  # the zeros are there to see the pull write
             for p, want in zip(model.parameters(), expected):
                 assert torch.equal(p.detach(), want)
 
@@ -142,7 +146,13 @@ def test_refused_repeated_push_keeps_the_staged_delta(start_site):
             model.fc2.weight[1, 0] = math.inf
         with pytest.raises(geops.InvalidArgumentError, match=r"'fc2.weight' holds inf at element 2 \(row 1, col 0\)"):
             ps.push()
-        # The first push's delta is still the staged one.
+        # The changes after the first push would be lost: the clock says so.
+        with pytest.raises(geops.FailedPreconditionError, match="'fc1.weight' changed after push"):
+            ps.clock()
+        # Undone, the first push's delta is still the staged one.
+        with torch.no_grad():
+            model.fc1.weight -= 1.0
+            model.fc2.weight[1, 0] = 0.0
         ps.clock()
         ps.pull(staleness=0)
         assert float(model.fc1.weight.min()) == 1.0 and float(model.fc1.weight.max()) == 1.0

@@ -49,10 +49,11 @@ workers = 1
     return path
 
 
-def launch(tmp_path, topology, timeout=240):
+def launch(tmp_path, topology, timeout=240, env=None):
     out = tmp_path / "out"
     proc = subprocess.run([geops_bin(), "launch", topology, "--out", str(out), "--plain", "--timeout", str(timeout)],
-                          capture_output=True, text=True, timeout=timeout + 60)
+                          capture_output=True, text=True, timeout=timeout + 60,
+                          env=None if env is None else {**os.environ, **env})
     summary_path = out / "summary.json"
     assert summary_path.exists(), proc.stdout + proc.stderr
     return proc, json.loads(summary_path.read_text()), out
@@ -90,3 +91,27 @@ restart_after_s = 1.0
     starts = [json.loads(l[len("@geops "):]) for l in (out / "logs" / "west-worker-0.log").read_text().splitlines()
               if l.startswith("@geops ") and '"worker_started"' in l]
     assert len(starts) == 2 and starts[0]["clock"] == 0 and starts[1]["clock"] > 0, starts
+
+
+def test_a_worker_killed_mid_run_is_restarted_and_every_replica_ends_exact(tmp_path):
+    # No fault plan: the worker dies on its own (SIGKILL, after its push and
+    # before its clock). The launcher restarts it while the others train on;
+    # it takes its worker id at once (GEOPS_TAKEOVER) and resumes at the clock
+    # its shards hold, so every update counts exactly once.
+    proc, summary, out = launch(tmp_path, write(str(tmp_path), clocks=40),
+                                env={"TEST_DIE_AS": "east-worker-1", "TEST_DIE_AT": "12"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert summary["exit"] == "ok"
+    assert summary["counter_expected"] == 3 * 40
+    assert summary["counter_max_abs_error"] == 0.0, summary
+    finals = [json.loads(l) for l in (out / "events.jsonl").read_text().splitlines() if '"final"' in l]
+    checked = {e["site"] for e in finals if e.get("event") == "final" and e.get("counter_max_abs_error") == 0.0}
+    assert checked == {"east", "west"}, finals
+    supervision = summary["supervision"]
+    assert supervision["restarts_total"] == 1, supervision
+    restart = supervision["restarts"][0]
+    assert restart["process"] == "east-worker-1" and "signal 9" in restart["reason"], restart
+    assert restart["clock_reported"] == 11 and restart["resumed_clock"] == 12, restart
+    # Took its id at once: down for the restart delay and a Python start, not a 10 s lease.
+    assert restart["down_seconds"] < 8, restart
+    assert "restarts: 1" in proc.stdout, proc.stdout

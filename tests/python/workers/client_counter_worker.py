@@ -6,10 +6,14 @@ element. At the end every worker reads the final model (which waits for every
 worker of every site) and checks it is initial + 1.0 x world_size x clocks;
 worker 0 of each site also reports that check through ``evaluate`` (the
 launcher's summary). Settings from the GEOPS_* variables; TEST_SEED (model
-seed) and TEST_RESULT (a JSON file for the check) from the test, if set."""
+seed) and TEST_RESULT (a JSON file for the check) from the test, if set.
+TEST_DIE_AS=<site>-worker-<i> and TEST_DIE_AT=<clock>: that worker SIGKILLs
+itself at that clock, after its push and before its clock, once (a marker
+file in GEOPS_OUT says it did)."""
 
 import json
 import os
+import signal
 
 import torch
 from torch import nn
@@ -35,6 +39,10 @@ def evaluate(m):
             "counter_max_abs_error": max_error(m, config.clocks)}
 
 
+me = f"{config.site}-worker-{config.worker}"
+die_at = int(os.environ["TEST_DIE_AT"]) if os.environ.get("TEST_DIE_AS") == me else -1
+marker = os.path.join(config.out or ".", f".died-{me}")
+
 record = {}
 with geops.init(model, evaluate=evaluate) as ps:
     for step in ps.steps():
@@ -43,6 +51,9 @@ with geops.init(model, evaluate=evaluate) as ps:
             for p in model.parameters():
                 p += 1.0
         ps.push()
+        if step == die_at and not os.path.exists(marker):
+            open(marker, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)
         ps.clock()
         ps.report(loss=0.0, examples=1)
     ps.pull(staleness=0)
