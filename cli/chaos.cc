@@ -223,6 +223,11 @@ int Chaos::Run() {
 void Chaos::Spawn(int p, bool restart) {
   Proc& proc = procs_[static_cast<size_t>(p)];
   proc.spec.append_log = restart;
+  // A worker restarted after its kill was reaped: it takes its id at once.
+  std::vector<std::string>& argv = proc.spec.argv;
+  if (restart && !proc.shard && std::find(argv.begin(), argv.end(), "--takeover") == argv.end()) {
+    argv.push_back("--takeover");
+  }
   Result<int> id = pm_->Spawn(proc.spec);
   if (!id.ok()) {
     Fail("cannot start " + proc.name + ": " + id.status().message());

@@ -31,6 +31,7 @@ struct SiteArgs {
   int mirror_port = -1;          // -1: base_port + 1000 + shard, or any free port
   std::string mirror_peers;      // "site=host:port,..." of the same shard of the other sites
   std::string peers_file;        // written by geops launch once every shard listens
+  std::string run_id;            // only a peers file of this run counts (geops launch sets it); "" any
 };
 // Serves one shard of a site until SIGINT/SIGTERM. With a store directory it
 // loads the shard's persisted state first (refusing a store of another
@@ -53,6 +54,7 @@ struct WorkerArgs {
   int metrics_port = -1;  // -1: from the topology (SiteSpec::MetricsPort); 0: any free port
   bool exit_with_parent = false;  // see ExitWithParent
   double progress_every_s = 0.5;  // seconds between progress events
+  bool takeover = false;  // the previous process of this worker is known dead: take its id at once
 };
 // Runs one worker's training to the end.
 int RunWorker(const WorkerArgs& args);

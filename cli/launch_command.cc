@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "cli/launch/launcher.h"
+#include "cli/launch/run_folder.h"
 #include "cli/launch/worker_env.h"
 #include "cli/topology.h"
 
@@ -73,7 +74,13 @@ int RunLaunch(const LaunchArgs& args) {
 
   Result<std::string> binary = ResolveGeopsBinary(args.geops_binary);
   if (!binary.ok()) return BadArgs(binary.status().message());
-  if (Status made = MakeResultsFolder(args.out_dir); !made.ok()) return BadArgs(made.message());
+  if (args.resume && args.replace) return BadArgs("--resume and --replace exclude each other");
+  const RunFolderMode mode =
+      args.resume ? RunFolderMode::kResume : args.replace ? RunFolderMode::kReplace : RunFolderMode::kNew;
+  Result<std::unique_ptr<RunFolder>> folder =
+      RunFolder::Claim(AbsolutePath(args.out_dir), *topology, AbsolutePath(args.topology_path), mode);
+  if (!folder.ok()) return BadArgs(folder.status().message());
+  if (!(*folder)->note().empty()) std::fprintf(stdout, "geops launch: %s\n", (*folder)->note().c_str());
   RaiseOpenFileLimit();
 
   LauncherOptions o;
@@ -85,9 +92,15 @@ int RunLaunch(const LaunchArgs& args) {
   o.timeout_seconds = args.timeout_seconds;
   o.listen_timeout_seconds = args.listen_timeout_seconds;
   o.stop_timeout_seconds = args.stop_timeout_seconds;
+  o.run_id = (*folder)->run_id();
+  o.restarts.max_restarts = args.max_restarts;
+  o.resume = args.resume;
   const char* term = std::getenv("TERM");
   o.live_display = !args.force_plain && ::isatty(STDOUT_FILENO) && !(term && std::strcmp(term, "dumb") == 0);
-  return RunLauncher(o);
+  const int code = RunLauncher(o);
+  const char* state = code == 0 ? "ok" : code == 1 ? "failed" : code >= 128 ? "interrupted" : "error";
+  if (Status s = (*folder)->Finish(state); !s.ok()) std::fprintf(stderr, "geops launch: %s\n", s.message().c_str());
+  return code;
 }
 
 }  // namespace geops::cli

@@ -24,13 +24,18 @@ struct LaunchArgs {
   bool force_plain = false;             // plain progress lines even on a terminal
   double listen_timeout_seconds = 30;   // for every shard to print "listening", seconds
   double stop_timeout_seconds = 10;     // SIGTERM -> SIGKILL grace when stopping, seconds
+  bool resume = false;                  // continue the run out_dir holds (run_folder.h)
+  bool replace = false;                 // delete the run out_dir holds, then start afresh
+  int max_restarts = 3;                 // per process that dies on its own (restart_budget.h)
 };
 
 // Runs the launch. Returns the process exit code:
 //   0    every worker finished cleanly;
 //   1    a child failed, shards did not listen in time, or the launch timed out;
 //   2    bad arguments, an unreadable or invalid topology, or an unusable
-//        results folder (a one-line error on stderr; nothing was started);
+//        results folder: one that another launch holds, or that holds
+//        another run while neither resume nor replace is set (a one-line
+//        error on stderr; nothing was started);
 //   130  interrupted by SIGINT (143 by SIGTERM): everything was stopped and a
 //        partial summary.json (with "interrupted": true) written.
 int RunLaunch(const LaunchArgs& args);

@@ -38,6 +38,13 @@ int main(int argc, char** argv) {
   launch_cmd->add_option("--timeout", launch.timeout_seconds, "Stop everything after this many seconds")
       ->check(CLI::PositiveNumber);
   launch_cmd->add_flag("--plain", launch.force_plain, "Plain progress lines even on a terminal");
+  launch_cmd->add_flag("--resume", launch.resume,
+                       "Continue the run the results folder holds (shard stores, clocks, logs and metrics are kept)");
+  launch_cmd->add_option("--max-restarts", launch.max_restarts,
+                         "Restarts of each shard or worker that dies on its own before the run fails (default 3)")
+      ->check(CLI::Range(0, 1000));
+  launch_cmd->add_flag("--replace", launch.replace,
+                       "Delete the run the results folder holds (and the topology's shard stores), then start afresh");
 
   geops::cli::SiteArgs site;
   CLI::App* site_cmd = app.add_subcommand("site", "Serve one shard of a site");
@@ -56,6 +63,8 @@ int main(int argc, char** argv) {
   CLI::Option* data_dir_opt = site_cmd->add_option(
       "--data-dir", site.data_dir,
       "The shard's store directory (default: from the topology's [storage]; \"\" keeps it in memory)");
+  site_cmd->add_option("--run-id", site.run_id,
+                       "Read only a peers file written for this run (geops launch passes its run's id)");
   site_cmd->add_flag("--exit-with-parent", site.exit_with_parent,
                      "Stop when standard input closes (set by geops launch)");
   site_cmd->add_option("--mirror-port", site.mirror_port,
@@ -90,6 +99,9 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   worker_cmd->add_option("--shards", worker.shards, "Shard addresses host:port,... in shard order");
   worker_cmd->add_option("--out", worker.out_dir, "Results folder");
+  worker_cmd->add_flag("--takeover", worker.takeover,
+                       "The previous process of this worker is known to be dead (a supervisor restarts it): "
+                       "take its worker id at once instead of waiting for its lease to end");
   worker_cmd->add_option("--metrics-port", worker.metrics_port,
                          "Prometheus /metrics port (0 = any free port; default: the site's metrics_base_port + "
                          "shards + worker)")

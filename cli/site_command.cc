@@ -40,6 +40,7 @@ int RunSite(const SiteArgs& args) {
   options.mirror_port = args.mirror_port;
   options.mirror_peers = args.mirror_peers;
   options.peers_file = args.peers_file;
+  options.run_id = args.run_id;
   if (args.shard >= 0 && args.shard < topology->sites[*site].shards) {
     options.data_dir = args.data_dir_given ? args.data_dir : topology->ShardDataDir(*site, args.shard, args.out_dir);
   }

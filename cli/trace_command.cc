@@ -23,7 +23,10 @@ int RunTraceShow(const TraceShowArgs& args) {
     std::fprintf(stderr, "geops trace show: %s\n", links.status().message().c_str());
     return 2;
   }
-  Result<ModelSpec> model = BuildModelSpec(*topology);
+  // A model the workers bring (workload "client") has no size until they
+  // register: no copy time then, rather than the built-in MLP's.
+  Result<ModelSpec> model = topology->client_model() ? Result<ModelSpec>(NotFoundError("client model"))
+                                                     : BuildModelSpec(*topology);
   const int64_t model_bytes = model.ok() ? model->total_elements() * 4 : 0;
   std::printf("%s", FormatLinkTable(*topology, *links, model_bytes).c_str());
   return 0;

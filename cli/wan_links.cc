@@ -173,13 +173,16 @@ std::string FormatLinkTable(const Topology& t, const std::vector<EffectiveLink>&
     const double mean = horizon > 0 ? l.schedule.MeanBandwidth(0, horizon) : seg[0].bandwidth_bps;
     const int shards = t.sites[l.src].shards;
     const double model_s = mean > 0 ? static_cast<double>(model_bytes) * 8.0 / mean : 0;
+    const std::string model_cell = model_bytes > 0 ? Fixed(model_s, 3) : "-";
     out += Pad(t.sites[l.src].name, w, false) + "  " + Pad(t.sites[l.dst].name, w, false) + "  " +
            Pad(Fixed(mean / 1e6, 1), 9, true) + "  " + Pad(Fixed(lo / 1e6, 1), 8, true) + "  " +
            Pad(Fixed(hi / 1e6, 1), 8, true) + "  " + Pad(Fixed(l.schedule.DelayAt(0) * 1e3, 1), 8, true) + "  " +
-           Pad(Fixed(mean / 1e6 / shards, 1), 9, true) + "  " + Pad(Fixed(model_s, 3), 8, true) + "\n";
+           Pad(Fixed(mean / 1e6 / shards, 1), 9, true) + "  " + Pad(model_cell, 8, true) + "\n";
   }
   out += "(Mbit/s: mean over the trace; per shard: each shard's link gets 1/shards of it; model s: one fp32 copy "
-         "of the model, " + Fixed(static_cast<double>(model_bytes) / 1e6, 2) + " MB, at the mean rate)\n";
+         "of the model, " +
+         (model_bytes > 0 ? Fixed(static_cast<double>(model_bytes) / 1e6, 2) + " MB, at the mean rate)\n"
+                          : std::string("unknown here: the workers bring their own model (workload \"client\"))\n"));
   return out;
 }
 

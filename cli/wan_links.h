@@ -57,7 +57,8 @@ Result<wan::WanOptions> BuildWanOptions(const Topology& topology);
 // The link table `geops trace show` prints: one row per directed link with
 // its bandwidth (mean, min and max over the trace), one-way delay, the
 // share each shard link gets, and how long one full fp32 copy of the model
-// takes on it. Ends with a newline.
+// takes on it (model_bytes 0: unknown, a model the workers bring; shown as
+// "-"). Ends with a newline.
 std::string FormatLinkTable(const Topology& topology, const std::vector<EffectiveLink>& links,
                             int64_t model_bytes);
 

@@ -158,8 +158,9 @@ int RunWorker(const WorkerArgs& args) {
   }
   worker::TrainerOptions trainer_options = BuildTrainerOptions(*topology, *site, args.worker);
   trainer_options.progress_every_seconds = args.progress_every_s;
-  auto client = worker::PsClient::Create(*model, s.shards, BuildClientOptions(*topology, args.worker),
-                                         factory->get());
+  WorkerClientOptions worker_options = BuildClientOptions(*topology, args.worker);
+  worker_options.takeover = args.takeover;
+  auto client = worker::PsClient::Create(*model, s.shards, worker_options, factory->get());
   if (!client.ok()) {
     std::fprintf(stderr, "geops worker: %s\n", client.status().ToString().c_str());
     return 2;

@@ -37,7 +37,7 @@ printf '\n[[faults]]\nkind = "kill-site"\nsite = "eu-west-1"\nat_clock = 400\nre
 
 for run in memory stored killed; do
   echo "=== $run ($(date -u +%H:%M:%S))"
-  "$geops" launch "$topos/$run.toml" --out "$results/$run" --plain --timeout "$timeout" \
+  "$geops" launch "$topos/$run.toml" --out "$results/$run" --replace --plain --timeout "$timeout" \
     > "$results/$run.log" 2>&1 || echo "run $run exited with $?" >&2
   tail -n 3 "$results/$run.log"
   rm -rf "$results/$run/data"  # the stores: large, and only for this run

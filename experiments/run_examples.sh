@@ -22,7 +22,7 @@ runs=("$@")
 
 launch() {  # launch NAME TOPOLOGY
   rm -rf "${results:?}/$1"
-  "$geops" launch "$2" --out "$results/$1" --plain --timeout "$timeout" > "$results/$1.log" 2>&1
+  "$geops" launch "$2" --out "$results/$1" --replace --plain --timeout "$timeout" > "$results/$1.log" 2>&1
 }
 
 for run in "${runs[@]}"; do

@@ -85,7 +85,7 @@ for size in "${sizes[@]}"; do
     topology "$name" "$layers" "$config" > "$topo"
     echo "=== $name ($(date -u +%H:%M:%S))"
     started=$(date +%s.%N)
-    "$geops" launch "$topo" --out "$work/$name" --plain --timeout "${TIMEOUT:-900}" > "$work/$name.log" 2>&1 &
+    "$geops" launch "$topo" --out "$work/$name" --replace --plain --timeout "${TIMEOUT:-900}" > "$work/$name.log" 2>&1 &
     launch_pid=$!
     declare -A peak=()
     while kill -0 "$launch_pid" 2> /dev/null; do

@@ -37,7 +37,7 @@ for i in $(seq 1 "$runs"); do
         --web.listen-address="127.0.0.1:$port" > "$work/prom-$i.log" 2>&1 &
       prom_pid=$!
     fi
-    "$geops" launch "$work/$mode.toml" --out "$out" --plain --timeout 600 > "$work/$mode-$i.log" 2>&1 || true
+    "$geops" launch "$work/$mode.toml" --out "$out" --replace --plain --timeout 600 > "$work/$mode-$i.log" 2>&1 || true
     if [ "$mode" = on ]; then
       # Targets Prometheus scraped successfully at least once during the run.
       scraped=$(python3 -c '

@@ -327,7 +327,7 @@ if [ "$loopback" = 1 ]; then
   [ -n "$eval_every" ] && sed -i "s/^eval_every = .*/eval_every = $eval_every/" "$lb"
   printf '\n[security]\ncerts = "certs"\n' >> "$lb"  # mutual TLS there too: the same work per byte
   echo "loopback run (geops launch, geops shaping rate and delay)..."
-  "$geops" launch "$lb" --out "$out/loopback" --plain --timeout 1500 > "$out/logs/loopback.log" 2>&1 || true
+  "$geops" launch "$lb" --out "$out/loopback" --replace --plain --timeout 1500 > "$out/logs/loopback.log" 2>&1 || true
 fi
 
 python3 - "$out" "$fidelity" "$start" "$end" "$failed" "$checks" "$counter" <<'EOF'

@@ -109,7 +109,7 @@ for size in "${sizes[@]}"; do
   esac
   echo "=== $size ($(date -u +%H:%M:%S))"
   rm -rf "$results/$size"
-  "$geops" launch "$results/topologies/$size.toml" --out "$results/$size" --plain --timeout 3000 \
+  "$geops" launch "$results/topologies/$size.toml" --out "$results/$size" --replace --plain --timeout 3000 \
     > "$results/$size.log" 2>&1 || echo "run $size exited with $?" >&2
   rm -rf "$results/$size/data"  # the stores: gigabytes, not results
   # Paths relative to the repository, not to the machine that ran it.

@@ -37,7 +37,7 @@ for topo in "$@"; do
   cp "$topo" "$copy"
   start=$(date +%s.%N)
   perf record -a -F 400 -o "$work/$name.data" -- \
-    "$geops" launch "$copy" --out "$work/$name" --plain --timeout "$timeout" > "$work/$name.log" 2>&1 \
+    "$geops" launch "$copy" --out "$work/$name" --replace --plain --timeout "$timeout" > "$work/$name.log" 2>&1 \
     || { echo "$name failed; its log:" >&2; tail -20 "$work/$name.log" >&2; exit 1; }
   wall=$(python3 -c "import sys; print(float(sys.argv[2]) - float(sys.argv[1]))" "$start" "$(date +%s.%N)")
   perf report -i "$work/$name.data" --no-children --sort comm --stdio 2> /dev/null | python3 -c '

@@ -41,7 +41,7 @@ for round in $(seq 1 "$rounds"); do
   for kind in plain tls; do
     run=$kind-$round
     echo "=== $run ($(date -u +%H:%M:%S))"
-    "$geops" launch "$topos/$kind.toml" --out "$results/$run" --plain --timeout "$timeout" \
+    "$geops" launch "$topos/$kind.toml" --out "$results/$run" --replace --plain --timeout "$timeout" \
       > "$results/$run.log" 2>&1 || echo "run $run exited with $?" >&2
     head -n 1 "$results/$run.log"
     tail -n 5 "$results/$run.log"

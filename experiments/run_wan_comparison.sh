@@ -213,7 +213,7 @@ for spec in "${specs[@]}"; do
     [[ $scenario == harsh && $run == bsp* ]] && limit=$bsp_timeout
     echo "=== $scenario:$run ($(date -u +%H:%M:%S), at most $limit s)"
     rm -rf "${results:?}/$run"
-    "$geops" launch "$topos/$run.toml" --out "$results/$run" --plain --timeout "$limit" \
+    "$geops" launch "$topos/$run.toml" --out "$results/$run" --replace --plain --timeout "$limit" \
       > "$results/$run.log" 2>&1 || echo "run $scenario:$run exited with $?" >&2
     mkdir -p "$results/$run"
     mv "$results/$run.json" "$results/$run/run.json"

@@ -473,7 +473,7 @@ for p in "${selected[@]}"; do
   [ -n "${edits[$p]}" ] && sed -i -e "${edits[$p]}" "$t"
   [ -n "${DRY_RUN:-}" ] && continue
   echo "=== $p ($(date -u +%H:%M:%S))"
-  "$geops" launch "$t" --out "$runs/$p" --plain --timeout "$timeout" > "$runs/$p.log" 2>&1 \
+  "$geops" launch "$t" --out "$runs/$p" --replace --plain --timeout "$timeout" > "$runs/$p.log" 2>&1 \
     || echo "probe $p exited with $?" >&2
   printf '%s\n' "${what[$p]}" > "$runs/$p/what.txt"
 done

@@ -90,10 +90,23 @@ Status SiteMirror::ParsePeers(const json& doc) {
 }
 
 void SiteMirror::WatchPeersFile(std::string path) {
+  bool noted_other_run = false;
   while (!stop_) {
     std::ifstream in(path);
     if (in) {
       json doc = json::parse(in, nullptr, /*allow_exceptions=*/false);
+      const std::string run = doc.is_object() ? doc.value("run_id", std::string()) : std::string();
+      if (!args_.run_id.empty() && run != args_.run_id) {
+        // Another run's file (a reused results folder): never its peers.
+        if (!noted_other_run) {
+          spdlog::warn("site {} shard {}: peers file {} is of run '{}', not this run '{}'; waiting for this run's",
+                       topology_->sites[site_].name, shard_, path, run, args_.run_id);
+          noted_other_run = true;
+        }
+        in.close();
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        continue;
+      }
       Status s = doc.is_discarded() ? InvalidArgumentError("peers file " + path + " is not JSON") : ParsePeers(doc);
       if (s.ok()) {
         spdlog::info("site {} shard {}: mirror peers known", topology_->sites[site_].name, shard_);

@@ -41,6 +41,7 @@ struct SiteMirrorArgs {
   int mirror_port = -1;       // -1: base_port + 1000 + shard when base_port > 0, else any free port
   std::string mirror_peers;   // "site=host:port,..." for this shard; overrides the peers file
   std::string peers_file;     // written by geops launch
+  std::string run_id;         // the run whose peers file counts (its "run_id"); "": any
   // The model this shard serves or has fixed; nullopt while it has none.
   std::function<std::optional<ModelSpec>()> schema;
   // A peer fixed another model than this shard's: `why` names the table

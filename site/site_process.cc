@@ -94,6 +94,7 @@ Status SiteProcess::StartMirror(int* exit_code) {
   args.mirror_port = options_.mirror_port;
   args.mirror_peers = options_.mirror_peers;
   args.peers_file = options_.peers_file;
+  args.run_id = options_.run_id;
   args.schema = [this]() -> std::optional<ModelSpec> {
     datacenter::ShardHost* h = host_ptr_.load(std::memory_order_acquire);
     return h != nullptr ? h->FixedModel() : std::nullopt;

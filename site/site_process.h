@@ -57,6 +57,7 @@ struct SiteProcessOptions {
   int mirror_port = -1;
   std::string mirror_peers;
   std::string peers_file;
+  std::string run_id;      // read only a peers file written for this run; "": any
 };
 
 class SiteProcess {

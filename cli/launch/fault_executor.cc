@@ -254,6 +254,7 @@ void Launcher::RespawnWorkers(int fault) {
     role.env = old.env;
     role.cwd = old.cwd;
     role.restart_of = fault;
+    MarkTakeover(&role);  // its previous process was reaped
     const std::string name = victim.process;
     const int id = SpawnChild(name, std::move(role), /*restart=*/true);
     if (id < 0) return;

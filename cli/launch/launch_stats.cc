@@ -41,7 +41,10 @@ void LaunchStats::OnWorkerEvent(int site, int worker, const nlohmann::json& even
       w.start_clocks.push_back(*c);
       w.clock = std::max(w.clock, *c);
     }
+  } else if (name == "final_read") {
+    w.final_read = true;  // done training; reading the final model (the drain of every site)
   } else if (name == "final") {
+    w.final_read = false;
     w.final_event = event;
     (*w.final_event)["site"] = s.name;  // attribute to the process that printed it
     (*w.final_event)["worker"] = worker;
@@ -95,6 +98,7 @@ std::vector<SiteProgress> LaunchStats::Sites() const {
     for (const WorkerState& w : s.workers) {
       if (w.exited) ++p.workers_done;
       if (w.down && !w.exited) ++p.workers_down;
+      if (w.final_read && !w.exited && !w.down) ++p.workers_final_read;
       p.min_clock = first ? w.clock : std::min(p.min_clock, w.clock);
       p.max_clock = first ? w.clock : std::max(p.max_clock, w.clock);
       first = false;

@@ -33,7 +33,8 @@ struct SiteProgress {
   std::optional<double> mean_loss;      // over workers that reported a loss
   std::optional<double> test_accuracy;  // latest evaluation in the site, if any
   double examples_per_sec = 0;          // sum over the site's running workers
-  int workers_down = 0;                 // killed by the fault plan, not (yet) restarted
+  int workers_down = 0;                 // killed, not (yet) restarted
+  int workers_final_read = 0;           // done training, waiting for the final model (every site's drain)
 };
 
 class LaunchStats {
@@ -72,6 +73,7 @@ class LaunchStats {
     double examples_per_sec = 0;
     bool exited = false;
     bool down = false;
+    bool final_read = false;  // said "final_read", not yet "final"
     std::vector<int64_t> start_clocks;
     std::optional<nlohmann::json> final_event;
   };

@@ -10,14 +10,20 @@ namespace geops::cli {
 
 std::string PeersFilePath(const std::string& out_dir) { return out_dir + "/wan/peers.json"; }
 
-std::vector<std::string> WanSiteArguments(const Topology& t, const std::string& out_dir) {
+std::vector<std::string> WanSiteArguments(const Topology& t, const std::string& out_dir, const std::string& run_id) {
   if (!t.multi_site()) return {};
-  return {"--peers-file", PeersFilePath(out_dir)};
+  std::vector<std::string> args = {"--peers-file", PeersFilePath(out_dir)};
+  if (!run_id.empty()) {
+    args.push_back("--run-id");
+    args.push_back(run_id);
+  }
+  return args;
 }
 
-Status WritePeersFile(const Topology& t, const std::string& out_dir,
+Status WritePeersFile(const Topology& t, const std::string& out_dir, const std::string& run_id,
                       const std::map<std::pair<int, int>, std::string>& mirrors) {
   nlohmann::json doc = {{"mirrors", nlohmann::json::object()}};
+  if (!run_id.empty()) doc["run_id"] = run_id;
   for (int s = 0; s < static_cast<int>(t.sites.size()); ++s) {
     nlohmann::json list = nlohmann::json::array();
     for (int i = 0; i < t.sites[s].shards; ++i) {

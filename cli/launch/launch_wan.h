@@ -21,13 +21,16 @@ namespace geops::cli {
 // OUT/wan/peers.json.
 std::string PeersFilePath(const std::string& out_dir);
 
-// Extra arguments of every `geops site` child: none for one site.
-std::vector<std::string> WanSiteArguments(const Topology& topology, const std::string& out_dir);
+// Extra arguments of every `geops site` child: none for one site; else the
+// peers file, and `run_id` (when not empty) so that a shard reads only the
+// peers file of its own run (cli/launch/run_folder.h).
+std::vector<std::string> WanSiteArguments(const Topology& topology, const std::string& out_dir,
+                                          const std::string& run_id = "");
 
-// Writes the peers file from the mirror address of each (site, shard),
-// atomically. InvalidArgument naming a shard without one; Unavailable when
-// the file cannot be written.
-Status WritePeersFile(const Topology& topology, const std::string& out_dir,
+// Writes the peers file from the mirror address of each (site, shard), with
+// the run's id, atomically. InvalidArgument naming a shard without one;
+// Unavailable when the file cannot be written.
+Status WritePeersFile(const Topology& topology, const std::string& out_dir, const std::string& run_id,
                       const std::map<std::pair<int, int>, std::string>& mirrors);
 
 }  // namespace geops::cli

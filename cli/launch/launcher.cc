@@ -37,7 +37,7 @@ int Launcher::Run() {
     return 2;
   }
   std::string events_path = o_.out_dir + "/events.jsonl";
-  events_ = std::fopen(events_path.c_str(), "w");
+  events_ = std::fopen(events_path.c_str(), o_.resume ? "a" : "w");
   if (events_ == nullptr) {
     std::fprintf(stderr, "geops launch: cannot write %s: %s\n", events_path.c_str(), std::strerror(errno));
     return 2;
@@ -94,6 +94,7 @@ int Launcher::Run() {
   faults_.EndRun();
   nlohmann::json summary = BuildSummary(o_.topology, stats_, outcome_);
   AddFaultSummary(o_.topology, faults_, o_.out_dir, start_unix_, &summary);  // [] and [] without faults
+  summary["supervision"] = SupervisionSummary();
   std::string summary_path = o_.out_dir + "/summary.json";
   Status written = WriteJsonAtomically(summary_path, summary);
   std::fprintf(stdout, "\n%s", FormatSummaryTable(o_.topology, summary).c_str());
@@ -121,7 +122,7 @@ void Launcher::StartShards() {
                    "--shard", std::to_string(i), "--port", std::to_string(port), "--out",
                    o_.out_dir, "--data-dir", o_.topology.ShardDataDir(s, i, o_.out_dir),
                    "--exit-with-parent"};
-      for (std::string& a : WanSiteArguments(o_.topology, o_.out_dir)) role.argv.push_back(std::move(a));
+      for (std::string& a : WanSiteArguments(o_.topology, o_.out_dir, o_.run_id)) role.argv.push_back(std::move(a));
       if (SpawnChild(name, std::move(role)) < 0) return;
     }
   }
@@ -164,13 +165,18 @@ int Launcher::SpawnChild(const std::string& name, ChildRole role, bool restart) 
   spec.name = name;
   spec.argv = role.argv;
   spec.log_path = LogPath(name);
-  spec.append_log = restart;
+  spec.append_log = restart || o_.resume;
   spec.env = role.env;
   spec.cwd = role.cwd;
   if (restart) {
     // The restarted process's lines follow the first run's in the same log.
     if (FILE* log = std::fopen(spec.log_path.c_str(), "a")) {
-      std::fprintf(log, "---- geops launch: restarted after fault %d ----\n", role.restart_of);
+      if (role.supervised >= 0) {
+        std::fprintf(log, "---- geops launch: restarted after it died (restart %d) ----\n",
+                     restarts_.at(static_cast<size_t>(role.supervised)).number);
+      } else {
+        std::fprintf(log, "---- geops launch: restarted after fault %d ----\n", role.restart_of);
+      }
       std::fclose(log);
     }
   }
@@ -237,6 +243,8 @@ void Launcher::OnLine(int id, OutputStream stream, std::string_view line) {
     for (FaultVictim& v : faults_.at(role.restart_of).victims) {
       if (v.process == pm_->name(id)) v.resumed_clock = IntField(parsed.event, "clock");
     }
+  } else if (parsed.name == "worker_started" && role.supervised >= 0) {
+    OnSupervisedStarted(id, parsed.event);
   }
   if (parsed.name == "eval" && !o_.live_display) {
     auto acc = NumberField(parsed.event, "test_accuracy");
@@ -273,6 +281,10 @@ void Launcher::OnListening(int id, const nlohmann::json& event) {
     OnRestartedShardListening(id);
     return;
   }
+  if (role.supervised >= 0) {
+    display_.Message(pm_->name(id) + " listening again at " + *role.address);
+    return;
+  }
   ++shards_listening_;
   if (phase_ != Phase::kStartingShards || shards_listening_ != shards_total_) return;
   if (o_.topology.multi_site()) {
@@ -280,7 +292,7 @@ void Launcher::OnListening(int id, const nlohmann::json& event) {
     for (const ChildRole& r : roles_) {
       if (r.shard && r.mirror) mirrors[{r.site, r.index}] = *r.mirror;
     }
-    Status written = WritePeersFile(o_.topology, o_.out_dir, mirrors);
+    Status written = WritePeersFile(o_.topology, o_.out_dir, o_.run_id, mirrors);
     if (!written.ok()) {
       display_.Message("geops launch: " + written.message(), true);
       BeginStop("failed", written.message());
@@ -311,8 +323,10 @@ void Launcher::OnExit(int id, const ProcessExit& exit) {
   const std::string name = pm_->name(id);
   // Killed on purpose; a worker that had finished cleanly before the kill landed is just done.
   const bool planned = role.killed_by >= 0 && !(!role.shard && exit.clean());
+  // Died on its own while training: supervision restarts it (or fails the run).
+  const bool died = !planned && phase_ == Phase::kTraining && (role.shard || !exit.clean());
   if (!role.shard) {
-    if (planned) {
+    if (planned || died) {
       stats_.OnWorkerKilled(role.site, role.index);
     } else {
       stats_.OnWorkerExit(role.site, role.index);
@@ -333,11 +347,11 @@ void Launcher::OnExit(int id, const ProcessExit& exit) {
     return;
   }
   if (role.shard) {
-    ReportChildFailure(id, name + " stopped unexpectedly (" + exit.Describe() + ")");
+    Supervise(id, exit, name + " stopped unexpectedly (" + exit.Describe() + ")");
     return;
   }
   if (!exit.clean()) {
-    ReportChildFailure(id, name + " failed (" + exit.Describe() + ")");
+    Supervise(id, exit, name + " failed (" + exit.Describe() + ")");
     return;
   }
   workers_[static_cast<size_t>(role.site)][static_cast<size_t>(role.index)].done = true;
@@ -347,7 +361,7 @@ void Launcher::OnExit(int id, const ProcessExit& exit) {
 // Ends the run once no worker runs and no fault will restart one: "ok" when
 // at least one worker finished.
 void Launcher::MaybeFinish() {
-  if (phase_ != Phase::kTraining || faults_.RestartPending()) return;
+  if (phase_ != Phase::kTraining || faults_.RestartPending() || pending_restarts_ > 0) return;
   int done = 0;
   for (int s = 0; s < static_cast<int>(workers_.size()); ++s) {
     for (int w = 0; w < static_cast<int>(workers_[static_cast<size_t>(s)].size()); ++w) {
@@ -386,6 +400,7 @@ void Launcher::BeginStop(const std::string& exit, const std::string& failure) {
     uv_timer_stop(&ft.timer);
     uv_timer_stop(&ft.grace);  // what a stop-site signalled is the process manager's to stop now
   }
+  for (auto& rt : restart_timers_) uv_timer_stop(&rt->timer);  // no restart once stopping
   if (pm_->live_count() > 0) {
     std::string what = exit == "ok" ? "workers done; stopping " + std::to_string(pm_->live_count()) + " shards"
                                     : "stopping " + std::to_string(pm_->live_count()) + " processes";
@@ -403,6 +418,7 @@ void Launcher::CloseAll() {
     uv_close(reinterpret_cast<uv_handle_t*>(&ft.timer), nullptr);
     uv_close(reinterpret_cast<uv_handle_t*>(&ft.grace), nullptr);
   }
+  for (auto& rt : restart_timers_) uv_close(reinterpret_cast<uv_handle_t*>(&rt->timer), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&sigint_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&sigterm_), nullptr);
 }
@@ -413,7 +429,7 @@ std::string Launcher::PhaseText() const {
       return "starting shards (" + std::to_string(shards_listening_) + "/" + std::to_string(shards_total_) +
              " listening)";
     case Phase::kTraining: {
-      std::string down;
+      std::string down = pending_restarts_ > 0 ? std::to_string(pending_restarts_) + " restarting" : "";
       for (const FaultRecord& r : faults_.records()) {
         if (r.in_progress()) down += (down.empty() ? "" : ", ") + r.spec.site + " " + FaultStateName(r.state);
       }

@@ -4,8 +4,16 @@
 // events to events.jsonl and the progress display, and ends the run:
 //   - all workers exit 0            -> SIGTERM to the shards, summary, exit "ok";
 //   - a child exits non-zero, dies by a signal the launcher did not send, or
-//     a shard stops on its own     -> report it with the tail of its log,
-//                                     stop everything, exit "failed";
+//     a shard stops on its own     -> supervision: the process is restarted
+//                                     after a delay (the same command; a
+//                                     worker resumes at the clock its shards
+//                                     hold, a shard from its store) while
+//                                     the rest train on, up to
+//                                     restarts.max_restarts times per
+//                                     process; then, or for a shard whose
+//                                     state is in memory only, report it
+//                                     with the tail of its log, stop
+//                                     everything, exit "failed";
 //   - shards not listening in time -> exit "failed", naming the missing ones;
 //   - the launch-wide timeout      -> stop everything, exit "timeout";
 //   - SIGINT / SIGTERM              -> stop everything, exit "interrupted"
@@ -39,6 +47,7 @@
 
 #include <string>
 
+#include "cli/launch/restart_budget.h"
 #include "cli/topology.h"
 
 namespace geops::cli {
@@ -55,6 +64,9 @@ struct LauncherOptions {
   bool live_display = false;            // redraw progress in place (a terminal)
   double progress_interval_seconds = 0.5;
   double plain_interval_seconds = 5;    // between plain progress lines
+  std::string run_id;                   // this run's id (run_folder.h): in the peers file and the shards' --run-id
+  bool resume = false;                  // continues the run in out_dir: logs and events.jsonl are appended to
+  RestartPolicy restarts;               // for processes that die on their own (restart_budget.h)
 };
 
 // Runs the launch; blocks until every child is gone and summary.json is

@@ -26,6 +26,7 @@
 #include "cli/launch/process_manager.h"
 #include "cli/launch/progress_display.h"
 #include "cli/launch/prometheus_targets.h"
+#include "cli/launch/restart_budget.h"
 #include "cli/launch/summary.h"
 
 namespace geops::cli::launch_detail {
@@ -47,7 +48,27 @@ struct ChildRole {
   std::optional<std::string> mirror;   // shards of a multi-site topology: their WAN mirror address
   int killed_by = -1;                  // the fault that SIGKILLed it, if any
   int restart_of = -1;                 // the fault it was re-spawned after, if any
+  int supervised = -1;                 // the entry of restarts_ it was re-spawned for, if any
 };
+
+// One restart of a process that died on its own (cli/launch/supervision.cc).
+struct SupervisedRestart {
+  std::string process;
+  std::string reason;                  // "exit code 1", "signal 9 (Killed)"
+  int number = 0;                      // 1 for the process's first restart
+  double died_t = 0;                   // launcher seconds
+  double delay_s = 0;
+  std::optional<int64_t> clock_reported;  // the worker's last progress clock before it died
+  std::optional<double> restarted_t;
+  std::optional<int64_t> resumed_clock;   // a worker's clock at its restart ("worker_started")
+  std::optional<double> resumed_t;        // when it said so
+};
+
+
+// Makes a worker's command (the built-in worker's argv, or a [training]
+// command's environment) take its worker id at once when it registers: for
+// a restart after the launcher saw the previous process exit.
+void MarkTakeover(ChildRole* role);
 
 // What the launcher knows of one worker of one site, over every run of it.
 struct WorkerSlot {
@@ -57,6 +78,14 @@ struct WorkerSlot {
 };
 
 class Launcher;
+
+// A pending restart of a process that died on its own.
+struct RestartTimer {
+  uv_timer_t timer;
+  Launcher* launcher = nullptr;
+  int entry = 0;   // in Launcher::restarts_
+  int old_id = 0;  // the dead process's id
+};
 
 struct FaultTimer {
   uv_timer_t timer;
@@ -74,7 +103,8 @@ class Launcher {
         stats_(o.topology),
         faults_(o.topology),
         display_("geops launch " + o.topology.name,
-                 ProgressDisplayOptions{o.live_display, o.plain_interval_seconds, stdout, stderr}) {}
+                 ProgressDisplayOptions{o.live_display, o.plain_interval_seconds, stdout, stderr}),
+        budget_(o.restarts) {}
 
   int Run();
 
@@ -109,6 +139,14 @@ class Launcher {
   void OnRestartedShardListening(int id);
   void RespawnWorkers(int fault);
 
+  // Supervision (cli/launch/supervision.cc): a process that died on its own
+  // is restarted after a delay while its budget lasts; else the run fails.
+  void Supervise(int id, const ProcessExit& exit, const std::string& what);
+  void RespawnSupervised(int entry, int old_id);
+  void OnSupervisedStarted(int id, const nlohmann::json& event);
+  nlohmann::json SupervisionSummary() const;
+  static void OnRestartTimerCb(uv_timer_t* t);
+
   static void OnProgressTimer(uv_timer_t* t);
   static void OnListenTimer(uv_timer_t* t);
   static void OnLaunchTimer(uv_timer_t* t);
@@ -124,6 +162,10 @@ class Launcher {
   std::unique_ptr<ProcessManager> pm_;
   uv_timer_t progress_timer_, listen_timer_, launch_timer_;
   std::vector<FaultTimer> fault_timers_;  // one per fault; sized once, never moved
+  RestartBudget budget_;
+  std::vector<SupervisedRestart> restarts_;
+  std::vector<std::unique_ptr<RestartTimer>> restart_timers_;  // each closed with the loop
+  int pending_restarts_ = 0;
   uv_signal_t sigint_, sigterm_;
   uint64_t start_ns_ = 0;
   double start_unix_ = 0;

@@ -44,6 +44,10 @@ std::string ProgressDisplay::SiteLine(const SiteProgress& site, size_t name_widt
   if (site.test_accuracy) line += "  acc " + Format("%.4f", *site.test_accuracy);
   line += "  " + Format("%.0f", site.examples_per_sec) + " ex/s";
   int running = site.workers - site.workers_done - site.workers_down;
+  if (running > 0 && site.workers_final_read > 0) {
+    line += "  " + std::to_string(site.workers_final_read) + " waiting for the final model (every site's drain)";
+    running -= site.workers_final_read;
+  }
   if (running > 0) line += "  " + std::to_string(running) + " running";
   if (site.workers_down > 0) line += "  " + std::to_string(site.workers_down) + " down";
   if (running <= 0 && site.workers_down == 0) line += "  done";

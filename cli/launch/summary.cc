@@ -212,6 +212,20 @@ std::string FormatSummaryTable(const Topology& topology, const json& summary) {
   }
   out += FormatWanSummary(summary);
   out += FormatFaultSummary(summary);
+  if (summary.contains("supervision") && summary["supervision"].is_object()) {
+    const json& sup = summary["supervision"];
+    const int64_t total = IntField(sup, "restarts_total").value_or(0);
+    if (total > 0 && sup.contains("restarts") && sup["restarts"].is_array()) {
+      out += "restarts: " + std::to_string(total) + " of processes that died on their own:";
+      for (const json& r : sup["restarts"]) {
+        out += " " + StringField(r, "process").value_or("?") + " (" + StringField(r, "reason").value_or("?");
+        if (auto c = IntField(r, "resumed_clock")) out += ", resumed at clock " + std::to_string(*c);
+        if (auto d = NumberField(r, "down_seconds")) out += ", down " + Fixed(*d, 1) + " s";
+        out += ")";
+      }
+      out += "\n";
+    }
+  }
   out += "exit: " + StringField(summary, "exit").value_or("?");
   if (auto f = StringField(summary, "failure")) out += " (" + *f + ")";
   out += "\n";

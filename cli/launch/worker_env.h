@@ -12,6 +12,8 @@
 //   GEOPS_CLOCKS                  the clock budget ([training] clocks)
 //   GEOPS_OUT                     the launch's results folder
 //   GEOPS_EXIT_WITH_PARENT=1      end when the launcher dies
+//   GEOPS_TAKEOVER=1              (a restart only) the previous process of this
+//                                 worker is gone: take its worker id at once
 //   PYTHONPATH                    the geops package's folder first, when found
 //
 // Everything else is the launcher's own environment.

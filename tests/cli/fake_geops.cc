@@ -13,6 +13,11 @@
 //     hang          worker: after clock 1 hangs forever, ignoring SIGTERM
 //     exit3@N       worker: prints an error and exits 3 at clock N
 //     interrupt@N   worker: sends SIGINT to its parent (the launcher) at clock N
+//     crashonce     shard: exits 1 once the workers run (the peers file
+//                   exists), in its first run only
+//     kill9once@N   worker: SIGKILLs itself at clock N, in its first run only
+// ("first run": no file OUT/.fake-<process>-died yet; the fault writes it.)
+// A worker prints "takeover" on stderr when started with --takeover.
 // Every process first prints {"event":"fake_pid","pid":...}, an event the
 // launcher does not know, so tests can find the PIDs in events.jsonl.
 // Workers then print "worker_started" at clock 0 (a fake never resumes) and
@@ -50,6 +55,14 @@ std::string Fault(const std::string& process) {
   return "";
 }
 
+// True the first time it is asked for `process` in the results folder `out`.
+bool FirstRun(const std::string& out, const std::string& process) {
+  const std::string marker = out + "/.fake-" + process + "-died";
+  if (::access(marker.c_str(), F_OK) == 0) return false;
+  if (FILE* f = std::fopen(marker.c_str(), "w")) std::fclose(f);
+  return true;
+}
+
 int FaultClock(const std::string& fault, const std::string& kind) {
   if (fault.rfind(kind + "@", 0) != 0) return -1;
   return std::atoi(fault.c_str() + kind.size() + 1);
@@ -81,6 +94,13 @@ int RunSite(std::map<std::string, std::string>& a, const geops::cli::Topology& t
           ",\"address\":\"127.0.0.1:" + std::to_string(port) + "\",\"mirror\":\"127.0.0.1:" +
           std::to_string(port + 1000) + "\"}");
   }
+  if (fault == "crashonce" && FirstRun(a["--out"], site + "-shard-" + std::to_string(shard))) {
+    // Once the workers run: the launcher writes the peers file as it starts them.
+    for (int i = 0; i < 1000 && ::access(a["--peers-file"].c_str(), F_OK) != 0; ++i) SleepMs(10);
+    SleepMs(100);
+    std::fprintf(stderr, "fake shard: simulated crash\n");
+    return 1;
+  }
   if (fault == "crash") {
     SleepMs(200);
     std::fprintf(stderr, "fake shard: simulated crash\n");
@@ -105,7 +125,8 @@ int RunWorker(std::map<std::string, std::string>& a, const geops::cli::Topology&
   bool counter = t.workload == "counter";
   long long n = t.clocks;
   std::string who = "\"site\":\"" + site + "\",\"worker\":" + std::to_string(worker);
-  std::fprintf(stderr, "fake worker %s/%d with shards %s\n", site.c_str(), worker, a["--shards"].c_str());
+  std::fprintf(stderr, "fake worker %s/%d with shards %s%s\n", site.c_str(), worker, a["--shards"].c_str(),
+               a.count("--takeover") ? " takeover" : "");
   std::printf("@geops {this is not json\n");  // malformed: the launcher must only warn
   std::fflush(stdout);
   Event("{\"event\":\"worker_started\"," + who + ",\"clock\":0}");
@@ -116,6 +137,11 @@ int RunWorker(std::map<std::string, std::string>& a, const geops::cli::Topology&
       return 3;
     }
     if (FaultClock(fault, "interrupt") == c) kill(getppid(), SIGINT);
+    if (FaultClock(fault, "kill9once") == c && FirstRun(a["--out"], site + "-worker-" + std::to_string(worker))) {
+      std::fprintf(stderr, "fake worker: killing myself at clock %lld\n", c);
+      std::fflush(stderr);
+      kill(getpid(), SIGKILL);
+    }
     char buf[512];
     std::snprintf(buf, sizeof(buf),
                   "{\"event\":\"progress\",%s,\"clock\":%lld,\"clocks\":%lld,\"loss\":%.6f,"
@@ -161,7 +187,14 @@ int main(int argc, char** argv) {
   }
   std::string command = argv[1];
   std::map<std::string, std::string> a;
-  for (int i = 2; i + 1 < argc; i += 2) a[argv[i]] = argv[i + 1];
+  for (int i = 2; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--takeover" || flag == "--exit-with-parent" || i + 1 == argc) {
+      a[flag] = "";
+    } else {
+      a[flag] = argv[++i];
+    }
+  }
   auto topology = geops::cli::LoadTopology(a["--topology"]);
   if (!topology.ok()) {
     std::fprintf(stderr, "fake_geops: %s\n", topology.status().ToString().c_str());

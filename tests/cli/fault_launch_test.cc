@@ -88,8 +88,13 @@ class FaultLaunchTest : public ::testing::Test {
     a.force_plain = true;
     a.listen_timeout_seconds = 5;
     a.stop_timeout_seconds = 2;
+    a.resume = resume_;              // stores made by the test are a run to go on with
+    a.max_restarts = max_restarts_;
     return RunLaunch(a);
   }
+
+  bool resume_ = false;
+  int max_restarts_ = 3;
 
   json Summary() { return json::parse(ReadFile(out_ + "/summary.json")); }
 
@@ -316,6 +321,7 @@ TEST_F(FaultLaunchTest, WipeDiskDeletesTheSitesStoresBeforeTheRestart) {
     fs::create_directories(out_ + "/data/" + name);
     std::ofstream(out_ + "/data/" + name + "/" + storage::format::kMarkerFile) << storage::format::kMarkerText;
   }
+  resume_ = true;
   ASSERT_EQ(Launch(R"(
 [[faults]]
 kind = "wipe-disk"
@@ -341,6 +347,7 @@ restart_after_s = 0.1
 TEST_F(FaultLaunchTest, WipeRefusingAForeignDirectoryStopsTheRunAndKeepsIt) {
   fs::create_directories(out_ + "/data/a-shard-1");
   std::ofstream(out_ + "/data/a-shard-1/precious.txt") << "keep me";
+  resume_ = true;
   EXPECT_EQ(Launch(R"(
 [[faults]]
 kind = "wipe-disk"
@@ -357,8 +364,9 @@ restart_after_s = 0.1
   ExpectAllChildrenGone();
 }
 
-TEST_F(FaultLaunchTest, AnUnplannedDeathStillFailsTheRun) {
+TEST_F(FaultLaunchTest, AnUnplannedDeathStillFailsTheRunWithoutARestartBudget) {
   ::setenv("FAKE_GEOPS_FAULTS", "b-worker-0:exit3@60", 1);
+  max_restarts_ = 0;
   EXPECT_EQ(Launch(R"(
 [[faults]]
 kind = "kill-shard"
@@ -387,6 +395,7 @@ TEST_F(FaultLaunchTest, WithoutFaultsTheSummaryListsNone) {
 
 TEST_F(FaultLaunchTest, AFaultWhoseClockIsNeverReachedDoesNotFire) {
   ::setenv("FAKE_GEOPS_FAULTS", "a-worker-1:exit3@3", 1);  // a's slowest worker dies before clock 50
+  max_restarts_ = 0;
   EXPECT_EQ(Launch(R"(
 [[faults]]
 kind = "kill-site"

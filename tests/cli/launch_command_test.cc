@@ -182,11 +182,13 @@ TEST_F(LaunchTest, CounterWorkloadReportsCounterFieldsAndNoAccuracy) {
   EXPECT_DOUBLE_EQ(s["counter_max_abs_error"].get<double>(), 0);
 }
 
-TEST_F(LaunchTest, FailingWorkerStopsEveryoneAndIsNamed) {
+TEST_F(LaunchTest, FailingWorkerStopsEveryoneAndIsNamedWithoutARestartBudget) {
   ::setenv("FAKE_GEOPS_CLOCK_MS", "10", 1);
   ::setenv("FAKE_GEOPS_FAULTS", "a-worker-1:exit3@5", 1);
   ::testing::internal::CaptureStderr();
-  int rc = Launch(Args(WriteTopology(300)));  // healthy workers would need 3 s
+  LaunchArgs a = Args(WriteTopology(300));  // healthy workers would need 3 s
+  a.max_restarts = 0;
+  int rc = Launch(a);
   std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(rc, 1);
   EXPECT_LT(seconds_, 2.5);
@@ -197,6 +199,118 @@ TEST_F(LaunchTest, FailingWorkerStopsEveryoneAndIsNamed) {
   EXPECT_THAT(s["failure"].get<std::string>(), HasSubstr("a-worker-1"));
   EXPECT_EQ(CountEvents("final"), 0);
   ExpectAllChildrenGone();
+}
+
+// A failure stays where it happened: the worker that died is restarted (with
+// --takeover: the launcher saw it exit) while the others train on, and the
+// run ends ok.
+TEST_F(LaunchTest, AWorkerKilledOnItsOwnIsRestartedAndTheRunEndsOk) {
+  ::setenv("FAKE_GEOPS_CLOCK_MS", "10", 1);
+  ::setenv("FAKE_GEOPS_FAULTS", "a-worker-1:kill9once@5", 1);
+  ASSERT_EQ(Launch(Args(WriteTopology(150))), 0);
+  json s = Summary();
+  EXPECT_EQ(s["exit"], "ok");
+  EXPECT_EQ(CountEvents("final"), 3);
+  EXPECT_EQ(CountEvents("process_died"), 1);
+  EXPECT_EQ(CountEvents("process_restarted"), 1);
+  const json& sup = s["supervision"];
+  EXPECT_EQ(sup["max_restarts"], 3);
+  EXPECT_EQ(sup["restarts_total"], 1);
+  ASSERT_EQ(sup["restarts"].size(), 1u);
+  const json& r = sup["restarts"][0];
+  EXPECT_EQ(r["process"], "a-worker-1");
+  EXPECT_THAT(r["reason"].get<std::string>(), HasSubstr("signal 9"));
+  EXPECT_EQ(r["clock_reported"], 4);
+  EXPECT_EQ(r["resumed_clock"], 0);  // the fake always starts at 0
+  EXPECT_GE(r["down_seconds"].get<double>(), 1.0);  // the first restart's delay
+  const std::string log = ReadFile(out_ + "/logs/a-worker-1.log");
+  EXPECT_THAT(log, HasSubstr("restarted after it died (restart 1)"));
+  EXPECT_THAT(log, HasSubstr("with shards 127.0.0.1:41000,127.0.0.1:41001 takeover"));
+  EXPECT_THAT(ReadFile(out_ + "/logs/a-worker-0.log"), Not(HasSubstr("takeover")));
+  ExpectAllChildrenGone();
+}
+
+TEST_F(LaunchTest, AWorkerThatKeepsFailingSpendsItsBudgetThenStopsEveryone) {
+  ::setenv("FAKE_GEOPS_CLOCK_MS", "10", 1);
+  ::setenv("FAKE_GEOPS_FAULTS", "a-worker-1:exit3@3", 1);
+  ::testing::internal::CaptureStderr();
+  LaunchArgs a = Args(WriteTopology(3000));  // healthy workers would need 30 s
+  a.max_restarts = 2;
+  const int rc = Launch(a);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(rc, 1);
+  EXPECT_LT(seconds_, 10);  // restarts after 1 s and 2 s, then the stop
+  json s = Summary();
+  EXPECT_EQ(s["exit"], "failed");
+  EXPECT_THAT(s["failure"].get<std::string>(),
+              HasSubstr("a-worker-1 failed (exit code 3); restart budget spent (2 restarts of a-worker-1)"));
+  EXPECT_EQ(s["supervision"]["restarts_total"], 2);
+  EXPECT_THAT(err, HasSubstr("restarting in 1 s (restart 1 of 2)"));
+  EXPECT_THAT(err, HasSubstr("restarting in 2 s (restart 2 of 2)"));
+  ExpectAllChildrenGone();
+}
+
+TEST_F(LaunchTest, AShardWithAStoreIsRestartedOnItsPortWhileTheWorkersWait) {
+  ::setenv("FAKE_GEOPS_CLOCK_MS", "10", 1);
+  ::setenv("FAKE_GEOPS_FAULTS", "a-shard-1:crashonce", 1);
+  const std::string topology = WriteTopology(150);
+  std::ofstream(topology, std::ios::app) << "[storage]\ndata_dir = \"data\"\n";
+  ASSERT_EQ(Launch(Args(topology)), 0);
+  json s = Summary();
+  EXPECT_EQ(s["exit"], "ok");
+  EXPECT_EQ(s["supervision"]["restarts_total"], 1);
+  EXPECT_EQ(s["supervision"]["restarts"][0]["process"], "a-shard-1");
+  const std::string log = ReadFile(out_ + "/logs/a-shard-1.log");
+  EXPECT_THAT(log, HasSubstr("restarted after it died (restart 1)"));
+  EXPECT_EQ(CountEvents("listening"), 4);
+  EXPECT_EQ(CountEvents("final"), 3);
+  ExpectAllChildrenGone();
+}
+
+// The launcher owns its results folder: a second launch into a folder that
+// holds a run is refused (it would read that run's peers file and append to
+// its metrics) unless told to resume or replace it.
+TEST_F(LaunchTest, AFolderHoldingAnotherRunIsRefusedUnlessResumedOrReplaced) {
+  const std::string topology = WriteTopology(10);
+  ASSERT_EQ(Launch(Args(topology)), 0);
+  const json first = json::parse(ReadFile(out_ + "/run.json"));
+  EXPECT_EQ(first["state"], "ok");
+  const std::string summary = ReadFile(out_ + "/summary.json");
+
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(Launch(Args(topology)), 2);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(err, HasSubstr("holds run " + first["run_id"].get<std::string>()));
+  EXPECT_THAT(err, HasSubstr("--resume"));
+  EXPECT_THAT(err, HasSubstr("--replace"));
+  EXPECT_EQ(ReadFile(out_ + "/summary.json"), summary) << "nothing was started";
+
+  // --resume: the folder goes on (logs appended), a stale peers file of
+  // another run is gone before any shard could read it.
+  std::filesystem::create_directories(out_ + "/wan");
+  std::ofstream(out_ + "/wan/peers.json") << R"({"run_id": "old", "mirrors": {}})";
+  LaunchArgs resume = Args(topology);
+  resume.resume = true;
+  ASSERT_EQ(Launch(resume), 0);
+  const json second = json::parse(ReadFile(out_ + "/run.json"));
+  EXPECT_NE(second["run_id"], first["run_id"]);
+  EXPECT_EQ(second["resumes"], first["run_id"]);
+  EXPECT_EQ(json::parse(ReadFile(out_ + "/wan/peers.json"))["run_id"], second["run_id"]);
+  const std::string log = ReadFile(out_ + "/logs/a-worker-0.log");
+  EXPECT_NE(log.find("fake worker"), log.rfind("fake worker")) << "both runs' lines are in the log";
+
+  // --replace: what the old runs wrote is gone.
+  std::ofstream(out_ + "/logs/leftover.log") << "x";
+  LaunchArgs replace = Args(topology);
+  replace.replace = true;
+  ASSERT_EQ(Launch(replace), 0);
+  EXPECT_FALSE(std::filesystem::exists(out_ + "/logs/leftover.log"));
+  const std::string fresh = ReadFile(out_ + "/logs/a-worker-0.log");
+  EXPECT_EQ(fresh.find("fake worker"), fresh.rfind("fake worker"));
+
+  LaunchArgs both = Args(topology);
+  both.resume = both.replace = true;
+  EXPECT_EQ(Launch(both), 2);
 }
 
 TEST_F(LaunchTest, ShardThatNeverListensFailsAtTheDeadline) {

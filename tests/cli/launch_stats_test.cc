@@ -209,6 +209,19 @@ std::string ReadAll(FILE* f) {
   return out;
 }
 
+TEST(LaunchStatsTest, AWorkerInItsFinalReadIsCountedUntilItsFinalEvent) {
+  Topology t;
+  t.clocks = 10;
+  t.sites.push_back(SiteSpec{});
+  t.sites[0].name = "east";
+  t.sites[0].workers = 2;
+  LaunchStats stats(t);
+  stats.OnWorkerEvent(0, 1, nlohmann::json{{"event", "final_read"}, {"clock", 10}}, 1.0);
+  EXPECT_EQ(stats.Sites()[0].workers_final_read, 1);
+  stats.OnWorkerEvent(0, 1, nlohmann::json{{"event", "final"}, {"clocks", 10}}, 2.0);
+  EXPECT_EQ(stats.Sites()[0].workers_final_read, 0);
+}
+
 TEST(ProgressDisplayTest, SiteLineShowsClockRangeLossAccuracyAndRate) {
   SiteProgress p{"east", 2, 0, 120, 135, 1000, 0.41234, 0.8412, 1234.4};
   EXPECT_EQ(ProgressDisplay::SiteLine(p, 6), "east    clock 120-135/1000  loss 0.4123  acc 0.8412  1234 ex/s  2 running");
@@ -217,6 +230,11 @@ TEST(ProgressDisplayTest, SiteLineShowsClockRangeLossAccuracyAndRate) {
   p.mean_loss.reset();
   p.test_accuracy.reset();
   EXPECT_EQ(ProgressDisplay::SiteLine(p, 4), "east  clock 135/1000  loss -  1234 ex/s  done");
+  // Done training, waiting for every site's drain: said, not "running".
+  p.workers_done = 0;
+  p.workers_final_read = 1;
+  EXPECT_EQ(ProgressDisplay::SiteLine(p, 4),
+            "east  clock 135/1000  loss -  1234 ex/s  1 waiting for the final model (every site's drain)  1 running");
   EXPECT_EQ(ProgressDisplay::Elapsed(12.34), "12.3s");
   EXPECT_EQ(ProgressDisplay::Elapsed(245), "4m05s");
   EXPECT_EQ(ProgressDisplay::Elapsed(3723), "1h02m03s");

@@ -82,6 +82,10 @@ delay_ms = 80
   const std::string table = FormatLinkTable(*t, *links, 4000000);
   EXPECT_NE(table.find("100.0"), std::string::npos) << table;
   EXPECT_NE(table.find("3.200"), std::string::npos) << table;  // 4 MB at 10 Mbit/s
+  // The workers' own model: its size is not the topology's to say.
+  const std::string unknown = FormatLinkTable(*t, *links, 0);
+  EXPECT_EQ(unknown.find("3.200"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("the workers bring their own model"), std::string::npos) << unknown;
 }
 
 TEST(WanTopologyTest, DilocoTakesItsOuterOptimiserAndRefusesAStore) {
