@@ -209,6 +209,7 @@ json SiteWan::StatsJson() const {
           {"select_seconds", r.select_seconds},
           {"encode_seconds", r.encode_seconds},
           {"drained", r.drained},
+          {"drain_payload_bytes", r.drain_bytes},
           {"incarnation", r.incarnation},
           {"stream_resets", StreamResetsJson(r)},
           {"inbox", {{"batches_applied", r.inbox.batches_applied},

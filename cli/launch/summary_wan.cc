@@ -47,6 +47,8 @@ void AddWanSummary(const Topology& t, const LaunchStats& stats, json* s) {
   if (!t.multi_site()) {
     (*s)["wan_mode"] = nullptr;
     (*s)["wan_bytes"] = 0;
+    (*s)["wan_payload_bytes"] = 0;
+    (*s)["wan_drain_payload_bytes"] = 0;
     (*s)["wan_bytes_by_link"] = json::object();
     (*s)["wan_links"] = json::object();
     (*s)["barrier_wait_seconds"] = 0.0;
@@ -56,7 +58,7 @@ void AddWanSummary(const Topology& t, const LaunchStats& stats, json* s) {
     return;
   }
   std::map<std::string, LinkTotals> links;
-  double barrier = 0, final_wait = 0, wire_total = 0;
+  double barrier = 0, final_wait = 0, wire_total = 0, payload_total = 0, drain_total = 0;
   int64_t drift = 0, bound = -1;
   for (const json& e : stats.shard_stats()) {
     if (!e.contains("wan") || !e["wan"].is_object()) continue;
@@ -72,8 +74,10 @@ void AddWanSummary(const Topology& t, const LaunchStats& stats, json* s) {
         lt.relayed += Num(l, "relayed");
         lt.forwarded += Num(l, "forwarded");
         wire_total += Num(l, "wire_bytes");
+        payload_total += Num(l, "bytes_delivered");
       }
     }
+    drain_total += Num(w, "drain_payload_bytes");
     if (w.contains("gate")) {
       barrier += Num(w["gate"], "drift_wait_seconds") + Num(w["gate"], "notice_wait_seconds") +
                  Num(w["gate"], "outer_wait_seconds");
@@ -100,6 +104,9 @@ void AddWanSummary(const Topology& t, const LaunchStats& stats, json* s) {
   (*s)["wan_bytes"] = static_cast<uint64_t>(wire_total);
   (*s)["wan_bytes_by_link"] = by_link;
   (*s)["wan_links"] = detail;
+  // The final drain's share of what the links carried (payload: batches as encoded).
+  (*s)["wan_payload_bytes"] = static_cast<uint64_t>(payload_total);
+  (*s)["wan_drain_payload_bytes"] = static_cast<uint64_t>(drain_total);
   (*s)["barrier_wait_seconds"] = barrier;
   (*s)["final_wait_seconds"] = final_wait;
   (*s)["max_site_drift_clocks"] = drift;
@@ -117,6 +124,12 @@ std::string FormatWanSummary(const json& s) {
                 Num(s, "barrier_wait_seconds"), static_cast<long long>(Num(s, "max_site_drift_clocks")),
                 bound_text.c_str());
   std::string out = buf;
+  if (Num(s, "wan_payload_bytes") > 0) {
+    std::snprintf(buf, sizeof(buf), "WAN final drain: %.2f MB of %.2f MB of batches (%.1f%%)\n",
+                  Num(s, "wan_drain_payload_bytes") / 1e6, Num(s, "wan_payload_bytes") / 1e6,
+                  100.0 * Num(s, "wan_drain_payload_bytes") / Num(s, "wan_payload_bytes"));
+    out += buf;
+  }
   if (s.contains("test_accuracy_by_site") && s["test_accuracy_by_site"].size() > 1) {
     out += "accuracy by site:";
     for (const auto& [site, a] : s["test_accuracy_by_site"].items()) {

@@ -445,7 +445,8 @@ TEST(WanSummaryTest, AddsBytesPerLinkWaitsDriftAndPerSiteResults) {
       {"links", {{{"src", "a"}, {"dst", "b"}, {"wire_bytes", 1000}, {"bytes_delivered", 900}, {"batches", 3},
                   {"offered_bps", 1e6}, {"achieved_bps", 2.5e5}}}},
       {"gate", {{"drift_wait_seconds", 1.5}, {"notice_wait_seconds", 0.5}, {"final_wait_seconds", 0.25},
-                {"max_drift_clocks", 4}, {"max_bound_clocks", 9}}}};
+                {"max_drift_clocks", 4}, {"max_bound_clocks", 9}}},
+      {"drain_payload_bytes", 90}};
   stats.OnShardEvent(0, 0, {{"event", "shard_stats"}, {"wan", wan}});
   stats.OnShardEvent(0, 1, {{"event", "shard_stats"}, {"wan", wan}});
   nlohmann::json s = nlohmann::json::object();
@@ -461,7 +462,11 @@ TEST(WanSummaryTest, AddsBytesPerLinkWaitsDriftAndPerSiteResults) {
   EXPECT_DOUBLE_EQ(s["test_accuracy"].get<double>(), 0.86);  // the lowest site
   EXPECT_EQ(s["test_accuracy_by_site"].size(), 3u);
   EXPECT_EQ(s["counter_max_abs_error_by_site"].size(), 3u);
+  EXPECT_EQ(s["wan_payload_bytes"], 1800);
+  EXPECT_EQ(s["wan_drain_payload_bytes"], 180);
   EXPECT_NE(FormatWanSummary(s).find("WAN asp"), std::string::npos);
+  EXPECT_NE(FormatWanSummary(s).find("WAN final drain: 0.00 MB of 0.00 MB of batches (10.0%)"), std::string::npos)
+      << FormatWanSummary(s);
 }
 
 }  // namespace

@@ -117,7 +117,7 @@ Result<EncodeStats> OutboundShipper::Ship(Clock k, Clock since, bool finishing,
       SealPrepared(header, body_, &batch.payload);
       MaybeNotice(out, batch.seq, keys_, static_cast<int64_t>(batch.payload.size()), finishing);
       out.OnSent(batch.seq, static_cast<int64_t>(batch.payload.size()), st.elements_out);
-      Emit(out.peer(), std::move(batch));
+      Emit(out.peer(), std::move(batch), finishing);
       continue;
     }
     Status s = out.AddToBacklog(shipped_);
@@ -155,7 +155,7 @@ void OutboundShipper::ServeBacklogs(Clock k, bool finishing, float threshold, co
       if (!batch->has_value()) break;
       for (const ChunkKey& key : keys_) config_.journal->BacklogChanged(out.peer(), key);
       MaybeNotice(out, (*batch)->seq, keys_, static_cast<int64_t>((*batch)->payload.size()), finishing);
-      Emit(out.peer(), std::move(**batch));
+      Emit(out.peer(), std::move(**batch), finishing);
       // A lossy codec leaves residuals behind: only the drain loops on.
       if (!finishing && threshold >= 0) break;
     }
@@ -229,7 +229,7 @@ void OutboundShipper::SendContributions(bool finishing) {
                       seq);
       }
       out.OnSent(batch.seq, static_cast<int64_t>(batch.payload.size()), 0);
-      Emit(out.peer(), std::move(batch));
+      Emit(out.peer(), std::move(batch), finishing);
     }
   }
 }
@@ -270,7 +270,8 @@ void OutboundShipper::NoteClock(Clock k) {
   last_clock_ = k;
 }
 
-void OutboundShipper::Emit(SiteId peer, WanBatch batch) {
+void OutboundShipper::Emit(SiteId peer, WanBatch batch, bool finishing) {
+  if (finishing) drain_bytes_ += static_cast<int64_t>(batch.payload.size());
   batch.incarnation = incarnation_;
   batch.dest_incarnation = config_.inbox->Incarnation(peer);
   config_.journal->BatchSent(peer, batch);

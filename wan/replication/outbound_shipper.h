@@ -152,6 +152,9 @@ class OutboundShipper {
   // backlog go (WanOptions::fresh_first); the link's own pace aside.
   bool TakesDirect(const PeerOutbox& out, int64_t window, bool finishing) const;
   bool InFlight() const;
+  // Payload bytes of the batches the final drain sent (every peer), since
+  // this process started.
+  int64_t drain_bytes() const { return drain_bytes_; }
   bool Addressable(const PeerOutbox& out) const { return config_.inbox->Incarnation(out.peer()) != 0; }
 
   std::vector<PeerOutbox>& outboxes() { return outboxes_; }
@@ -168,14 +171,16 @@ class OutboundShipper {
   bool LinkKeepsUp(const PeerOutbox& out, int64_t bytes, bool finishing) const;
   void MaybeNotice(PeerOutbox& out, uint64_t seq, const std::vector<ChunkKey>& keys, int64_t bytes,
                    bool finishing);
-  // A batch leaves: named with both incarnations, journalled, queued.
-  void Emit(SiteId peer, WanBatch batch);
+  // A batch leaves: named with both incarnations, journalled, queued;
+  // counted in drain_bytes() when `finishing`.
+  void Emit(SiteId peer, WanBatch batch, bool finishing);
   // The shard reached clock k now: keeps clock_seconds_.
   void NoteClock(Clock k);
 
   ShipperConfig config_;
   const WanOptions& options_;
   uint64_t incarnation_ = 0;
+  int64_t drain_bytes_ = 0;
   std::vector<PeerOutbox> outboxes_;
   BatchEncoder encoder_;
   PreparedBody body_;

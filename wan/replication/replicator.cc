@@ -719,6 +719,7 @@ ReplicatorStats Replicator::stats() const {
     std::lock_guard<std::mutex> lock(mu_);
     out = stats_;
     out.residual_norm = filter_.ResidualNorm();
+    out.drain_bytes = shipper_.drain_bytes();
     out.dirty_chunks = filter_.dirty_chunks();
     for (size_t i = 0; i < outbox_stats_.size(); ++i) {
       auto q = quarantined_by_peer_.find(config_.peers[i]);

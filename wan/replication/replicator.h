@@ -146,6 +146,7 @@ struct ReplicatorStats {
   double select_seconds = 0;
   double encode_seconds = 0;      // encoding selections and sealing or backlogging them per peer
   bool drained = false;           // the final marker has been sent
+  int64_t drain_bytes = 0;        // payload bytes the final drain sent, every peer (this process)
   double residual_norm = 0;       // SignificanceFilter::ResidualNorm, when the stats were taken
   int64_t dirty_chunks = 0;       // chunks holding unshipped mass then
   // Copy-on-write of the outbound journal (OutboundJournal::CaptureStats):
