@@ -85,10 +85,17 @@ Result<ClockTracker::Registration> ClockTracker::Register(WorkerId worker, const
   return Registration{s.clock, ShardClockLocked(now, nullptr)};
 }
 
-Status ClockTracker::Touch(WorkerId worker) {
+Status ClockTracker::Touch(WorkerId worker, uint64_t session) {
   std::lock_guard<std::mutex> lock(mu_);
   GEOPS_RETURN_IF_ERROR(CheckRegisteredLocked(worker));
-  slots_[worker].last_heard = time_->Now();
+  Slot& s = slots_[worker];
+  if (session != 0 && s.session != 0 && s.session != session) {
+    return FailedPreconditionError("worker " + std::to_string(worker) + " of shard " + std::to_string(shard_) +
+                                   " is held by " + (s.holder.empty() ? "another process" : s.holder) +
+                                   " now: this process was replaced (restarted by a supervisor, or silent past "
+                                   "its lease while another registered) and must stop");
+  }
+  s.last_heard = time_->Now();
   return Status::Ok();
 }
 

@@ -69,8 +69,11 @@ class ClockTracker {
   // session then holds the worker.
   Result<Registration> Register(WorkerId worker, const WorkerSession& session);
 
-  // Renews the lease.
-  Status Touch(WorkerId worker);
+  // Renews the lease. With a session id (0: unchecked), FailedPrecondition
+  // naming the holder when another session holds the worker now: the caller
+  // was replaced (a supervisor's takeover, or its lease ran out and another
+  // process registered) and must stop; its lease is not renewed.
+  Status Touch(WorkerId worker, uint64_t session = 0);
 
   struct Admission {
     bool apply = false;  // false: a retry of a batch already admitted

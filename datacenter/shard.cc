@@ -89,6 +89,7 @@ thread_local OpenScope open_scope;
 
 class ShardImpl final : public Shard {
  public:
+  using Shard::Heartbeat;
   using Shard::RegisterWorker;
   using Shard::Update;
   ShardImpl(const ModelSpec& spec, const ShardOptions& options)
@@ -322,9 +323,9 @@ class ShardImpl final : public Shard {
     return persister_ == nullptr ? Status::Ok() : persister_->Flush(deadline);
   }
 
-  Status Heartbeat(WorkerId worker) override {
+  Status Heartbeat(WorkerId worker, uint64_t session) override {
     Status s = CheckWorker(worker);
-    if (s.ok()) s = tracker_.Touch(worker);
+    if (s.ok()) s = tracker_.Touch(worker, session);
     if (!s.ok()) return Reject(std::move(s));
     return s;
   }

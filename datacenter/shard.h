@@ -181,7 +181,10 @@ class Shard : public ReplicaTarget {
 
   // Renews the worker's lease. InvalidArgument for an id out of range,
   // Aborted for a worker that has not registered.
-  virtual Status Heartbeat(WorkerId worker) = 0;
+  // With a session id (WorkerSession::id, 0: unchecked): FailedPrecondition
+  // when another session holds the worker now (this process was replaced).
+  virtual Status Heartbeat(WorkerId worker, uint64_t session) = 0;
+  Status Heartbeat(WorkerId worker) { return Heartbeat(worker, 0); }
 
   // Counters and clocks; `workers` has one entry per id, where `live` means
   // heard within the lease or a read waiting (a finished worker may be not

@@ -180,7 +180,7 @@ service ParameterServer {
   ReadChangedReply readChanged(1: ReadChangedRequest req) throws (1: GeopsError err),
   UpdateReply update(1: UpdateRequest req) throws (1: GeopsError err),
   ClockReply clock(1: ClockRequest req) throws (1: GeopsError err),
-  void heartbeat(1: i32 worker_id) throws (1: GeopsError err),
+  void heartbeat(1: i32 worker_id, 2: i64 session_id) throws (1: GeopsError err),  // session: as registered; 0 unchecked
   ShardStatus status() throws (1: GeopsError err),
   // Reads nothing through the clock or the WAN gate and registers no one.
   ReplicaSummary replicaSummary() throws (1: GeopsError err),

@@ -325,8 +325,9 @@ Result<Clock> ThriftShardConnection::AdvanceClock(WorkerId worker, Clock new_clo
   return Clock{reply.shard_clock};
 }
 
-Status ThriftShardConnection::Heartbeat(WorkerId worker) {
-  return Invoke("heartbeat", 0, [&](gen::ParameterServerClient& c) { c.heartbeat(worker); });
+Status ThriftShardConnection::Heartbeat(WorkerId worker, uint64_t session) {
+  return Invoke("heartbeat", 0,
+                [&](gen::ParameterServerClient& c) { c.heartbeat(worker, static_cast<int64_t>(session)); });
 }
 
 Result<ShardStatus> ThriftShardConnection::GetStatus() {

@@ -93,7 +93,7 @@ class ThriftShardConnection : public worker::ShardConnection {
   // One `update` RPC with then_clock set.
   Result<UpdateReply> UpdateThenClock(WorkerId worker, Clock clock, std::span<const ChunkKey> keys,
                                       std::span<const float> values, int32_t part, bool finished) override;
-  Status Heartbeat(WorkerId worker) override;
+  Status Heartbeat(WorkerId worker, uint64_t session = 0) override;
   Result<ShardStatus> GetStatus() override;
   Result<ReplicaSummary> GetReplicaSummary() override;
 

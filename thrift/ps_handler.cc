@@ -227,12 +227,12 @@ void PsHandler::clock(gen::ClockReply& reply, const gen::ClockRequest& req) {
   });
 }
 
-void PsHandler::heartbeat(int32_t worker_id) {
+void PsHandler::heartbeat(int32_t worker_id, int64_t session_id) {
   Serve("heartbeat", [&]() -> Status {
     GEOPS_RETURN_IF_ERROR(CheckActsFor(worker_id, "heartbeat"));
     GEOPS_ASSIGN_OR_RETURN(datacenter::Shard * shard, ServingShard());
     handed_to_ = shard;
-    return shard->Heartbeat(worker_id);
+    return shard->Heartbeat(worker_id, static_cast<uint64_t>(session_id));
   });
 }
 

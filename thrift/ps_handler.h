@@ -61,7 +61,7 @@ class PsHandler : public gen::ParameterServerIf {
   void readChanged(gen::ReadChangedReply& reply, const gen::ReadChangedRequest& req) override;
   void update(gen::UpdateReply& reply, const gen::UpdateRequest& req) override;
   void clock(gen::ClockReply& reply, const gen::ClockRequest& req) override;
-  void heartbeat(int32_t worker_id) override;
+  void heartbeat(int32_t worker_id, int64_t session_id) override;
   void status(gen::ShardStatus& reply) override;
   void replicaSummary(gen::ReplicaSummary& reply) override;
 

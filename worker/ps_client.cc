@@ -105,6 +105,10 @@ PsClient::~PsClient() {
 
 template <typename Fn>
 Status PsClient::CallShard(ShardId s, Fn&& call) {
+  {
+    std::lock_guard<std::mutex> replaced(replaced_mu_);
+    if (!replaced_.ok()) return replaced_;
+  }
   const TimeSource* time = options_.time != nullptr ? options_.time : SystemTime();
   const auto start = time->Now();
   const auto window_end = start + std::chrono::milliseconds(options_.retry_window_ms);
@@ -332,8 +336,15 @@ void PsClient::HeartbeatLoop() {
         if (!conn.ok()) continue;
         hb_conns_[s] = std::move(conn).value();
       }
-      Status st = hb_conns_[s]->Heartbeat(options_.worker_id);
-      if (!st.ok() && st.code() != StatusCode::kUnavailable) {
+      Status st = hb_conns_[s]->Heartbeat(options_.worker_id, session_.id);
+      if (st.code() == StatusCode::kFailedPrecondition) {
+        // Another process holds this worker now: every later call fails.
+        std::lock_guard<std::mutex> replaced(replaced_mu_);
+        if (replaced_.ok()) {
+          spdlog::error("worker {}: {}", options_.worker_id, st.message());
+          replaced_ = st;
+        }
+      } else if (!st.ok() && st.code() != StatusCode::kUnavailable) {
         spdlog::debug("worker {}: heartbeat to shard {}: {}", options_.worker_id, s, st.ToString());
       }
     }

@@ -183,6 +183,11 @@ class PsClient {
   const WorkerClientOptions options_;
   ShardConnectionFactory* const factory_;
   const WorkerSession session_;  // this process's run, named to the shards at registration
+  // Set when a heartbeat learns another process holds this worker now; every
+  // call then fails with it (FailedPrecondition), so a replaced process
+  // cannot go on as a second copy of the worker.
+  std::mutex replaced_mu_;
+  Status replaced_;  // GUARDED_BY(replaced_mu_)
 
   geops::Clock clock_ = 0;
   geops::Clock cache_stamp_ = -1;  // nothing cached yet

@@ -88,7 +88,8 @@ class ShardConnection {
     r->clocked = true;
     return r;
   }
-  virtual Status Heartbeat(WorkerId worker) = 0;
+  // `session`: the WorkerSession id it registered with (0: unchecked).
+  virtual Status Heartbeat(WorkerId worker, uint64_t session = 0) = 0;
   virtual Result<ShardStatus> GetStatus() = 0;
   // The shard's values summarised per table (datacenter/replica_summary.h);
   // registers nothing. Unimplemented where the carrier has no such call.

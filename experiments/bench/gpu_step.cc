@@ -57,7 +57,7 @@ class InProcessConnection final : public worker::ShardConnection {
   Result<Clock> AdvanceClock(WorkerId w, Clock c, bool finished) override {
     return shard_->AdvanceClock(w, c, finished);
   }
-  Status Heartbeat(WorkerId w) override { return shard_->Heartbeat(w); }
+  Status Heartbeat(WorkerId w, uint64_t session = 0) override { return shard_->Heartbeat(w, session); }
   Result<ShardStatus> GetStatus() override { return shard_->GetStatus(); }
   Result<SchemaReply> RegisterSchema(WorkerId, const ModelSpec&, const std::string&) override {
     return UnimplementedError("the benchmark's in-process connection serves built-in models only");

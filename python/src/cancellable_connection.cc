@@ -66,7 +66,7 @@ class CancellableConnection : public worker::ShardConnection {
     return inner_->AdvanceClock(worker, new_clock, finished);
   }
 
-  Status Heartbeat(WorkerId worker) override { return inner_->Heartbeat(worker); }
+  Status Heartbeat(WorkerId worker, uint64_t session = 0) override { return inner_->Heartbeat(worker, session); }
 
   Result<ShardStatus> GetStatus() override {
     if (flag_->raised()) return Interrupted();

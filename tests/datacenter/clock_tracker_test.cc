@@ -73,6 +73,12 @@ TEST(ClockTrackerTest, AWorkerIdIsFreeOnceItsHolderIsSilentForTheLeaseOrOnTakeov
   Result<ClockTracker::Registration> taken = t.Register(0, WorkerSession{2, "restarted", true});
   ASSERT_TRUE(taken.ok()) << taken.status().ToString();
   EXPECT_EQ(taken->worker_clock, 1) << "the restarted process resumes at the clock held for the worker";
+  // The replaced process learns it at its next heartbeat, and is not renewed.
+  Status replaced = t.Touch(0, 1);
+  ASSERT_EQ(replaced.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(replaced.message(), HasSubstr("held by restarted now: this process was replaced"));
+  EXPECT_TRUE(t.Touch(0, 2).ok());
+  EXPECT_TRUE(t.Touch(0).ok()) << "unchecked";
   // The old holder is now the stranger; once silent for the lease, anyone may take the id.
   EXPECT_EQ(t.Register(0, WorkerSession{1, "old", false}).status().code(), StatusCode::kAlreadyExists);
   time.Advance(milliseconds(1000));

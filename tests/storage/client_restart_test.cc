@@ -104,8 +104,8 @@ class SlotConnection : public worker::ShardConnection {
   Result<Clock> AdvanceClock(WorkerId w, Clock c, bool finished) override {
     return slot_->Call([&](datacenter::Shard* s) { return s->AdvanceClock(w, c, finished); });
   }
-  Status Heartbeat(WorkerId w) override {
-    return slot_->Call([&](datacenter::Shard* s) { return s->Heartbeat(w); });
+  Status Heartbeat(WorkerId w, uint64_t session = 0) override {
+    return slot_->Call([&](datacenter::Shard* s) { return s->Heartbeat(w, session); });
   }
   Result<ShardStatus> GetStatus() override {
     return slot_->Call([&](datacenter::Shard* s) -> Result<ShardStatus> { return s->GetStatus(); });

@@ -107,7 +107,7 @@ TEST_F(BadInputTest, UnknownTableOrChunkIsRefused) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
   EXPECT_NE(s.message().find("out of range"), std::string::npos) << s.message();
   // The same connection still works after a refusal.
-  EXPECT_TRUE(CallRaw([&] { raw->heartbeat(0); }).ok());
+  EXPECT_TRUE(CallRaw([&] { raw->heartbeat(0, 0); }).ok());
   ExpectUnchangedAndServing();
 }
 

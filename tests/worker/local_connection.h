@@ -97,9 +97,9 @@ class LocalConnection : public ShardConnection {
     if (faults_ != nullptr) faults_->clock_calls++;
     return Call([&] { return Served()->AdvanceClock(w, c, finished); });
   }
-  Status Heartbeat(WorkerId w) override {
+  Status Heartbeat(WorkerId w, uint64_t session = 0) override {
     if (!Served()) return host_->NotReady();
-    return Served()->Heartbeat(w);
+    return Served()->Heartbeat(w, session);
   }
   Result<ShardStatus> GetStatus() override {
     if (!Served()) return host_->NotReady();

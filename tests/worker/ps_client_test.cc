@@ -368,6 +368,24 @@ TEST(PsClientTest, ASecondLiveClientAsTheSameWorkerIsRefusedNamingTheHolder) {
   EXPECT_THAT(st.message(), HasSubstr("worker 0 is already live at shard"));
   EXPECT_THAT(st.message(), HasSubstr("held by pid " + std::to_string(::getpid())));
   EXPECT_THAT(st.message(), HasSubstr("still refused after 0 s"));
+
+  // A supervisor's takeover: the old client learns at its next heartbeat
+  // that it was replaced, and every later call fails instead of acting as a
+  // second copy of worker 0.
+  WorkerClientOptions o;
+  o.worker_id = 0;
+  o.takeover = true;
+  auto taken = PsClient::Create(site.spec(), 2, o, &f);
+  ASSERT_TRUE(taken.ok());
+  ASSERT_TRUE((*taken)->Start().ok());
+  Status replaced;
+  for (int i = 0; i < 200 && replaced.ok(); ++i) {  // heartbeats every 50 ms: bounded at 10 s
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    replaced = first->Clock();
+  }
+  ASSERT_EQ(replaced.code(), StatusCode::kFailedPrecondition) << replaced.ToString();
+  EXPECT_THAT(replaced.message(), HasSubstr("this process was replaced"));
+  EXPECT_TRUE((*taken)->Clock().ok());
 }
 
 // A sole worker's refreshes carry only what its peers changed
