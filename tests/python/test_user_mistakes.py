@@ -32,6 +32,15 @@ def step(model, by=1.0):
             p += by
 
 
+def ship_and_expect(ps, model, value):
+    """Pushes, clocks and reads back: every element of fc1.weight must be `value`."""
+    ps.push()
+    ps.clock()
+    ps.pull(staleness=0)
+    assert float(model.fc1.weight.min()) == float(model.fc1.weight.max()) == value
+    ps.close(final=False)
+
+
 def test_a_pull_after_an_unpushed_step_is_refused_and_the_step_survives(start_site):
     site = start_site(shards=2, workers=1, clocks=10)
     model = Mlp((4, 3, 2))
@@ -44,11 +53,7 @@ def test_a_pull_after_an_unpushed_step_is_refused_and_the_step_survives(start_si
         assert "fc1.weight" in message and "push()" in message and "discard=True" in message, message
         # Nothing was overwritten: the step is still there, and pushing it works.
         assert float(model.fc1.weight.min()) == 1.0
-        ps.push()
-        ps.clock()
-        ps.pull(staleness=0)
-        assert float(model.fc1.weight.min()) == float(model.fc1.weight.max()) == 1.0
-        ps.close(final=False)
+        ship_and_expect(ps, model, 1.0)
 
 
 def test_pull_discard_drops_an_unpushed_change_on_purpose(start_site):
@@ -91,11 +96,7 @@ def test_a_clock_that_would_lose_a_step_is_refused(start_site):
         with pytest.raises(geops.FailedPreconditionError, match="changed after push"):
             ps.clock()
         assert ps.current_clock == 0
-        ps.push()  # takes both steps
-        ps.clock()
-        ps.pull(staleness=0)
-        assert float(model.fc1.weight.min()) == float(model.fc1.weight.max()) == 2.0
-        ps.close(final=False)
+        ship_and_expect(ps, model, 2.0)  # the push takes both steps
 
 
 def test_a_second_live_process_as_the_same_worker_is_refused_naming_the_holder(start_site):
