@@ -30,10 +30,18 @@ def main(folder):
             if twin:
                 lost.append(s["wall_seconds"] - twin["wall_seconds"])
     print()
-    if lost:
-        print(f"Time lost by a killed run against the untouched run of its pair: median {statistics.median(lost):.1f} s, "
-              f"worst {max(lost):.1f} s over {len(lost)} pairs (wall times, 0.1 s resolution; the untouched runs "
-              f"themselves vary by a few seconds on this shared machine).")
+    downs = [((s.get("supervision") or {}).get("restarts") or [{}])[0].get("down_seconds") for n, s in runs.items()
+             if n.startswith("killed-")]
+    downs = [d for d in downs if d is not None]
+    if downs:
+        print(f"The killed worker was down (from its death to its restarted process running again) a median "
+              f"{statistics.median(downs):.1f} s, worst {max(downs):.1f} s: the 1 s restart delay and a Python "
+              f"worker's start; it resumed at the clock its shards held, so no clock was trained twice.")
+    untouched = [s["wall_seconds"] for n, s in runs.items() if n.startswith("untouched-")]
+    if lost and untouched:
+        print(f"Wall time against the untouched run of the same pair: {', '.join(f'{x:+.1f} s' for x in lost)}; "
+              f"the untouched runs alone span {min(untouched):.1f}-{max(untouched):.1f} s on this shared machine, "
+              f"so the pairs do not resolve a loss of a few seconds (0.1 s resolution).")
     same = all(len({round(v, 4) for v in (s.get("test_accuracy_by_site") or {}).values()}) == 1 for s in runs.values())
     print(f"Every run's sites end with {'the same' if same else 'DIFFERENT'} final accuracy (to 4 decimals): "
           "one model at every site.")
