@@ -92,6 +92,19 @@ class LaunchTest : public ::testing::Test {
 
   json Summary() { return json::parse(ReadFile(out_ + "/summary.json")); }
 
+  // Launches with a-worker-1 failing as `fault` says (FAKE_GEOPS_FAULTS)
+  // and `max_restarts`; returns the exit code, *err what it printed there.
+  int LaunchWithAFailingWorker(const std::string& fault, int clocks, int max_restarts, std::string* err) {
+    ::setenv("FAKE_GEOPS_CLOCK_MS", "10", 1);
+    ::setenv("FAKE_GEOPS_FAULTS", ("a-worker-1:" + fault).c_str(), 1);
+    ::testing::internal::CaptureStderr();
+    LaunchArgs a = Args(WriteTopology(clocks));
+    a.max_restarts = max_restarts;
+    const int rc = Launch(a);
+    *err = ::testing::internal::GetCapturedStderr();
+    return rc;
+  }
+
   std::vector<json> Events() {
     std::vector<json> out;
     std::ifstream in(out_ + "/events.jsonl");
@@ -183,13 +196,8 @@ TEST_F(LaunchTest, CounterWorkloadReportsCounterFieldsAndNoAccuracy) {
 }
 
 TEST_F(LaunchTest, FailingWorkerStopsEveryoneAndIsNamedWithoutARestartBudget) {
-  ::setenv("FAKE_GEOPS_CLOCK_MS", "10", 1);
-  ::setenv("FAKE_GEOPS_FAULTS", "a-worker-1:exit3@5", 1);
-  ::testing::internal::CaptureStderr();
-  LaunchArgs a = Args(WriteTopology(300));  // healthy workers would need 3 s
-  a.max_restarts = 0;
-  int rc = Launch(a);
-  std::string err = ::testing::internal::GetCapturedStderr();
+  std::string err;
+  const int rc = LaunchWithAFailingWorker("exit3@5", 300, 0, &err);  // healthy workers would need 3 s
   EXPECT_EQ(rc, 1);
   EXPECT_LT(seconds_, 2.5);
   EXPECT_THAT(err, HasSubstr("a-worker-1 failed (exit code 3)"));
@@ -231,13 +239,8 @@ TEST_F(LaunchTest, AWorkerKilledOnItsOwnIsRestartedAndTheRunEndsOk) {
 }
 
 TEST_F(LaunchTest, AWorkerThatKeepsFailingSpendsItsBudgetThenStopsEveryone) {
-  ::setenv("FAKE_GEOPS_CLOCK_MS", "10", 1);
-  ::setenv("FAKE_GEOPS_FAULTS", "a-worker-1:exit3@3", 1);
-  ::testing::internal::CaptureStderr();
-  LaunchArgs a = Args(WriteTopology(3000));  // healthy workers would need 30 s
-  a.max_restarts = 2;
-  const int rc = Launch(a);
-  const std::string err = ::testing::internal::GetCapturedStderr();
+  std::string err;
+  const int rc = LaunchWithAFailingWorker("exit3@3", 3000, 2, &err);  // healthy workers would need 30 s
   EXPECT_EQ(rc, 1);
   EXPECT_LT(seconds_, 10);  // restarts after 1 s and 2 s, then the stop
   json s = Summary();
