@@ -85,6 +85,9 @@ class EventObserver : public worker::TrainerObserver {
           {"test_accuracy", e.test_accuracy}, {"test_loss", e.test_loss}, {"t", e.t},
           {"eval_seconds", e.seconds}, {"model_age_seconds", e.model_age_seconds}});
   }
+  void OnFinalRead(geops::Clock clock) override {
+    Emit({{"event", "final_read"}, {"site", site_}, {"worker", worker_}, {"clock", clock}});
+  }
   int64_t clock() const { return clock_.load(std::memory_order_relaxed); }
   void set_clock(int64_t clock) { clock_.store(clock, std::memory_order_relaxed); }
   void Emit(const nlohmann::json& event) {

@@ -189,6 +189,7 @@ Result<TrainerReport> RunMlp(const TrainerOptions& o, PsClient* client, TrainerO
   report.final_loss = meter.RecentLoss();
   if (o.evaluator) {
     // The final model: wait until every worker has finished every clock.
+    if (observer) observer->OnFinalRead(o.clocks);
     GEOPS_RETURN_IF_ERROR(FinalRead(client, o));
     GEOPS_ASSIGN_OR_RETURN(EvalInfo info, Evaluate(backend.get(), gpu.get(), client, test, start));
     if (observer) observer->OnEval(info);
@@ -219,6 +220,7 @@ Result<TrainerReport> RunCounter(const TrainerOptions& o, PsClient* client,
     meter.Step(c, 0.0, 0);
   }
   if (o.evaluator) {
+    if (observer) observer->OnFinalRead(o.clocks);
     GEOPS_RETURN_IF_ERROR(FinalRead(client, o));
     const double expected = static_cast<double>(o.counter_workers) * o.clocks;
     double max_err = 0;

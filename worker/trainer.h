@@ -100,6 +100,9 @@ class TrainerObserver {
   virtual ~TrainerObserver() = default;
   virtual void OnProgress(const ProgressInfo& info) = 0;
   virtual void OnEval(const EvalInfo& info) = 0;
+  // Training is done; the evaluator now reads the final model, which waits
+  // for every worker of the site and every site's drain.
+  virtual void OnFinalRead(Clock clock) {}
 };
 
 // Runs the workload to the end. `client` must be started (PsClient::Start).
