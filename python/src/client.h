@@ -159,7 +159,7 @@ class Client {
   // checksums pushed_sums_ keeps (after a push and its clock).
   enum class Baseline { kNone, kCache, kPushed };
   Baseline baseline_ = Baseline::kNone;
-  std::vector<uint64_t> staged_sums_;  // ValuesChecksum of each view at the last StagePush
+  std::vector<uint64_t> staged_sums_;  // ChangeSum (client.cc) of each view at the last StagePush
   std::vector<uint64_t> pushed_sums_;  // the same, of the last push a Clock shipped
 };
 
