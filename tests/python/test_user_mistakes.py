@@ -115,7 +115,11 @@ def test_torchrun_ranks_give_distinct_workers_and_every_update_counts(start_site
     # counter ends at 2 x clocks everywhere, not at clocks.
     layers = (16, 8, 4)
     clocks = 8
-    site = start_site(layers=layers, shards=2, workers=2, clocks=clocks, staleness=1)
+    # A worker not registered yet holds the others only for the lease from
+    # the shards' start: a long one, so that a rank slow to start on a busy
+    # machine is still waited for (geops does not yet wait for the
+    # topology's workers beyond it).
+    site = start_site(layers=layers, shards=2, workers=2, clocks=clocks, staleness=1, lease_ms=60000)
     procs = []
     for rank in range(2):
         env = worker_env(site, 0, TEST_LAYERS=",".join(map(str, layers)), TEST_WORKERS=2,
