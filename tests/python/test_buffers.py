@@ -13,8 +13,12 @@ SITES = ("east", "west")
 
 def test_running_statistics_are_the_average_of_every_worker_and_equal_at_every_site(start_sites, tmp_path):
     # Worker inputs centred on 0 (east) and 4 (west): alone, each site's
-    # running_mean would end near its own offset; synchronised, both end at
-    # the same value near the average, 2.
+    # running_mean would end near its own offset. Synchronised, each buffer
+    # is its initial value plus every worker's own changes scaled by
+    # 1/world_size, the same at both sites. Where between the offsets it
+    # ends depends on how the two sites' steps interleave (each reads its
+    # own changes before the other's), so that is bounded loosely; the sum
+    # is checked exactly.
     clocks = 60
     sites = start_sites(SITES, workload="client", shards=1, workers=1, clocks=clocks, staleness=1)
     procs = []
@@ -34,14 +38,19 @@ def test_running_statistics_are_the_average_of_every_worker_and_equal_at_every_s
         assert a == pytest.approx(b, abs=1e-5), (east["running_var"], west["running_var"])
     for pa, pb in zip(east["params"], west["params"]):
         assert pa == pytest.approx(pb, abs=1e-5)
+    world_size = len(records)
+    for name, initial in (("running_mean", 0.0), ("running_var", 1.0)):
+        expected = [initial + sum(r["own_change"][name][i] for r in records.values()) / world_size
+                    for i in range(4)]
+        assert east[name] == pytest.approx(expected, abs=1e-4), (name, east[name], expected)
     for m in east["running_mean"]:
-        assert 1.5 < m < 2.5, east["running_mean"]
+        assert 0.8 < m < 3.2, east["running_mean"]
     # The variance of the mix of both sites' inputs (about 1 + 2^2 = 5) is
     # not what either site sees alone (about 1): the workers' average of
     # their own running_var is, since each one's is taken around its own
     # mean; it stays near 1.
     for v in east["running_var"]:
-        assert 0.6 < v < 1.6, east["running_var"]
+        assert 0.5 < v < 1.8, east["running_var"]
 
 
 def test_save_writes_the_sites_replica_as_a_state_dict_and_keeps_the_local_change_check(start_site, tmp_path):
