@@ -1,10 +1,10 @@
 // `geops certs TOPOLOGY --out DIR`: makes the deployment's CA and a
-// certificate for every site and worker (cli/cert_authority.h), then lists
+// certificate for every site and worker (certs/cert_authority.h), then lists
 // what it wrote.
 #include <cstdio>
 #include <filesystem>
 
-#include "cli/cert_authority.h"
+#include "certs/cert_authority.h"
 #include "cli/commands.h"
 
 namespace geops::cli {
@@ -15,8 +15,8 @@ namespace fs = std::filesystem;
 // A topology whose sites bind beyond loopback is refused until it names its
 // certificates, which is what this command makes: it is read with only that
 // rule lifted.
-Result<Topology> LoadTopologyForCerts(const std::string& path) {
-  return LoadTopology(path, /*require_tls=*/false);
+Result<config::Topology> LoadTopologyForCerts(const std::string& path) {
+  return config::LoadTopology(path, /*require_tls=*/false);
 }
 
 int ExitCode(const Status& s) {
@@ -38,23 +38,23 @@ std::string CertsSetting(const std::string& topology_path, const std::string& ou
 }  // namespace
 
 int RunCerts(const CertsArgs& args) {
-  Result<Topology> topology = LoadTopologyForCerts(args.topology_path);
+  Result<config::Topology> topology = LoadTopologyForCerts(args.topology_path);
   if (!topology.ok()) {
     std::fprintf(stderr, "geops certs: %s\n", topology.status().message().c_str());
     return 2;
   }
-  Status written = WriteDeploymentCerts(*topology, args.out_dir, args.days, args.force);
+  Status written = certs::WriteDeploymentCerts(*topology, args.out_dir, args.days, args.force);
   if (!written.ok()) {
     std::fprintf(stderr, "geops certs: %s\n", written.message().c_str());
     return ExitCode(written);
   }
-  const DeploymentCertLayout layout = CertLayout(*topology, args.out_dir);
+  const certs::DeploymentCertLayout layout = certs::CertLayout(*topology, args.out_dir);
   std::printf("geops certs: wrote the CA of %s, %zu site and %zu worker certificates, valid %d days:\n",
               topology->name.c_str(), layout.sites.size(), layout.workers.size(), args.days);
   std::printf("  %s  %s  CA \"geops CA %s\" (keep ca.key offline)\n", layout.ca.cert_path.c_str(),
               layout.ca.key_path.c_str(), topology->name.c_str());
   for (const auto* group : {&layout.sites, &layout.workers}) {
-    for (const CertFiles& f : *group) {
+    for (const certs::CertFiles& f : *group) {
       std::printf("  %s  %s  %s\n", f.cert_path.c_str(), f.key_path.c_str(), f.identity.c_str());
     }
   }

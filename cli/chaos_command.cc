@@ -1,10 +1,10 @@
-// `geops chaos TOPOLOGY --out DIR`: the arguments of a chaos run (cli/chaos.h).
+// `geops chaos TOPOLOGY --out DIR`: the arguments of a chaos run (supervisor/chaos/chaos.h).
 #include <cstdio>
 #include <sstream>
 
-#include "cli/chaos.h"
 #include "cli/commands.h"
 #include "cli/launch_command.h"
+#include "supervisor/chaos/chaos.h"
 
 namespace geops::cli {
 
@@ -13,13 +13,13 @@ int RunChaosCommand(const ChaosArgs& args) {
     std::fprintf(stderr, "geops chaos: %s\n", m.c_str());
     return 2;
   };
-  Result<Topology> topology = LoadTopology(args.topology_path);
+  Result<config::Topology> topology = config::LoadTopology(args.topology_path);
   if (!topology.ok()) return bad(topology.status().message());
   Result<std::string> binary = ResolveGeopsBinary("");
   if (!binary.ok()) return bad(binary.status().message());
   if (Status made = MakeResultsFolder(args.out_dir); !made.ok()) return bad(made.message());
   RaiseOpenFileLimit();
-  ChaosOptions o;
+  supervisor::ChaosOptions o;
   o.topology = std::move(topology).value();
   o.topology_path = AbsolutePath(args.topology_path);
   o.out_dir = AbsolutePath(args.out_dir);
@@ -34,7 +34,7 @@ int RunChaosCommand(const ChaosArgs& args) {
   o.kinds.clear();
   std::stringstream kinds(args.kinds);
   for (std::string k; std::getline(kinds, k, ',');) o.kinds.push_back(k);
-  return RunChaos(o);
+  return supervisor::RunChaos(o);
 }
 
 }  // namespace geops::cli

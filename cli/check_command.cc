@@ -15,11 +15,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/client_options.h"
 #include "cli/commands.h"
-#include "cli/event_line.h"
-#include "cli/model_from_topology.h"
-#include "cli/tls_options.h"
+#include "config/client_options.h"
+#include "config/model_from_topology.h"
+#include "config/tls_options.h"
+#include "metrics/event_line.h"
 #include "thrift/shard_connection_factory.h"
 
 namespace geops::cli {
@@ -76,7 +76,7 @@ bool CounterExact(const SiteReplica& r, double expected) {
   return true;
 }
 
-void Print(const Topology& topology, const SiteSpec& site, const ModelSpec* spec, const SiteReplica& r) {
+void Print(const config::Topology& topology, const config::SiteSpec& site, const ModelSpec* spec, const SiteReplica& r) {
   std::printf("site %s: %d shard(s) at clock(s)", site.name.c_str(), site.shards);
   for (Clock c : r.shard_clocks) std::printf(" %" PRId64, c);
   std::printf(" of %" PRId64 "\n", topology.clocks);
@@ -95,7 +95,7 @@ void Print(const Topology& topology, const SiteSpec& site, const ModelSpec* spec
 }  // namespace
 
 int RunCheck(const WorkerArgs& args, double wait_seconds) {
-  auto topology = LoadTopology(args.topology_path);
+  auto topology = config::LoadTopology(args.topology_path);
   if (!topology.ok()) {
     std::fprintf(stderr, "geops worker --check: %s\n", topology.status().ToString().c_str());
     return 2;
@@ -105,8 +105,8 @@ int RunCheck(const WorkerArgs& args, double wait_seconds) {
     std::fprintf(stderr, "geops worker --check: %s\n", site.status().message().c_str());
     return 2;
   }
-  const SiteSpec& s = topology->sites[static_cast<size_t>(*site)];
-  auto addresses = SiteShardAddresses(*topology, *site, args.shards);
+  const config::SiteSpec& s = topology->sites[static_cast<size_t>(*site)];
+  auto addresses = config::SiteShardAddresses(*topology, *site, args.shards);
   if (!addresses.ok()) {
     std::fprintf(stderr, "geops worker --check: %s\n", addresses.status().message().c_str());
     return 2;
@@ -114,7 +114,7 @@ int RunCheck(const WorkerArgs& args, double wait_seconds) {
   // Table names for a built-in model; a client-defined model's come from its workers.
   std::shared_ptr<const ModelSpec> spec;
   if (!topology->client_model()) {
-    auto model = BuildModelSpec(*topology);
+    auto model = config::BuildModelSpec(*topology);
     if (!model.ok()) {
       std::fprintf(stderr, "geops worker --check: %s\n", model.status().ToString().c_str());
       return 2;
@@ -124,7 +124,7 @@ int RunCheck(const WorkerArgs& args, double wait_seconds) {
   rpc::ThriftClientOptions client_options;
   client_options.rpc_timeout_ms = topology->rpc_timeout_ms;
   // An operator's check speaks with its site's own certificate.
-  client_options.tls = SiteTls(*topology, *site);
+  client_options.tls = config::SiteTls(*topology, *site);
   if (client_options.tls.enabled()) client_options.tls.expect_peer = rpc::SiteIdentityUri(topology->sites[*site].name);
   auto factory = rpc::ThriftShardConnectionFactory::Create(*addresses, client_options, spec);
   if (!factory.ok()) {
@@ -149,7 +149,7 @@ int RunCheck(const WorkerArgs& args, double wait_seconds) {
   }
   if (!replica.ok()) {
     std::fprintf(stderr, "geops worker --check: site %s: %s\n", s.name.c_str(), replica.status().ToString().c_str());
-    EmitEvent({{"event", "replica_check"}, {"site", s.name}, {"ok", false}, {"error", replica.status().ToString()}});
+    metrics::EmitEvent({{"event", "replica_check"}, {"site", s.name}, {"ok", false}, {"error", replica.status().ToString()}});
     return 1;
   }
   Print(*topology, s, spec.get(), *replica);
@@ -176,7 +176,7 @@ int RunCheck(const WorkerArgs& args, double wait_seconds) {
   } else {
     std::printf(ok ? "every value is finite\n" : "NON-FINITE values found\n");
   }
-  EmitEvent(event);
+  metrics::EmitEvent(event);
   return ok ? 0 : 1;
 }
 

@@ -77,7 +77,7 @@ struct ChaosArgs {
   double stall_bound_s = 120;
   double timeout_s = 1800;
 };
-// Kills and restarts the processes of a topology at random (cli/chaos.h).
+// Kills and restarts the processes of a topology at random (supervisor/chaos/chaos.h).
 int RunChaosCommand(const ChaosArgs& args);
 
 struct TraceShowArgs {
@@ -93,7 +93,7 @@ struct CertsArgs {
   bool force = false;  // replace an existing CA and its certificates
 };
 // Makes the deployment's CA and the certificate of every site and worker
-// (cli/cert_authority.h) and lists the files. 2 for a bad topology or files
+// (certs/cert_authority.h) and lists the files. 2 for a bad topology or files
 // already there without --force, 1 when writing fails.
 int RunCerts(const CertsArgs& args);
 

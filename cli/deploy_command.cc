@@ -13,7 +13,7 @@ namespace geops::cli {
 int RunDeployK8s(const DeployArgs& args) {
   // The pods bind beyond loopback with the certificates given here, so the
   // topology is read with the TLS rule lifted (the manifests set it).
-  auto topology = LoadTopology(args.topology_path, /*require_tls=*/false);
+  auto topology = config::LoadTopology(args.topology_path, /*require_tls=*/false);
   if (!topology.ok()) {
     std::fprintf(stderr, "geops deploy: %s\n", topology.status().ToString().c_str());
     return 2;

@@ -64,7 +64,7 @@ std::string QuotedValue(const std::string& line) {
 }
 
 // A path of the topology as the image sees it: under repo_root -> /opt/geops/...
-Result<std::string> InImage(const Topology& t, const K8sOptions& o, const std::string& key, const std::string& value) {
+Result<std::string> InImage(const config::Topology& t, const K8sOptions& o, const std::string& key, const std::string& value) {
   std::error_code host_ec, root_ec;
   const fs::path host = fs::weakly_canonical(fs::absolute(t.Resolve(value)), host_ec);
   const fs::path root = fs::weakly_canonical(fs::absolute(o.repo_root), root_ec);
@@ -82,7 +82,7 @@ json Meta(const std::string& name, const K8sOptions& o, const std::string& site 
   return m;
 }
 
-json Affinity(const SiteSpec& s) {
+json Affinity(const config::SiteSpec& s) {
   if (s.region.empty()) return nullptr;
   const size_t colon = s.region.find(':');
   const std::string region = colon == std::string::npos ? s.region : s.region.substr(colon + 1);
@@ -99,7 +99,7 @@ json ScrapeAnnotations() {
           {"prometheus.io/path", "/metrics"}};
 }
 
-json Volumes(const SiteSpec& s) {
+json Volumes(const config::SiteSpec& s) {
   return json::array({{{"name", "topology"}, {"configMap", {{"name", "geops-topology"}}}},
                       {{"name", "certs"}, {"secret", {{"secretName", s.name + "-certs"}, {"defaultMode", 0400}}}}});
 }
@@ -109,8 +109,8 @@ json Mounts() {
                       {{"name", "certs"}, {"mountPath", kCertsPath}, {"readOnly", true}}});
 }
 
-Result<json> SiteSecret(const Topology& t, int site, const K8sOptions& o) {
-  const SiteSpec& s = t.sites[static_cast<size_t>(site)];
+Result<json> SiteSecret(const config::Topology& t, int site, const K8sOptions& o) {
+  const config::SiteSpec& s = t.sites[static_cast<size_t>(site)];
   json data = json::object();
   auto add = [&](const std::string& key, const std::string& rel) -> Status {
     GEOPS_ASSIGN_OR_RETURN(std::string bytes, ReadFile((fs::path(o.certs_dir) / rel).string()));
@@ -130,7 +130,7 @@ Result<json> SiteSecret(const Topology& t, int site, const K8sOptions& o) {
 }
 
 // The Secret's keys at the paths [security] certs expects.
-json CertItems(const SiteSpec& s) {
+json CertItems(const config::SiteSpec& s) {
   json items = json::array({{{"key", "ca.pem"}, {"path", "ca.pem"}},
                             {{"key", "site.pem"}, {"path", "sites/" + s.name + ".pem"}},
                             {{"key", "site.key"}, {"path", "sites/" + s.name + ".key"}}});
@@ -142,7 +142,7 @@ json CertItems(const SiteSpec& s) {
   return items;
 }
 
-json ShardService(const SiteSpec& s, const K8sOptions& o) {
+json ShardService(const config::SiteSpec& s, const K8sOptions& o) {
   return {{"apiVersion", "v1"},
           {"kind", "Service"},
           {"metadata", Meta(s.name + "-shard", o, s.name)},
@@ -155,8 +155,8 @@ json ShardService(const SiteSpec& s, const K8sOptions& o) {
                                    {{"name", "metrics"}, {"port", kK8sMetricsPort}}})}}}};
 }
 
-json ShardStatefulSet(const Topology& t, int site, const K8sOptions& o) {
-  const SiteSpec& s = t.sites[static_cast<size_t>(site)];
+json ShardStatefulSet(const config::Topology& t, int site, const K8sOptions& o) {
+  const config::SiteSpec& s = t.sites[static_cast<size_t>(site)];
   std::string peers;
   for (size_t p = 0; p < t.sites.size(); ++p) {
     if (static_cast<int>(p) == site) continue;
@@ -210,8 +210,8 @@ json ShardStatefulSet(const Topology& t, int site, const K8sOptions& o) {
                              {"resources", {{"requests", {{"storage", o.storage_size}}}}}}}}})}}}};
 }
 
-json WorkerJob(const Topology& t, int site, const K8sOptions& o) {
-  const SiteSpec& s = t.sites[static_cast<size_t>(site)];
+json WorkerJob(const config::Topology& t, int site, const K8sOptions& o) {
+  const config::SiteSpec& s = t.sites[static_cast<size_t>(site)];
   std::string shards;
   for (int k = 0; k < s.shards; ++k) {
     shards += (k ? "," : "") + s.name + "-shard-" + std::to_string(k) + "." + s.name + "-shard:" +
@@ -253,7 +253,7 @@ json WorkerJob(const Topology& t, int site, const K8sOptions& o) {
 
 }  // namespace
 
-Result<std::string> K8sTopologyText(const Topology& t, const K8sOptions& o) {
+Result<std::string> K8sTopologyText(const config::Topology& t, const K8sOptions& o) {
   std::istringstream in(o.topology_text);
   std::ostringstream out;
   std::string line, table;
@@ -292,10 +292,10 @@ Result<std::string> K8sTopologyText(const Topology& t, const K8sOptions& o) {
   return out.str();
 }
 
-Result<std::vector<json>> RenderK8s(const Topology& t, const K8sOptions& o) {
+Result<std::vector<json>> RenderK8s(const config::Topology& t, const K8sOptions& o) {
   if (!IsDnsLabel(o.namespace_name)) return InvalidArgumentError("namespace '" + o.namespace_name + "' is not a DNS label");
   if (o.certs_dir.empty()) return InvalidArgumentError("--certs is required: the folder `geops certs` wrote");
-  for (const SiteSpec& s : t.sites) {
+  for (const config::SiteSpec& s : t.sites) {
     if (!IsDnsLabel(s.name)) {
       return InvalidArgumentError(t.path + ": site name '" + s.name +
                                   "' cannot name Kubernetes objects: use lower-case letters, digits and '-' "
@@ -316,7 +316,7 @@ Result<std::vector<json>> RenderK8s(const Topology& t, const K8sOptions& o) {
     out.push_back(std::move(secret));
   }
   for (int i = 0; i < static_cast<int>(t.sites.size()); ++i) {
-    const SiteSpec& s = t.sites[static_cast<size_t>(i)];
+    const config::SiteSpec& s = t.sites[static_cast<size_t>(i)];
     out.push_back(ShardService(s, o));
     out.push_back(ShardStatefulSet(t, i, o));
     out.push_back(WorkerJob(t, i, o));

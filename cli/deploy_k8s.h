@@ -36,8 +36,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/topology.h"
 #include "common/status.h"
+#include "config/topology.h"
 
 namespace geops::cli {
 
@@ -61,10 +61,10 @@ inline constexpr int kK8sMetricsPort = 9100;
 // The objects, in apply order. InvalidArgument naming the problem for a
 // site name that is not a DNS label, a missing certificate file, or a trace
 // path outside repo_root.
-Result<std::vector<nlohmann::json>> RenderK8s(const Topology& topology, const K8sOptions& options);
+Result<std::vector<nlohmann::json>> RenderK8s(const config::Topology& topology, const K8sOptions& options);
 
 // The topology text the pods read (ConfigMap `geops-topology`).
-Result<std::string> K8sTopologyText(const Topology& topology, const K8sOptions& options);
+Result<std::string> K8sTopologyText(const config::Topology& topology, const K8sOptions& options);
 
 }  // namespace geops::cli
 

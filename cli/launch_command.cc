@@ -9,10 +9,10 @@
 #include <cstring>
 #include <filesystem>
 
-#include "cli/launch/launcher.h"
-#include "cli/launch/run_folder.h"
-#include "cli/launch/worker_env.h"
-#include "cli/topology.h"
+#include "config/topology.h"
+#include "supervisor/launch/launcher.h"
+#include "supervisor/launch/run_folder.h"
+#include "supervisor/launch/worker_env.h"
 
 namespace geops::cli {
 namespace {
@@ -69,26 +69,26 @@ int RunLaunch(const LaunchArgs& args) {
   if (!(args.listen_timeout_seconds > 0)) return BadArgs("listen timeout must be > 0 seconds");
   if (!(args.stop_timeout_seconds >= 0)) return BadArgs("stop timeout must be >= 0 seconds");
 
-  Result<Topology> topology = LoadTopology(args.topology_path);
+  Result<config::Topology> topology = config::LoadTopology(args.topology_path);
   if (!topology.ok()) return BadArgs(topology.status().message());
 
   Result<std::string> binary = ResolveGeopsBinary(args.geops_binary);
   if (!binary.ok()) return BadArgs(binary.status().message());
   if (args.resume && args.replace) return BadArgs("--resume and --replace exclude each other");
-  const RunFolderMode mode =
-      args.resume ? RunFolderMode::kResume : args.replace ? RunFolderMode::kReplace : RunFolderMode::kNew;
-  Result<std::unique_ptr<RunFolder>> folder =
-      RunFolder::Claim(AbsolutePath(args.out_dir), *topology, AbsolutePath(args.topology_path), mode);
+  const supervisor::RunFolderMode mode =
+      args.resume ? supervisor::RunFolderMode::kResume : args.replace ? supervisor::RunFolderMode::kReplace : supervisor::RunFolderMode::kNew;
+  Result<std::unique_ptr<supervisor::RunFolder>> folder =
+      supervisor::RunFolder::Claim(AbsolutePath(args.out_dir), *topology, AbsolutePath(args.topology_path), mode);
   if (!folder.ok()) return BadArgs(folder.status().message());
   if (!(*folder)->note().empty()) std::fprintf(stdout, "geops launch: %s\n", (*folder)->note().c_str());
   RaiseOpenFileLimit();
 
-  LauncherOptions o;
+  supervisor::LauncherOptions o;
   o.topology = std::move(topology).value();
   o.topology_path = AbsolutePath(args.topology_path);
   o.out_dir = AbsolutePath(args.out_dir);
   o.geops_binary = *binary;
-  o.python_path = FindPythonPackage(o.geops_binary);
+  o.python_path = supervisor::FindPythonPackage(o.geops_binary);
   o.timeout_seconds = args.timeout_seconds;
   o.listen_timeout_seconds = args.listen_timeout_seconds;
   o.stop_timeout_seconds = args.stop_timeout_seconds;
@@ -97,7 +97,7 @@ int RunLaunch(const LaunchArgs& args) {
   o.resume = args.resume;
   const char* term = std::getenv("TERM");
   o.live_display = !args.force_plain && ::isatty(STDOUT_FILENO) && !(term && std::strcmp(term, "dumb") == 0);
-  const int code = RunLauncher(o);
+  const int code = supervisor::RunLauncher(o);
   const char* state = code == 0 ? "ok" : code == 1 ? "failed" : code >= 128 ? "interrupted" : "error";
   if (Status s = (*folder)->Finish(state); !s.ok()) std::fprintf(stderr, "geops launch: %s\n", s.message().c_str());
   return code;

@@ -11,14 +11,14 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
-#include "cli/event_line.h"
-#include "cli/topology.h"
+#include "config/topology.h"
+#include "metrics/event_line.h"
 #include "site/site_process.h"
 
 namespace geops::cli {
 
 int RunSite(const SiteArgs& args) {
-  auto topology = LoadTopology(args.topology_path);
+  auto topology = config::LoadTopology(args.topology_path);
   if (!topology.ok()) {
     std::fprintf(stderr, "geops site: %s\n", topology.status().ToString().c_str());
     return 2;
@@ -29,7 +29,7 @@ int RunSite(const SiteArgs& args) {
     return 2;
   }
   // An operator starting sites by hand hears how the ports are protected.
-  spdlog::info("site {} shard {}: {}", args.site, args.shard, SecuritySummary(*topology));
+  spdlog::info("site {} shard {}: {}", args.site, args.shard, config::SecuritySummary(*topology));
 
   site::SiteProcessOptions options;
   options.site = *site;
@@ -65,7 +65,7 @@ int RunSite(const SiteArgs& args) {
   spdlog::info("{}: signal {}, stopping", (*process)->who(), sig);
   site::SiteProcess::Stopped stopped = (*process)->Stop();
   if (!stopped.flushed.ok()) std::fprintf(stderr, "geops site: %s\n", stopped.flushed.ToString().c_str());
-  EmitEvent(stopped.stats);
+  metrics::EmitEvent(stopped.stats);
   if (!args.out_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(args.out_dir + "/metrics", ec);

@@ -9,12 +9,12 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "cli/event_line.h"
-#include "cli/metrics_endpoint.h"
-#include "cli/model_from_topology.h"
-#include "cli/shard_metrics.h"
-#include "cli/tls_options.h"
 #include "common/process_cpu.h"
+#include "config/model_from_topology.h"
+#include "config/tls_options.h"
+#include "metrics/event_line.h"
+#include "metrics/metrics_endpoint.h"
+#include "metrics/shard_metrics.h"
 #include "thrift/shard_connection_factory.h"
 #include "worker/blas_core.h"
 #include "worker/ps_client.h"
@@ -91,7 +91,7 @@ class EventObserver : public worker::TrainerObserver {
   int64_t clock() const { return clock_.load(std::memory_order_relaxed); }
   void set_clock(int64_t clock) { clock_.store(clock, std::memory_order_relaxed); }
   void Emit(const nlohmann::json& event) {
-    EmitEvent(event);
+    metrics::EmitEvent(event);
     if (metrics_.is_open()) metrics_ << event.dump() << "\n" << std::flush;
   }
 
@@ -115,7 +115,7 @@ class EventObserver : public worker::TrainerObserver {
 
 int RunWorker(const WorkerArgs& args) {
   if (args.exit_with_parent) ExitWithParent();  // SIGTERM's default action ends the worker
-  auto topology = LoadTopology(args.topology_path);
+  auto topology = config::LoadTopology(args.topology_path);
   if (!topology.ok()) {
     std::fprintf(stderr, "geops worker: %s\n", topology.status().ToString().c_str());
     return 2;
@@ -132,26 +132,26 @@ int RunWorker(const WorkerArgs& args) {
                  topology->path.c_str());
     return 2;
   }
-  const SiteSpec& s = topology->sites[*site];
+  const config::SiteSpec& s = topology->sites[*site];
   if (args.worker < 0 || args.worker >= s.workers) {
     std::fprintf(stderr, "geops worker: --worker %d outside 0..%d of site %s\n", args.worker,
                  s.workers - 1, s.name.c_str());
     return 2;
   }
-  auto listed = SiteShardAddresses(*topology, *site, args.shards);
+  auto listed = config::SiteShardAddresses(*topology, *site, args.shards);
   if (!listed.ok()) {
     std::fprintf(stderr, "geops worker: %s\n", listed.status().message().c_str());
     return 2;
   }
   const std::vector<std::string>& addresses = *listed;
-  auto model = BuildModelSpec(*topology);
+  auto model = config::BuildModelSpec(*topology);
   if (!model.ok()) {
     std::fprintf(stderr, "geops worker: %s\n", model.status().ToString().c_str());
     return 2;
   }
   rpc::ThriftClientOptions client_options;
   client_options.rpc_timeout_ms = topology->rpc_timeout_ms;
-  client_options.tls = WorkerTls(*topology, *site, args.worker);
+  client_options.tls = config::WorkerTls(*topology, *site, args.worker);
   // With the spec, pulled chunks land straight in the cache and their sizes are checked.
   auto factory = rpc::ThriftShardConnectionFactory::Create(addresses, client_options,
                                                            std::make_shared<const ModelSpec>(*model));
@@ -159,9 +159,9 @@ int RunWorker(const WorkerArgs& args) {
     std::fprintf(stderr, "geops worker: %s\n", factory.status().ToString().c_str());
     return 2;
   }
-  worker::TrainerOptions trainer_options = BuildTrainerOptions(*topology, *site, args.worker);
+  worker::TrainerOptions trainer_options = config::BuildTrainerOptions(*topology, *site, args.worker);
   trainer_options.progress_every_seconds = args.progress_every_s;
-  WorkerClientOptions worker_options = BuildClientOptions(*topology, args.worker);
+  WorkerClientOptions worker_options = config::BuildClientOptions(*topology, args.worker);
   worker_options.takeover = args.takeover;
   auto client = worker::PsClient::Create(*model, s.shards, worker_options, factory->get());
   if (!client.ok()) {
@@ -193,13 +193,13 @@ int RunWorker(const WorkerArgs& args) {
   observer.set_clock((*client)->clock());
   observer.Emit({{"event", "worker_started"}, {"site", s.name}, {"worker", args.worker},
                  {"clock", (*client)->clock()}, {"blas", worker::LoadedBlasCore()}});
-  std::unique_ptr<MetricsEndpoint> metrics;
+  std::unique_ptr<metrics::MetricsEndpoint> metrics;
   const int metrics_port = args.metrics_port >= 0 ? args.metrics_port : s.MetricsPort(false, args.worker);
   if (metrics_port >= 0) {
     worker::PsClient* c = client->get();
-    auto started = MetricsEndpoint::Start(s.host, metrics_port, [&observer, c, &s, &args, &topology] {
-      MetricsBuilder b({{"site", s.name}, {"worker", std::to_string(args.worker)}});
-      AppendWorkerMetrics(observer.clock(), topology->clocks, c->stats(), &b);
+    auto started = metrics::MetricsEndpoint::Start(s.host, metrics_port, [&observer, c, &s, &args, &topology] {
+      metrics::MetricsBuilder b({{"site", s.name}, {"worker", std::to_string(args.worker)}});
+      metrics::AppendWorkerMetrics(observer.clock(), topology->clocks, c->stats(), &b);
       return b.Take();
     });
     if (!started.ok()) {

@@ -1,5 +1,5 @@
 // OptionsFromTopology and OptionsFromEnvironment (include/geops/options.h):
-// the worker's settings from the same topology file and parser (cli/topology.h)
+// the worker's settings from the same topology file and parser (config/topology.h)
 // that `geops site` uses, so that both sides agree on every default.
 #include <algorithm>
 #include <charconv>
@@ -7,17 +7,17 @@
 #include <string>
 #include <system_error>
 
-#include "cli/client_options.h"
-#include "cli/tls_options.h"
-#include "cli/topology.h"
 #include "client/throw_status.h"
+#include "config/client_options.h"
+#include "config/tls_options.h"
+#include "config/topology.h"
 #include "geops/options.h"
 
 namespace geops::client {
 namespace {
 
 // The site's index: `name`, or the only site when `name` is empty.
-int PickSite(const cli::Topology& t, const std::string& name) {
+int PickSite(const config::Topology& t, const std::string& name) {
   if (!name.empty()) return ValueOrThrow(t.FindSite(name));
   if (t.sites.size() != 1) {
     ThrowIfError(InvalidArgumentError(t.path + " has " + std::to_string(t.sites.size()) +
@@ -61,8 +61,8 @@ std::vector<std::string> SplitShards(const std::string& list) {
 }  // namespace
 
 Options OptionsFromTopology(const std::string& topology_path, const std::string& site, int worker) {
-  const cli::Topology t = ValueOrThrow(cli::LoadTopology(topology_path));
-  const cli::SiteSpec& s = t.sites[PickSite(t, site)];
+  const config::Topology t = ValueOrThrow(config::LoadTopology(topology_path));
+  const config::SiteSpec& s = t.sites[PickSite(t, site)];
   if (worker < 0 || worker >= s.workers) {
     ThrowIfError(InvalidArgumentError("worker " + std::to_string(worker) + " is not a worker of site '" + s.name +
                                       "', which has " + std::to_string(s.workers)));
@@ -73,7 +73,7 @@ Options OptionsFromTopology(const std::string& topology_path, const std::string&
     for (int i = 0; i < s.shards; ++i) o.shards.push_back(s.host + ":" + std::to_string(s.base_port + i));
   }
   // The settings `geops worker` and the Python package derive, derived once.
-  const WorkerClientOptions w = cli::BuildClientOptions(t, worker);
+  const WorkerClientOptions w = config::BuildClientOptions(t, worker);
   o.staleness = w.staleness;
   o.rpc_timeout_ms = w.rpc_timeout_ms;
   o.retry_window_ms = w.retry_window_ms;
@@ -81,7 +81,7 @@ Options OptionsFromTopology(const std::string& topology_path, const std::string&
   o.auth_token = w.auth_token;
   o.chunk_bytes = t.chunk_kib * 1024;
   o.clocks = t.clocks;
-  const rpc::TlsOptions tls = cli::WorkerTls(t, PickSite(t, site), worker);
+  const rpc::TlsOptions tls = config::WorkerTls(t, PickSite(t, site), worker);
   o.tls_ca_file = tls.ca_file;
   o.tls_cert_file = tls.cert_file;
   o.tls_key_file = tls.key_file;

@@ -1,7 +1,7 @@
 // Histogram: a lock-free distribution of durations in seconds, for waits
 // and latencies that operators watch (SSP read waits, the WAN drift bound,
 // store commits). Fixed bucket bounds shared by every histogram, so the
-// exporter (cli/metrics_endpoint) publishes them as Prometheus histograms
+// exporter (metrics/metrics_endpoint) publishes them as Prometheus histograms
 // without the core knowing Prometheus.
 //
 // Thread-safety: Observe and Snapshot may be called from any thread; a

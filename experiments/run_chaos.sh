@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Chaos benchmark: `geops chaos` (cli/chaos.h) acting as the supervisor of
+# Chaos benchmark: `geops chaos` (supervisor/chaos/chaos.h) acting as the supervisor of
 # three sites started by hand, killing workers, single shards and whole
 # sites with SIGKILL at random moments and restarting exactly the killed
 # command lines; every run must end with every site's counter exact and no

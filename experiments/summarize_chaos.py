@@ -33,7 +33,7 @@ def main():
     w = out.append
     w("# Chaos runs: processes killed at random, restarted by a supervisor, nothing lost")
     w("")
-    w("`geops chaos` (cli/chaos.h) starts every `geops site` and `geops worker` of a topology by hand, on fixed")
+    w("`geops chaos` (supervisor/chaos/chaos.h) starts every `geops site` and `geops worker` of a topology by hand, on fixed")
     w("ports, and SIGKILLs random victims at random moments: one worker, one shard, or a whole site (every")
     w("process of it still running). It starts exactly the killed command lines again after a random delay; one")
     w("kill at a time. A run passes only when every worker finished with no restart but the harness's, no")

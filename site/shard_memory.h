@@ -11,14 +11,14 @@
 #include <string>
 #include <thread>
 
-#include "cli/topology.h"
 #include "common/model_spec.h"
 #include "common/options.h"
+#include "config/topology.h"
 #include "datacenter/memory_budget.h"
 
 namespace geops::site {
 
-using cli::Topology;
+using config::Topology;
 
 // What shard `shard_options.shard_id` of `site` holds for `spec`: its chunk
 // values; with two or more sites, the WAN accumulator and one backlog per

@@ -6,14 +6,14 @@
 
 #include <spdlog/spdlog.h>
 
-#include "cli/tls_options.h"
 #include "common/thread_name.h"
+#include "config/tls_options.h"
 #include "thrift/host_port.h"
 
 namespace geops::site {
 
-using cli::ServerOptionsOf;
-using cli::SiteTls;
+using config::ServerOptionsOf;
+using config::SiteTls;
 
 using nlohmann::json;
 

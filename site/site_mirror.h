@@ -28,14 +28,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/topology.h"
 #include "common/model_spec.h"
 #include "common/status.h"
+#include "config/topology.h"
 #include "thrift/mirror_service.h"
 
 namespace geops::site {
 
-using cli::Topology;
+using config::Topology;
 
 struct SiteMirrorArgs {
   int mirror_port = -1;       // -1: base_port + 1000 + shard when base_port > 0, else any free port

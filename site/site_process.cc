@@ -6,19 +6,19 @@
 
 #include <spdlog/spdlog.h>
 
-#include "cli/event_line.h"
-#include "cli/model_from_topology.h"
-#include "cli/shard_metrics.h"
-#include "cli/tls_options.h"
 #include "common/process_cpu.h"
 #include "common/process_memory.h"
+#include "config/model_from_topology.h"
+#include "config/tls_options.h"
+#include "metrics/event_line.h"
+#include "metrics/shard_metrics.h"
 #include "storage/client_model_file.h"
 #include "storage/rocksdb_shard_store.h"
 
 namespace geops::site {
 namespace {
 
-using cli::EmitEvent;
+using metrics::EmitEvent;
 using nlohmann::json;
 
 json StatusJson(const ShardStatus& st) {
@@ -60,20 +60,20 @@ int PortExitCode(const Status& s) { return s.code() == StatusCode::kUnavailable 
 
 }  // namespace
 
-SiteProcess::SiteProcess(const cli::Topology& topology, SiteProcessOptions options)
+SiteProcess::SiteProcess(const config::Topology& topology, SiteProcessOptions options)
     : topology_(topology),
       options_(std::move(options)),
       spec_site_(topology.sites[options_.site]),
-      shard_options_(cli::BuildShardOptions(topology, options_.site, options_.shard)),
+      shard_options_(config::BuildShardOptions(topology, options_.site, options_.shard)),
       who_("site " + spec_site_.name + " shard " + std::to_string(options_.shard)) {}
 
-Result<std::unique_ptr<SiteProcess>> SiteProcess::Start(const cli::Topology& topology, SiteProcessOptions options,
+Result<std::unique_ptr<SiteProcess>> SiteProcess::Start(const config::Topology& topology, SiteProcessOptions options,
                                                         int* exit_code) {
   *exit_code = 2;
   if (options.site < 0 || options.site >= static_cast<int>(topology.sites.size())) {
     return InvalidArgumentError("site index " + std::to_string(options.site) + " outside the topology");
   }
-  const cli::SiteSpec& s = topology.sites[options.site];
+  const config::SiteSpec& s = topology.sites[options.site];
   if (options.shard < 0 || options.shard >= s.shards) {
     return InvalidArgumentError("--shard " + std::to_string(options.shard) + " outside 0.." +
                                 std::to_string(s.shards - 1) + " of site " + s.name);
@@ -114,7 +114,7 @@ Status SiteProcess::StartMirror(int* exit_code) {
 Result<std::optional<ModelSpec>> SiteProcess::KnownModel(int* exit_code) {
   *exit_code = 2;
   if (!topology_.client_model()) {
-    GEOPS_ASSIGN_OR_RETURN(ModelSpec built_in, cli::BuildModelSpec(topology_));
+    GEOPS_ASSIGN_OR_RETURN(ModelSpec built_in, config::BuildModelSpec(topology_));
     return std::optional<ModelSpec>(std::move(built_in));
   }
   if (options_.data_dir.empty()) return std::optional<ModelSpec>();
@@ -135,7 +135,7 @@ Result<datacenter::Shard*> SiteProcess::BuildParts(const ModelSpec& spec) {
   std::unique_ptr<datacenter::MemoryGuard> guard;
   if (budget_mib > 0) {
     std::optional<StorageOptions> storage_options;
-    if (!options_.data_dir.empty()) storage_options = cli::BuildStorageOptions(topology_, options_.data_dir);
+    if (!options_.data_dir.empty()) storage_options = config::BuildStorageOptions(topology_, options_.data_dir);
     const datacenter::MemoryPlan plan = ShardMemoryPlan(topology_, options_.site, spec, shard_options_,
                                                         storage_options ? &*storage_options : nullptr);
     build_exit_ = 2;
@@ -146,7 +146,7 @@ Result<datacenter::Shard*> SiteProcess::BuildParts(const ModelSpec& spec) {
   }
   std::unique_ptr<ShardStore> store;
   if (!options_.data_dir.empty()) {
-    const StorageOptions storage_options = cli::BuildStorageOptions(topology_, options_.data_dir);
+    const StorageOptions storage_options = config::BuildStorageOptions(topology_, options_.data_dir);
     auto opened = storage::OpenRocksDbShardStore(storage_options, ShardStoreSpec::Of(spec, shard_options_));
     if (!opened.ok()) build_exit_ = StoreExitCode(opened.status());
     GEOPS_ASSIGN_OR_RETURN(store, std::move(opened));
@@ -224,7 +224,7 @@ Status SiteProcess::StartHost(int* exit_code) {
 }
 
 Status SiteProcess::StartServer(int* exit_code) {
-  server_options_ = cli::ServerOptionsOf(topology_, options_.site);
+  server_options_ = config::ServerOptionsOf(topology_, options_.site);
   server_options_.port = options_.port >= 0
                              ? options_.port
                              : (spec_site_.base_port > 0 ? spec_site_.base_port + options_.shard : 0);
@@ -252,10 +252,10 @@ Status SiteProcess::StartMetrics(int* exit_code) {
   // Prometheus /metrics: a fresh snapshot of the shard's stats per scrape.
   const int port = options_.metrics_port >= 0 ? options_.metrics_port : spec_site_.MetricsPort(true, options_.shard);
   if (port < 0) return Status::Ok();
-  auto started = cli::MetricsEndpoint::Start(spec_site_.host, port, [this] {
-    cli::MetricsBuilder b({{"site", spec_site_.name}, {"shard", std::to_string(options_.shard)}});
+  auto started = metrics::MetricsEndpoint::Start(spec_site_.host, port, [this] {
+    metrics::MetricsBuilder b({{"site", spec_site_.name}, {"shard", std::to_string(options_.shard)}});
     if (datacenter::Shard* shard = host_->shard()) {
-      cli::AppendShardMetrics(shard->GetStatus(), server_->connections_refused(), &b);
+      metrics::AppendShardMetrics(shard->GetStatus(), server_->connections_refused(), &b);
     }
     if (SiteWan* wan = wan_ptr_.load(std::memory_order_acquire)) wan->AppendMetrics(&b);
     return b.Take();

@@ -30,15 +30,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/metrics_endpoint.h"
-#include "cli/topology.h"
 #include "common/model_spec.h"
 #include "common/options.h"
 #include "common/shard_store.h"
 #include "common/status.h"
+#include "config/topology.h"
 #include "datacenter/memory_budget.h"
 #include "datacenter/shard.h"
 #include "datacenter/shard_host.h"
+#include "metrics/metrics_endpoint.h"
 #include "site/shard_memory.h"
 #include "site/site_mirror.h"
 #include "site/site_wan.h"
@@ -68,7 +68,7 @@ class SiteProcess {
   // configuration (a store of another model or shard, bad [wan] settings,
   // a memory budget the plan exceeds), 1 for the machine (a port, a
   // damaged store, I/O). `topology` must outlive the process object.
-  static Result<std::unique_ptr<SiteProcess>> Start(const cli::Topology& topology, SiteProcessOptions options,
+  static Result<std::unique_ptr<SiteProcess>> Start(const config::Topology& topology, SiteProcessOptions options,
                                                     int* exit_code);
   ~SiteProcess();
   SiteProcess(const SiteProcess&) = delete;
@@ -91,7 +91,7 @@ class SiteProcess {
   const std::string& who() const { return who_; }
 
  private:
-  SiteProcess(const cli::Topology& topology, SiteProcessOptions options);
+  SiteProcess(const config::Topology& topology, SiteProcessOptions options);
 
   Status StartMirror(int* exit_code);
   // Makes store -> memory guard -> shard -> WAN side for `spec`; on failure
@@ -105,9 +105,9 @@ class SiteProcess {
   Status StartMetrics(int* exit_code);
   void TearDown();
 
-  const cli::Topology& topology_;
+  const config::Topology& topology_;
   const SiteProcessOptions options_;
-  const cli::SiteSpec& spec_site_;
+  const config::SiteSpec& spec_site_;
   const ShardOptions shard_options_;
   const std::string who_;
   bool model_file_read_ = false;  // a client-defined model kept by an earlier run
@@ -127,7 +127,7 @@ class SiteProcess {
   std::atomic<datacenter::ShardHost*> host_ptr_{nullptr};
   rpc::PsServerOptions server_options_;
   std::unique_ptr<rpc::PsServer> server_;
-  std::unique_ptr<cli::MetricsEndpoint> metrics_;
+  std::unique_ptr<metrics::MetricsEndpoint> metrics_;
 };
 
 }  // namespace geops::site

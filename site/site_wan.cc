@@ -5,20 +5,20 @@
 
 #include <spdlog/spdlog.h>
 
-#include "cli/event_line.h"
-#include "cli/tls_options.h"
-#include "cli/wan_links.h"
 #include "common/thread_name.h"
+#include "config/tls_options.h"
+#include "config/wan_links.h"
+#include "metrics/event_line.h"
 
 namespace geops::site {
 
-using cli::BuildLinks;
-using cli::EffectiveLink;
-using cli::BuildWanOptions;
-using cli::SiteTls;
-using cli::EmitEvent;
-using cli::Labels;
-using cli::ShardShareOf;
+using config::BuildLinks;
+using config::EffectiveLink;
+using config::BuildWanOptions;
+using config::SiteTls;
+using metrics::EmitEvent;
+using metrics::Labels;
+using config::ShardShareOf;
 
 using nlohmann::json;
 
@@ -29,7 +29,7 @@ Result<std::unique_ptr<SiteWan>> SiteWan::Start(const Topology& t, int site, int
   w->site_ = site;
   w->shard_ = shard_index;
   GEOPS_ASSIGN_OR_RETURN(std::vector<EffectiveLink> links, BuildLinks(t));
-  rpc::WanEndpointOptions o;
+  WanEndpointOptions o;
   o.self = rpc::MirrorIdentity{site, shard_index, spec->Fingerprint()};
   for (const EffectiveLink& l : links) {
     if (l.src != site) continue;
@@ -50,7 +50,7 @@ Result<std::unique_ptr<SiteWan>> SiteWan::Start(const Topology& t, int site, int
   o.shaping.heartbeat_ms = std::clamp<int64_t>(t.wan.peer_lease_ms / 4, 10, 1000);
   o.client.rpc_timeout_ms = std::max<int64_t>(t.rpc_timeout_ms, 30000);
   o.client.tls = SiteTls(t, site);
-  GEOPS_ASSIGN_OR_RETURN(w->endpoint_, rpc::WanEndpoint::Start(spec, shard, o, mirror->service()));
+  GEOPS_ASSIGN_OR_RETURN(w->endpoint_, WanEndpoint::Start(spec, shard, o, mirror->service()));
   if (progress_ms > 0) {
     SiteWan* self = w.get();
     w->reporter_ = std::thread([self, period = progress_ms] {

@@ -1,7 +1,7 @@
 // SiteWan: the WAN side of one `geops site` process (a shard of a site in a
 // topology with two or more sites), once its shard exists: builds the links
 // towards the same shard of every other site from the topology
-// (cli/wan_links.h; each shard's link gets 1/shards of the site-to-site
+// (config/wan_links.h; each shard's link gets 1/shards of the site-to-site
 // bandwidth) and starts the WanEndpoint (shaped links, replicator) over the
 // process's SiteMirror (the mirror service, listening since the process
 // started, and the peers' addresses).
@@ -22,18 +22,18 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/metrics_endpoint.h"
-#include "site/site_mirror.h"
-#include "cli/topology.h"
 #include "common/model_spec.h"
 #include "common/status.h"
+#include "config/topology.h"
 #include "datacenter/shard.h"
-#include "thrift/wan_endpoint.h"
+#include "metrics/metrics_endpoint.h"
+#include "site/site_mirror.h"
+#include "site/wan_endpoint.h"
 
 namespace geops::site {
 
-using cli::Topology;
-using cli::MetricsBuilder;
+using config::Topology;
+using metrics::MetricsBuilder;
 
 
 class SiteWan {
@@ -71,7 +71,7 @@ class SiteWan {
   const Topology* topology_ = nullptr;
   int site_ = 0;
   int shard_ = 0;
-  std::unique_ptr<rpc::WanEndpoint> endpoint_;
+  std::unique_ptr<WanEndpoint> endpoint_;
   std::atomic<bool> stop_{false};
   std::thread reporter_;
 };

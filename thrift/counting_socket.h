@@ -47,7 +47,7 @@ class WireSocket {
   // the one it replaces.
   virtual int ExchangeReceiveTimeout(int ms) = 0;
   // The geops identity in the peer's verified certificate, e.g.
-  // "geops://site/us" or "geops://worker/us/0" (cli/cert_authority.h);
+  // "geops://site/us" or "geops://worker/us/0" (certs/cert_authority.h);
   // empty on a plaintext connection. On TLS it completes the handshake first
   // (throws TTransportException when that fails).
   virtual std::string PeerIdentity() { return {}; }

@@ -16,6 +16,7 @@
 
 #include "thrift/host_port.h"
 #include "thrift/mirror_address_book.h"
+#include "thrift/mirror_channel_factory.h"
 #include "thrift/mirror_client.h"
 #include "thrift/mirror_identity.h"
 #include "thrift/thrift_options.h"
@@ -55,10 +56,6 @@ class MirrorChannel : public wan::PeerChannel {
   std::unique_ptr<MirrorClient> client_;
   std::atomic<int64_t> wire_bytes_{0};
 };
-
-// A factory for ShapedTransport: one MirrorChannel per peer and lane.
-wan::PeerChannelFactory MirrorChannelFactory(const MirrorAddressBook* book, MirrorIdentity self,
-                                             ThriftClientOptions options);
 
 }  // namespace geops::rpc
 

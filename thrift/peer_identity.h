@@ -1,5 +1,5 @@
 // PeerIdentity: who a mutual-TLS connection is, read from the geops URI in
-// its certificate (cli/cert_authority.h writes them):
+// its certificate (certs/cert_authority.h writes them):
 //   geops://site/<site>               a site (its shards serve and mirror)
 //   geops://worker/<site>/<index>     worker <index> of <site>
 // and the checks the handlers make with it (docs/security.md): a LAN

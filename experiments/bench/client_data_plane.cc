@@ -40,10 +40,10 @@
 #include <string>
 #include <vector>
 
-#include "cli/model_from_topology.h"
-#include "cli/topology.h"
 #include "common/model_spec.h"
 #include "common/options.h"
+#include "config/model_from_topology.h"
+#include "config/topology.h"
 #include "experiments/bench/measure.h"
 #include "thrift/shard_connection_factory.h"
 #include "worker/ps_client.h"
@@ -153,7 +153,7 @@ struct Phases {
 };
 
 int Run(const Args& args) {
-  const cli::Topology topology = Must(cli::LoadTopology(args.topology), "topology");
+  const config::Topology topology = Must(config::LoadTopology(args.topology), "topology");
   if (!topology.client_model()) Fail(args.topology + ": needs [model] workload = \"client\"");
   if (topology.sites.size() != 1) Fail(args.topology + ": needs exactly one site");
   const std::vector<std::string> shards = Split(args.shards, ',');
@@ -178,7 +178,7 @@ int Run(const Args& args) {
   }
   const ModelSpec spec = Must(ModelSpec::Create(tables, chunk_bytes, 0), "model");
 
-  WorkerClientOptions options = cli::BuildClientOptions(topology, 0);
+  WorkerClientOptions options = config::BuildClientOptions(topology, 0);
   rpc::ThriftClientOptions thrift_options;
   thrift_options.rpc_timeout_ms = options.rpc_timeout_ms;
   auto factory = Must(rpc::ThriftShardConnectionFactory::Create(shards, thrift_options,

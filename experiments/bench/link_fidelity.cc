@@ -49,9 +49,9 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include "cli/topology.h"
-#include "cli/tls_options.h"
-#include "cli/wan_links.h"
+#include "config/tls_options.h"
+#include "config/topology.h"
+#include "config/wan_links.h"
 #include "experiments/bench/measure.h"
 #include "thrift/host_port.h"
 #include "thrift/mirror_channel.h"
@@ -156,13 +156,13 @@ class Sink : public wan::WanReceiver {
   std::map<uint64_t, Arrival> arrivals_;  // GUARDED_BY(mu_): first arrival of each seq
 };
 
-int Receive(const Flags& f, const cli::Topology& t, int from, int to) {
+int Receive(const Flags& f, const config::Topology& t, int from, int to) {
   const rpc::HostPort listen = Must(rpc::ParseHostPort(f.listen), "--listen");
   rpc::MirrorServiceOptions o;
   o.self = rpc::MirrorIdentity{to, 0, 0};
   o.server.host = listen.host;
   o.server.port = listen.port;
-  o.server.peers = cli::PeerNamesOf(t, to);
+  o.server.peers = config::PeerNamesOf(t, to);
   std::unique_ptr<rpc::MirrorService> service = Must(rpc::MirrorService::Start(o), "mirror service");
   Sink sink;
   service->receiver_slot()->Set(&sink);
@@ -197,7 +197,7 @@ struct Shipment {
 
 class Sender {
  public:
-  Sender(const Flags& f, const cli::Topology& t, int from, int to, wan::LinkSchedule link) : to_(to) {
+  Sender(const Flags& f, const config::Topology& t, int from, int to, wan::LinkSchedule link) : to_(to) {
     book_.Set(to, Must(rpc::ParseHostPort(f.connect), "--connect"));
     wan::ShapedTransportOptions so;
     so.kernel_rate = f.kernel_rate;
@@ -262,7 +262,7 @@ class Sender {
   std::map<uint64_t, Shipment> shipped_;  // GUARDED_BY(mu_)
 };
 
-int Send(const Flags& f, const cli::Topology& t, int from, int to, const wan::LinkSchedule& link) {
+int Send(const Flags& f, const config::Topology& t, int from, int to, const wan::LinkSchedule& link) {
   const double delay_s = link.DelayAt(0);
   const double mean_bps = link.MeanBandwidth(0, link.horizon_s() > 0 ? link.horizon_s() : 1);
   Sender s(f, t, from, to, link);
@@ -349,7 +349,7 @@ int Main(int argc, char** argv) {
                  "[--probe_gap_ms=MS] [--batch_kib=K] [--max_in_flight=N >= 1]\n");
     return 2;
   }
-  const cli::Topology t = Must(cli::LoadTopology(f.topology, /*require_tls=*/false), "topology");
+  const config::Topology t = Must(config::LoadTopology(f.topology, /*require_tls=*/false), "topology");
   const int from = Must(t.FindSite(f.from), "--from");
   const int to = Must(t.FindSite(f.to), "--to");
   if (from == to) {
@@ -357,9 +357,9 @@ int Main(int argc, char** argv) {
     return 2;
   }
   if (f.role == "recv") return Receive(f, t, from, to);
-  for (const cli::EffectiveLink& l : Must(cli::BuildLinks(t), "links")) {
+  for (const config::EffectiveLink& l : Must(config::BuildLinks(t), "links")) {
     if (l.src == from && l.dst == to) {
-      return Send(f, t, from, to, Must(cli::ShardShareOf(l.schedule, t.sites[from].shards), "link share"));
+      return Send(f, t, from, to, Must(config::ShardShareOf(l.schedule, t.sites[from].shards), "link share"));
     }
   }
   std::fprintf(stderr, "no link %s -> %s in the topology\n", f.from.c_str(), f.to.c_str());

@@ -20,10 +20,10 @@
 
 #include <spdlog/spdlog.h>
 
-#include "cli/cert_authority.h"
-#include "cli/tls_options.h"
-#include "cli/topology.h"
+#include "certs/cert_authority.h"
 #include "common/model_spec.h"
+#include "config/tls_options.h"
+#include "config/topology.h"
 #include "datacenter/shard.h"
 #include "experiments/bench/measure.h"
 #include "thrift/ps_client.h"
@@ -35,7 +35,7 @@ namespace {
 // One shard and one registered worker on loopback, plaintext or TLS.
 class Rig {
  public:
-  Rig(int64_t bytes, const cli::Topology* tls) {
+  Rig(int64_t bytes, const config::Topology* tls) {
     const int64_t cols = 1024;
     spec_ = std::make_shared<const ModelSpec>(Must(
         ModelSpec::Create({{"flat", bytes / int64_t{sizeof(float)} / cols, cols, InitKind::kZeros, 0.0f}}), "model"));
@@ -46,9 +46,9 @@ class Rig {
     rpc::PsServerOptions po;
     rpc::ThriftClientOptions co;
     if (tls != nullptr) {
-      po.tls = cli::SiteTls(*tls, 0);
-      po.peers = cli::PeerNamesOf(*tls, 0);
-      co.tls = cli::WorkerTls(*tls, 0, 0);
+      po.tls = config::SiteTls(*tls, 0);
+      po.peers = config::PeerNamesOf(*tls, 0);
+      co.tls = config::WorkerTls(*tls, 0, 0);
     }
     server_ = Must(rpc::PsServer::Start(shard_.get(), po), "server");
     conn_ = Must(rpc::ThriftShardConnection::Create(server_->address(), co, spec_), "connect");
@@ -117,11 +117,11 @@ int Main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
   const std::string dir = std::filesystem::temp_directory_path().string() + "/geops-tls-cost-" + std::to_string(getpid());
   std::filesystem::remove_all(dir);
-  cli::Topology t = Must(cli::ParseTopology("[model]\nworkload = \"counter\"\nlayers = [4, 4]\n[[sites]]\nname = \"lan\"\n",
+  config::Topology t = Must(config::ParseTopology("[model]\nworkload = \"counter\"\nlayers = [4, 4]\n[[sites]]\nname = \"lan\"\n",
                                            dir + "/topology.toml"),
                          "topology");
   t.security.certs = "certs";
-  Must(cli::WriteDeploymentCerts(t, dir + "/certs", 1, false), "certs");
+  Must(certs::WriteDeploymentCerts(t, dir + "/certs", 1, false), "certs");
 
   std::printf("| payload | plaintext push+pull GB/s | TLS push+pull GB/s | TLS / plaintext (median) | per-round range |\n");
   std::printf("|---|---|---|---|---|\n");

@@ -1,4 +1,4 @@
-"""Event lines: how a worker reports to ``geops launch`` (cli/event_line.h).
+"""Event lines: how a worker reports to ``geops launch`` (metrics/event_line.h).
 
 Each event is one line on stdout, the prefix ``@geops `` and one JSON object
 with an ``"event"`` field (``worker_started``, ``progress``, ``eval``,

@@ -60,7 +60,7 @@ struct ClientConfig {
   WorkerClientOptions options;      // worker id, staleness, timeouts, token
   int64_t chunk_bytes = kDefaultChunkBytes;
   std::optional<ModelSpec> site_model;  // see model_schema.h
-  rpc::TlsOptions tls;                   // mutual TLS of this worker (cli/tls_options.h); off when empty
+  rpc::TlsOptions tls;                   // mutual TLS of this worker (config/tls_options.h); off when empty
   // Tables that hold running statistics (BatchNorm buffers), by index; empty:
   // none. Their pushed change is scaled by buffer_scale (1 / every worker of
   // every site), so the shards keep the average of the workers' values, not

@@ -13,9 +13,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include "cli/model_from_topology.h"
-#include "cli/tls_options.h"
-#include "cli/topology.h"
+#include "config/model_from_topology.h"
+#include "config/tls_options.h"
+#include "config/topology.h"
 #include "python/src/bindings.h"
 #include "python/src/client.h"
 #include "python/src/interruptible.h"
@@ -178,12 +178,12 @@ std::unique_ptr<PyClient> MakeClient(const std::vector<TableTuple>& tables, cons
   config.buffer_scale = static_cast<float>(buffer_scale);
   config.chunk_bytes = chunk_bytes;
   if (!topology.empty()) {
-    const cli::Topology t = ValueOrThrow(cli::LoadTopology(topology));
-    if (!t.client_model()) config.site_model = ValueOrThrow(cli::BuildModelSpec(t));
+    const config::Topology t = ValueOrThrow(config::LoadTopology(topology));
+    if (!t.client_model()) config.site_model = ValueOrThrow(config::BuildModelSpec(t));
     if (t.tls()) {
       // The worker's own certificate: its shards accept it for this worker only.
       const int index = ValueOrThrow(t.FindSite(site.empty() ? t.sites[0].name : site));
-      config.tls = cli::WorkerTls(t, index, worker);
+      config.tls = config::WorkerTls(t, index, worker);
     }
   }
   return std::make_unique<PyClient>(ValueOrThrow(Client::Create(std::move(config))));

@@ -1,11 +1,11 @@
 // load_topology(path) -> dict: what a Python worker needs from a topology
 // file, read by the same parser and checks as `geops site` and `geops worker`
-// (cli/topology.h), so both sides agree on every default.
+// (config/topology.h), so both sides agree on every default.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include "cli/model_from_topology.h"
-#include "cli/topology.h"
+#include "config/model_from_topology.h"
+#include "config/topology.h"
 #include "python/src/bindings.h"
 #include "python/src/status_error.h"
 
@@ -14,7 +14,7 @@ namespace py = pybind11;
 namespace geops::python {
 namespace {
 
-py::dict SiteDict(const cli::SiteSpec& s) {
+py::dict SiteDict(const config::SiteSpec& s) {
   py::dict d;
   d["name"] = s.name;
   d["host"] = s.host;
@@ -24,7 +24,7 @@ py::dict SiteDict(const cli::SiteSpec& s) {
   return d;
 }
 
-py::dict TopologyDict(const cli::Topology& t) {
+py::dict TopologyDict(const config::Topology& t) {
   py::dict d;
   d["name"] = t.name;
   d["path"] = t.path;
@@ -39,11 +39,11 @@ py::dict TopologyDict(const cli::Topology& t) {
   d["final_learning_rate"] = t.final_learning_rate;
   d["batch_size"] = t.batch_size;
   py::list sites;
-  for (const cli::SiteSpec& s : t.sites) sites.append(SiteDict(s));
+  for (const config::SiteSpec& s : t.sites) sites.append(SiteDict(s));
   d["sites"] = sites;
   // Retry and heartbeat settings as `geops worker` derives them (they do not
   // depend on the worker index).
-  const WorkerClientOptions o = cli::BuildClientOptions(t, 0);
+  const WorkerClientOptions o = config::BuildClientOptions(t, 0);
   d["heartbeat_ms"] = o.heartbeat_ms;
   d["max_attempts"] = o.max_attempts;
   d["retry_window_ms"] = o.retry_window_ms;
@@ -56,7 +56,7 @@ py::dict TopologyDict(const cli::Topology& t) {
 void RegisterTopology(py::module_& m) {
   m.def(
       "load_topology",
-      [](const std::string& path) { return TopologyDict(ValueOrThrow(cli::LoadTopology(path))); },
+      [](const std::string& path) { return TopologyDict(ValueOrThrow(config::LoadTopology(path))); },
       py::arg("path"),
       "Reads a topology TOML file. Raises InvalidArgumentError (naming file and line) for a bad one.");
 }

@@ -12,7 +12,7 @@
 #include <fstream>
 #include <thread>
 
-#include "tests/cli/cli_test_util.h"
+#include "tests/common/scratch_files.h"
 #include "thrift/ps_client.h"
 #include "worker/ps_client.h"
 
@@ -111,7 +111,7 @@ Result<Worker> StartWorker(int port, const UserModel& model, WorkerId id) {
 }
 
 TEST(ClientModelSiteTest, AWorkerBringsTheModelAndARestartedSiteKeepsIt) {
-  const std::string dir = testing::FreshTestDir("client_model_site");
+  const std::string dir = test_files::FreshTestDir("client_model_site");
   const std::string topology = dir + "/client.toml";
   std::ofstream(topology) << "[model]\nworkload = \"client\"\n"
                              "[training]\nclocks = 10\nstaleness = 0\n"
@@ -123,7 +123,7 @@ TEST(ClientModelSiteTest, AWorkerBringsTheModelAndARestartedSiteKeepsIt) {
   {
     SiteProcess site(topology, store, port, dir + "/site.log");
     auto w = StartWorker(port, model, 0);
-    ASSERT_TRUE(w.ok()) << w.status().ToString() << "\n" << testing::ReadFile(dir + "/site.log");
+    ASSERT_TRUE(w.ok()) << w.status().ToString() << "\n" << test_files::ReadFile(dir + "/site.log");
     for (int k = 0; k < 3; ++k) {
       ASSERT_TRUE(w->client->Refresh().ok());
       std::fill(w->client->delta(0), w->client->delta(0) + 600, 0.5f);
@@ -142,7 +142,7 @@ TEST(ClientModelSiteTest, AWorkerBringsTheModelAndARestartedSiteKeepsIt) {
     EXPECT_NE(refused.message().find("table 'enc.weight' has other initial values"), std::string::npos)
         << refused.message();
     w->client.reset();
-    EXPECT_EQ(site.Stop(), 0) << testing::ReadFile(dir + "/site.log");
+    EXPECT_EQ(site.Stop(), 0) << test_files::ReadFile(dir + "/site.log");
   }
   EXPECT_TRUE(std::filesystem::exists(store + "/MODEL"));
 
@@ -165,7 +165,7 @@ TEST(ClientModelSiteTest, AWorkerBringsTheModelAndARestartedSiteKeepsIt) {
     EXPECT_EQ(status->num_elements, 620);
   }
   auto w = StartWorker(port, model, 0);
-  ASSERT_TRUE(w.ok()) << w.status().ToString() << "\n" << testing::ReadFile(dir + "/site.log");
+  ASSERT_TRUE(w.ok()) << w.status().ToString() << "\n" << test_files::ReadFile(dir + "/site.log");
   EXPECT_EQ(w->client->clock(), 3);
   ASSERT_TRUE(w->client->ReadAt(3, 0).ok());
   for (int i = 0; i < 600; ++i) {
@@ -180,7 +180,7 @@ TEST(ClientModelSiteTest, AWorkerBringsTheModelAndARestartedSiteKeepsIt) {
 // with Unavailable "shard 0 is stopping" (which a worker retries until the
 // shard is back) and the process commits and exits 0 within the grace.
 TEST(ClientModelSiteTest, SigtermStopsCleanlyWhileAReadWaits) {
-  const std::string dir = testing::FreshTestDir("client_model_sigterm");
+  const std::string dir = test_files::FreshTestDir("client_model_sigterm");
   const std::string topology = dir + "/client.toml";
   std::ofstream(topology) << "[model]\nworkload = \"client\"\n"
                              "[training]\nclocks = 10\nstaleness = 0\nrpc_timeout_ms = 60000\n"
@@ -190,7 +190,7 @@ TEST(ClientModelSiteTest, SigtermStopsCleanlyWhileAReadWaits) {
   UserModel model(1.0f);
   SiteProcess site(topology, dir + "/store", port, dir + "/site.log");
   auto w = StartWorker(port, model, 0);
-  ASSERT_TRUE(w.ok()) << w.status().ToString() << "\n" << testing::ReadFile(dir + "/site.log");
+  ASSERT_TRUE(w.ok()) << w.status().ToString() << "\n" << test_files::ReadFile(dir + "/site.log");
   ASSERT_TRUE(w->client->Refresh().ok());
   ASSERT_TRUE(w->client->Clock().ok());
   // Worker 1 registers and never advances: worker 0's read at clock 1 waits.
@@ -215,7 +215,7 @@ TEST(ClientModelSiteTest, SigtermStopsCleanlyWhileAReadWaits) {
   const int code = site.Stop();
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   reader.join();
-  EXPECT_EQ(code, 0) << testing::ReadFile(dir + "/site.log");
+  EXPECT_EQ(code, 0) << test_files::ReadFile(dir + "/site.log");
   EXPECT_LT(took, 8.0);
   EXPECT_EQ(read.code(), StatusCode::kUnavailable) << read.ToString();
   EXPECT_NE(read.message().find("is stopping"), std::string::npos) << read.ToString();

@@ -14,7 +14,7 @@
 
 #include "cli/commands.h"
 #include "cli/deploy_k8s.h"
-#include "cli/topology.h"
+#include "config/topology.h"
 
 namespace geops::cli {
 namespace {
@@ -63,7 +63,7 @@ const json* Find(const std::vector<json>& objs, const std::string& kind, const s
 }
 
 TEST_F(DeployK8sTest, RendersEverySitesShardsWorkersServicesAndSecrets) {
-  auto t = LoadTopology(Topology());
+  auto t = config::LoadTopology(Topology());
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   auto objs = RenderK8s(*t, Options());
   ASSERT_TRUE(objs.ok()) << objs.status().ToString();
@@ -105,15 +105,15 @@ TEST_F(DeployK8sTest, RendersEverySitesShardsWorkersServicesAndSecrets) {
 }
 
 TEST_F(DeployK8sTest, ThePodsTopologyBindsEveryAddressWithTlsAndTheImagesTraces) {
-  auto t = LoadTopology(Topology());
+  auto t = config::LoadTopology(Topology());
   ASSERT_TRUE(t.ok());
   auto text = K8sTopologyText(*t, Options());
   ASSERT_TRUE(text.ok()) << text.status().ToString();
   // It is a valid topology, TLS required (beyond loopback) and satisfied.
-  auto pods = ParseTopology(*text, "configmap", /*require_tls=*/true);
+  auto pods = config::ParseTopology(*text, "configmap", /*require_tls=*/true);
   ASSERT_TRUE(pods.ok()) << pods.status().ToString() << "\n" << *text;
   ASSERT_EQ(pods->sites.size(), 3u);
-  for (const SiteSpec& s : pods->sites) {
+  for (const config::SiteSpec& s : pods->sites) {
     EXPECT_EQ(s.host, "0.0.0.0");
     EXPECT_EQ(s.base_port, kK8sLanPort);
     EXPECT_EQ(s.MetricsPort(true, 0), kK8sMetricsPort);
@@ -125,13 +125,13 @@ TEST_F(DeployK8sTest, ThePodsTopologyBindsEveryAddressWithTlsAndTheImagesTraces)
 }
 
 TEST_F(DeployK8sTest, ThePodsReplayTheLinksOnlyWhenAsked) {
-  auto t = LoadTopology(Topology());
+  auto t = config::LoadTopology(Topology());
   ASSERT_TRUE(t.ok());
   K8sOptions o = Options();
   o.emulate_links = true;
   auto text = K8sTopologyText(*t, o);
   ASSERT_TRUE(text.ok()) << text.status().ToString();
-  auto pods = ParseTopology(*text, "configmap", /*require_tls=*/true);
+  auto pods = config::ParseTopology(*text, "configmap", /*require_tls=*/true);
   ASSERT_TRUE(pods.ok()) << pods.status().ToString() << "\n" << *text;
   EXPECT_TRUE(pods->wan.emulate);
   EXPECT_FALSE(pods->wan.kernel_rate) << "no tc in the pods: geops shapes the rate itself";
@@ -143,7 +143,7 @@ TEST_F(DeployK8sTest, ThePodsReplayTheLinksOnlyWhenAsked) {
   again.topology_text = plain.substr(0, wan) + plain.substr(plain.find("\n[", wan + 1) + 1);
   auto text2 = K8sTopologyText(*t, again);
   ASSERT_TRUE(text2.ok());
-  auto pods2 = ParseTopology(*text2, "configmap", /*require_tls=*/true);
+  auto pods2 = config::ParseTopology(*text2, "configmap", /*require_tls=*/true);
   ASSERT_TRUE(pods2.ok()) << pods2.status().ToString() << "\n" << *text2;
   EXPECT_FALSE(pods2->wan.emulate);
 }
@@ -162,9 +162,9 @@ TEST_F(DeployK8sTest, TheCommandLinesAreThoseOfTheMultiHostRun) {
 }
 
 TEST_F(DeployK8sTest, RefusesNamesKubernetesCannotTakeAndMissingCertificates) {
-  auto t = LoadTopology(Topology());
+  auto t = config::LoadTopology(Topology());
   ASSERT_TRUE(t.ok());
-  cli::Topology bad = *t;
+  config::Topology bad = *t;
   bad.sites[0].name = "US_East";
   auto r = RenderK8s(bad, Options());
   ASSERT_FALSE(r.ok());

@@ -33,7 +33,7 @@
 #include <string>
 #include <thread>
 
-#include "cli/topology.h"
+#include "config/topology.h"
 
 namespace {
 
@@ -79,7 +79,7 @@ double Seconds(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-int RunSite(std::map<std::string, std::string>& a, const geops::cli::Topology& t) {
+int RunSite(std::map<std::string, std::string>& a, const geops::config::Topology& t) {
   std::string site = a["--site"];
   int shard = std::atoi(a["--shard"].c_str());
   int port = std::atoi(a["--port"].c_str());
@@ -112,7 +112,7 @@ int RunSite(std::map<std::string, std::string>& a, const geops::cli::Topology& t
   return 0;
 }
 
-int RunWorker(std::map<std::string, std::string>& a, const geops::cli::Topology& t) {
+int RunWorker(std::map<std::string, std::string>& a, const geops::config::Topology& t) {
   auto start = std::chrono::steady_clock::now();
   std::string site = a["--site"];
   int worker = std::atoi(a["--worker"].c_str());
@@ -195,7 +195,7 @@ int main(int argc, char** argv) {
       a[flag] = argv[++i];
     }
   }
-  auto topology = geops::cli::LoadTopology(a["--topology"]);
+  auto topology = geops::config::LoadTopology(a["--topology"]);
   if (!topology.ok()) {
     std::fprintf(stderr, "fake_geops: %s\n", topology.status().ToString().c_str());
     return 2;

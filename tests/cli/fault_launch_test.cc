@@ -21,12 +21,12 @@
 #include "cli/launch_command.h"
 #include "storage/store_format.h"
 
-#include "tests/cli/cli_test_util.h"
+#include "tests/common/scratch_files.h"
 
 namespace geops::cli {
 namespace {
 
-using testing::ReadFile;
+using test_files::ReadFile;
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -65,7 +65,7 @@ std::string OneSiteTopology() {
 class FaultLaunchTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = testing::FreshTestDir("fault_launch_test");
+    dir_ = test_files::FreshTestDir("fault_launch_test");
     out_ = dir_ + "/out";
     ::unsetenv("FAKE_GEOPS_FAULTS");
     ::setenv("FAKE_GEOPS_CLOCK_MS", "5", 1);

@@ -17,12 +17,12 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "tests/cli/cli_test_util.h"
+#include "tests/common/scratch_files.h"
 
 namespace geops::cli {
 namespace {
 
-using testing::ReadFile;
+using test_files::ReadFile;
 
 using nlohmann::json;
 using ::testing::HasSubstr;
@@ -51,7 +51,7 @@ workers = 1
 class LaunchTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = testing::FreshTestDir("launch_test");
+    dir_ = test_files::FreshTestDir("launch_test");
     out_ = dir_ + "/out";
     ::unsetenv("FAKE_GEOPS_FAULTS");
     ::setenv("FAKE_GEOPS_CLOCK_MS", "5", 1);

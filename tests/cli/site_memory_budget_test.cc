@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "tests/cli/cli_test_util.h"
+#include "tests/common/scratch_files.h"
 
 namespace geops::cli {
 namespace {
@@ -34,7 +34,7 @@ int RunSite(const std::string& topology, const std::string& budget, const std::s
   int status = 0;
   for (int i = 0; i < 300; ++i) {
     if (::waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    if (!until.empty() && testing::ReadFile(log).find(until) != std::string::npos) {
+    if (!until.empty() && test_files::ReadFile(log).find(until) != std::string::npos) {
       ::kill(pid, SIGTERM);
       ::waitpid(pid, &status, 0);
       return -2;
@@ -59,10 +59,10 @@ std::string WriteTopology(const std::string& dir) {
 }
 
 TEST(SiteMemoryBudgetTest, ABudgetThePlanDoesNotFitIsRefusedNamingTheParts) {
-  const std::string dir = testing::FreshTestDir("site_memory");
+  const std::string dir = test_files::FreshTestDir("site_memory");
   const std::string log = dir + "/site.log";
   EXPECT_EQ(RunSite(WriteTopology(dir), "64", log, ""), 2);
-  const std::string out = testing::ReadFile(log);
+  const std::string out = test_files::ReadFile(log);
   EXPECT_NE(out.find("site a shard 0 needs at least"), std::string::npos) << out;
   EXPECT_NE(out.find("chunk values 16 MiB + WAN accumulator 16 MiB + WAN backlogs (1 peer) 17 MiB + "
                      "read change marks 1 MiB"),
@@ -72,16 +72,16 @@ TEST(SiteMemoryBudgetTest, ABudgetThePlanDoesNotFitIsRefusedNamingTheParts) {
 }
 
 TEST(SiteMemoryBudgetTest, ABudgetThePlanFitsStartsAndSaysWhatItPlanned) {
-  const std::string dir = testing::FreshTestDir("site_memory");
+  const std::string dir = test_files::FreshTestDir("site_memory");
   const std::string log = dir + "/site.log";
   // Stopped once it said so (the mirror may say "serving" before it does).
-  EXPECT_EQ(RunSite(WriteTopology(dir), "1024", log, "the plan holds"), -2) << testing::ReadFile(log);
-  const std::string out = testing::ReadFile(log);
+  EXPECT_EQ(RunSite(WriteTopology(dir), "1024", log, "the plan holds"), -2) << test_files::ReadFile(log);
+  const std::string out = test_files::ReadFile(log);
   EXPECT_NE(out.find("memory budget 1024 MiB; the plan holds"), std::string::npos) << out;
 }
 
 TEST(SiteMemoryBudgetTest, ANegativeBudgetInTheTopologyIsAConfigurationError) {
-  const std::string dir = testing::FreshTestDir("site_memory");
+  const std::string dir = test_files::FreshTestDir("site_memory");
   const std::string path = dir + "/bad.toml";
   std::ofstream(path) << "[model]\nworkload = \"counter\"\nlayers = [10, 10]\n"
                          "[[sites]]\nname = \"a\"\nshard_memory_mib = -5\n";
@@ -96,7 +96,7 @@ TEST(SiteMemoryBudgetTest, ANegativeBudgetInTheTopologyIsAConfigurationError) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 2);
-  EXPECT_NE(testing::ReadFile(log).find("shard_memory_mib"), std::string::npos) << testing::ReadFile(log);
+  EXPECT_NE(test_files::ReadFile(log).find("shard_memory_mib"), std::string::npos) << test_files::ReadFile(log);
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "cli/topology.h"
+#include "config/topology.h"
 
 namespace geops::cli {
 namespace {
@@ -18,7 +18,7 @@ shards = 2
 )";
 
 TEST(StorageTopologyTest, ShardsStayInMemoryUnlessADataDirIsGiven) {
-  Result<Topology> t = ParseTopology(kSites, "t.toml");
+  Result<config::Topology> t = config::ParseTopology(kSites, "t.toml");
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(t->storage_dir, "");
   EXPECT_EQ(t->durability, "sync");
@@ -26,7 +26,7 @@ TEST(StorageTopologyTest, ShardsStayInMemoryUnlessADataDirIsGiven) {
 }
 
 TEST(StorageTopologyTest, EachShardGetsItsOwnDirectory) {
-  Result<Topology> t = ParseTopology(std::string("[storage]\ndata_dir = \"data\"\ndurability = \"async\"\n") + kSites,
+  Result<config::Topology> t = config::ParseTopology(std::string("[storage]\ndata_dir = \"data\"\ndurability = \"async\"\n") + kSites,
                                      "t.toml");
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(t->durability, "async");
@@ -37,10 +37,10 @@ TEST(StorageTopologyTest, EachShardGetsItsOwnDirectory) {
 }
 
 TEST(StorageTopologyTest, RefusesAnUnknownDurabilityOrKey) {
-  Result<Topology> t = ParseTopology(std::string("[storage]\ndurability = \"fast\"\n") + kSites, "t.toml");
+  Result<config::Topology> t = config::ParseTopology(std::string("[storage]\ndurability = \"fast\"\n") + kSites, "t.toml");
   ASSERT_FALSE(t.ok());
   EXPECT_THAT(t.status().message(), HasSubstr("t.toml:2: storage.durability must be \"sync\", \"async\" or \"off\""));
-  t = ParseTopology(std::string("[storage]\ndir = \"x\"\n") + kSites, "t.toml");
+  t = config::ParseTopology(std::string("[storage]\ndir = \"x\"\n") + kSites, "t.toml");
   ASSERT_FALSE(t.ok());
   EXPECT_THAT(t.status().message(), HasSubstr("storage.dir is not a known key"));
 }

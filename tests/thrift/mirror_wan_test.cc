@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "datacenter/shard.h"
+#include "site/wan_endpoint.h"
 #include "tests/worker/local_connection.h"
-#include "thrift/wan_endpoint.h"
 #include "worker/mlp_model.h"
 #include "worker/ps_client.h"
 #include "worker/trainer.h"
@@ -45,7 +45,7 @@ class ThreeSites {
         auto shard = datacenter::Shard::Create(spec_, so);
         EXPECT_TRUE(shard.ok());
         shard_[s].push_back(std::move(shard).value());
-        WanEndpointOptions o;
+        site::WanEndpointOptions o;
         o.self = MirrorIdentity{s, i, spec_.Fingerprint()};
         for (SiteId p = 0; p < 3; ++p) {
           if (p == s) continue;
@@ -57,7 +57,7 @@ class ThreeSites {
         o.wan.staleness_ds = 2;
         o.shaping.time_scale = 20;
         o.shaping.heartbeat_ms = 100;
-        auto e = WanEndpoint::Start(&spec_, shard_[s].back().get(), o);
+        auto e = site::WanEndpoint::Start(&spec_, shard_[s].back().get(), o);
         EXPECT_TRUE(e.ok()) << e.status().ToString();
         endpoint_[s].push_back(std::move(e).value());
       }
@@ -104,13 +104,13 @@ class ThreeSites {
     return errors;
   }
 
-  WanEndpoint* endpoint(SiteId s, int i) { return endpoint_[s][i].get(); }
+  site::WanEndpoint* endpoint(SiteId s, int i) { return endpoint_[s][i].get(); }
 
  private:
   ModelSpec spec_;
   int shards_;
   std::vector<std::unique_ptr<datacenter::Shard>> shard_[3];
-  std::vector<std::unique_ptr<WanEndpoint>> endpoint_[3];
+  std::vector<std::unique_ptr<site::WanEndpoint>> endpoint_[3];
 };
 
 class MirrorWanTest : public ::testing::TestWithParam<wan::WanMode> {};

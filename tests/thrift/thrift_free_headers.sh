@@ -13,7 +13,7 @@ src=$2
 shift 2
 cd "$src"
 headers=$(grep -rhoE '#include "thrift/[a-z_]+\.h"' \
-            cli site client python/src worker datacenter wan storage common 2>/dev/null |
+            cli config metrics certs supervisor site client python/src worker datacenter wan storage common 2>/dev/null |
           sed -E 's/#include "(.*)"/\1/' | sort -u)
 if [ -z "$headers" ]; then
   echo "no thrift/ header is included outside thrift/: nothing to check"

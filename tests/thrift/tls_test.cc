@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "cli/cert_authority.h"
-#include "cli/tls_options.h"
-#include "cli/topology.h"
+#include "certs/cert_authority.h"
+#include "config/tls_options.h"
+#include "config/topology.h"
 #include "tests/thrift/thrift_test_util.h"
 #include "thrift/mirror_client.h"
 #include "thrift/mirror_server.h"
@@ -52,35 +52,35 @@ class Certs {
     static const Certs* certs = new Certs();
     return *certs;
   }
-  cli::Topology ours;   // [security] certs -> dir/ours
-  cli::Topology other;  // same names, another CA
+  config::Topology ours;   // [security] certs -> dir/ours
+  config::Topology other;  // same names, another CA
  private:
   Certs() {
     const std::string dir = ::testing::TempDir() + "/geops-tls-test-" + std::to_string(::getpid());
     std::filesystem::remove_all(dir);
     for (auto [name, t] : {std::pair{"ours", &ours}, std::pair{"other", &other}}) {
-      Result<cli::Topology> parsed = cli::ParseTopology(kTopology, dir + "/topology.toml");
+      Result<config::Topology> parsed = config::ParseTopology(kTopology, dir + "/topology.toml");
       EXPECT_TRUE(parsed.ok()) << parsed.status().ToString();
       *t = std::move(parsed).value();
       t->security.certs = name;
-      Status s = cli::WriteDeploymentCerts(*t, dir + "/" + name, 1, /*force=*/false);
+      Status s = certs::WriteDeploymentCerts(*t, dir + "/" + name, 1, /*force=*/false);
       EXPECT_TRUE(s.ok()) << s.ToString();
     }
   }
 };
 
-int Site(const cli::Topology& t, const std::string& name) { return t.FindSite(name).value(); }
+int Site(const config::Topology& t, const std::string& name) { return t.FindSite(name).value(); }
 
-PsServerOptions SiteServer(const cli::Topology& t, const std::string& site) {
+PsServerOptions SiteServer(const config::Topology& t, const std::string& site) {
   PsServerOptions o = LoopbackServer();
-  o.tls = cli::SiteTls(t, Site(t, site));
-  o.peers = cli::PeerNamesOf(t, Site(t, site));
+  o.tls = config::SiteTls(t, Site(t, site));
+  o.peers = config::PeerNamesOf(t, Site(t, site));
   return o;
 }
 
-ThriftClientOptions WorkerClient(const cli::Topology& t, const std::string& site, int worker) {
+ThriftClientOptions WorkerClient(const config::Topology& t, const std::string& site, int worker) {
   ThriftClientOptions o = FastClient();
-  o.tls = cli::WorkerTls(t, Site(t, site), worker);
+  o.tls = config::WorkerTls(t, Site(t, site), worker);
   return o;
 }
 
@@ -91,7 +91,7 @@ class TlsLanTest : public ::testing::Test {
     shard_ = MakeShard(*spec_, OneShard(2));
     ASSERT_NE(shard_, nullptr);
   }
-  void ServeAs(const cli::Topology& t, const std::string& site) {
+  void ServeAs(const config::Topology& t, const std::string& site) {
     auto server = PsServer::Start(shard_.get(), SiteServer(t, site));
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(server).value();
@@ -111,7 +111,7 @@ class TlsLanTest : public ::testing::Test {
 };
 
 TEST_F(TlsLanTest, AWorkerWithItsOwnCertificateTrainsOverTls) {
-  const cli::Topology& t = Certs::Get().ours;
+  const config::Topology& t = Certs::Get().ours;
   ServeAs(t, "us");
   auto c = Connect(WorkerClient(t, "us", 1));
   ASSERT_TRUE(Register(*c, 1).ok());
@@ -134,7 +134,7 @@ TEST_F(TlsLanTest, AWorkerWithItsOwnCertificateTrainsOverTls) {
 TEST_F(TlsLanTest, LargePayloadsGoThroughTlsExactly) {
   spec_ = testing::FlatModel(int64_t{2} << 20, 256 << 10);  // 8 chunks of 256 KiB
   shard_ = MakeShard(*spec_, OneShard(2));
-  const cli::Topology& t = Certs::Get().ours;
+  const config::Topology& t = Certs::Get().ours;
   ServeAs(t, "us");
   auto c = Connect(WorkerClient(t, "us", 1));
   ASSERT_TRUE(Register(*c, 1).ok());
@@ -172,7 +172,7 @@ TEST_F(TlsLanTest, APeerWithoutACertificateOfTheCaIsRefusedAndTheServerKeepsServ
 }
 
 TEST_F(TlsLanTest, AWorkerCannotActForAnotherWorkerOrAnotherSite) {
-  const cli::Topology& t = Certs::Get().ours;
+  const config::Topology& t = Certs::Get().ours;
   ServeAs(t, "us");
   auto one = Connect(WorkerClient(t, "us", 1));
   Result<RegisterReply> as_zero = Register(*one, 0);
@@ -205,7 +205,7 @@ TEST_F(TlsLanTest, AWorkerCannotActForAnotherWorkerOrAnotherSite) {
 }
 
 TEST_F(TlsLanTest, AWorkerRefusesAShardThatIsNotOfItsSite) {
-  const cli::Topology& t = Certs::Get().ours;
+  const config::Topology& t = Certs::Get().ours;
   ServeAs(t, "eu");  // a server holding eu's certificate, reached by a us worker
   Result<RegisterReply> r = Register(*Connect(WorkerClient(t, "us", 0)), 0);
   ASSERT_FALSE(r.ok());
@@ -275,13 +275,13 @@ class TlsMirrorTest : public ::testing::Test {
 };
 
 TEST_F(TlsMirrorTest, ASiteMaySpeakOnlyForItself) {
-  const cli::Topology& t = Certs::Get().ours;
+  const config::Topology& t = Certs::Get().ours;
   Serve(SiteServer(t, "us"));
-  auto eu = Client(1, cli::SiteTls(t, 1));
+  auto eu = Client(1, config::SiteTls(t, 1));
   ASSERT_TRUE(eu->PushBatch({1, 1, 0, {1, 2, 3}}).ok());
   // eu's certificate claiming to be ap (site 2): batch, clock, notice, and a
   // heartbeat with a huge incarnation.
-  auto forger = Client(2, cli::SiteTls(t, 1));
+  auto forger = Client(2, config::SiteTls(t, 1));
   Status batch = forger->PushBatch({2, 1, 0, {9}}).status();
   EXPECT_EQ(batch.code(), StatusCode::kPermissionDenied) << batch.ToString();
   EXPECT_NE(batch.message().find("geops://site/eu"), std::string::npos) << batch.ToString();
@@ -290,17 +290,17 @@ TEST_F(TlsMirrorTest, ASiteMaySpeakOnlyForItself) {
   EXPECT_EQ(forger->Notice({2, 1, {{0, 0}}, 1000000}).code(), StatusCode::kPermissionDenied);
   EXPECT_EQ(forger->Heartbeat(1ull << 60).status().code(), StatusCode::kPermissionDenied);
   // A worker's certificate is no site at all.
-  auto worker = Client(1, cli::WorkerTls(t, 1, 0));
+  auto worker = Client(1, config::WorkerTls(t, 1, 0));
   EXPECT_EQ(worker->PushBatch({1, 2, 0, {1}}).status().code(), StatusCode::kPermissionDenied);
   std::lock_guard<std::mutex> lock(receiver_.mu);
   EXPECT_EQ(receiver_.origins, std::vector<SiteId>{1});
 }
 
 TEST_F(TlsMirrorTest, ARelayedBatchIsTakenOnlyFromItsRelayAndOnlyWhereSitesRelay) {
-  const cli::Topology& t = Certs::Get().ours;
+  const config::Topology& t = Certs::Get().ours;
   Serve(SiteServer(t, "us"));
   // eu (1) carries a batch of ap (2): this site does not relay.
-  auto eu = Client(1, cli::SiteTls(t, 1));
+  auto eu = Client(1, config::SiteTls(t, 1));
   Status off = eu->PushBatch(Relayed({2, 1, 0, {9}})).status();
   EXPECT_EQ(off.code(), StatusCode::kFailedPrecondition) << off.ToString();
   EXPECT_NE(off.message().find("relay_after_ms"), std::string::npos) << off.ToString();
@@ -309,10 +309,10 @@ TEST_F(TlsMirrorTest, ARelayedBatchIsTakenOnlyFromItsRelayAndOnlyWhereSitesRelay
 }
 
 TEST_F(TlsMirrorTest, RelayingSitesCarryEachOthersBatchesUnderTheirOwnNames) {
-  const cli::Topology& t = Certs::Get().ours;
+  const config::Topology& t = Certs::Get().ours;
   receiver_.relays = true;
   Serve(SiteServer(t, "us"));
-  auto eu = Client(1, cli::SiteTls(t, 1));
+  auto eu = Client(1, config::SiteTls(t, 1));
   // eu relays a batch of ap's to us: taken, as ap's. A batch of eu's own
   // that claims to be ap's is eu's (the relay flag names the origin).
   ASSERT_TRUE(eu->PushBatch(Relayed({2, 1, 0, {9}})).ok());
@@ -323,7 +323,7 @@ TEST_F(TlsMirrorTest, RelayingSitesCarryEachOthersBatchesUnderTheirOwnNames) {
   EXPECT_EQ(r->seq, 4u);
   // eu's certificate relaying as if it were ap: refused, as is a relay of
   // a batch that is not the caller's own, or one back to its origin or here.
-  auto forger = Client(2, cli::SiteTls(t, 1));
+  auto forger = Client(2, config::SiteTls(t, 1));
   EXPECT_EQ(forger->PushBatch(Relayed({1, 2, 0, {9}})).status().code(), StatusCode::kPermissionDenied);
   EXPECT_EQ(forger->RelayBatch(1, {2, 5, 0, {1}}, 1000).status().code(), StatusCode::kPermissionDenied);
   EXPECT_EQ(eu->PushBatch(Relayed({1, 2, 0, {9}})).status().code(), StatusCode::kInvalidArgument);
@@ -340,15 +340,15 @@ TEST_F(TlsMirrorTest, RelayingSitesCarryEachOthersBatchesUnderTheirOwnNames) {
 TEST_F(TlsMirrorTest, APeerOfAnotherCaIsRefusedAtTheHandshake) {
   const Certs& certs = Certs::Get();
   Serve(SiteServer(certs.ours, "us"));
-  Status s = Client(1, cli::SiteTls(certs.other, 1))->PushBatch({1, 1, 0, {1}}).status();
+  Status s = Client(1, config::SiteTls(certs.other, 1))->PushBatch({1, 1, 0, {1}}).status();
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
   EXPECT_NE(s.message().find("TLS handshake"), std::string::npos) << s.ToString();
-  EXPECT_TRUE(Client(1, cli::SiteTls(certs.ours, 1))->PushBatch({1, 1, 0, {1}}).ok());
+  EXPECT_TRUE(Client(1, config::SiteTls(certs.ours, 1))->PushBatch({1, 1, 0, {1}}).ok());
 }
 
 TEST_F(TlsMirrorTest, AnOriginOutsideTheTopologyIsRefusedAlsoInPlaintext) {
   PsServerOptions o = LoopbackServer();
-  o.peers = cli::PeerNamesOf(Certs::Get().ours, 0);
+  o.peers = config::PeerNamesOf(Certs::Get().ours, 0);
   Serve(o);
   Status s = Client(7, TlsOptions())->PushBatch({7, 1, 0, {1}}).status();
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
