@@ -2,7 +2,7 @@
 """Tables and plots of the WAN comparison (experiments/run_wan_comparison.sh).
 
 Reads every launch folder under RESULTS, one scenario (summary.json,
-events.jsonl and run.json, what the run was, of one run each; scenario.txt
+events.jsonl or its .gz, and run.json, what the run was, of one run each; scenario.txt
 names the scenario) and writes RESULTS/results.md and four PNGs:
   accuracy_vs_time.png    test accuracy against seconds since the workers started
   accuracy_vs_wan_bytes.png  test accuracy against the WAN bytes sent by then
@@ -32,6 +32,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from results_io import exists, open_text  # noqa: E402
 from wan_events import bytes_at, model_t, peer_silences  # noqa: E402
 
 ORDER = ["lan", "bsp", "all-async", "asp", "asp-ds", "avg", "diloco", "diloco-sync", "diloco-stream", "diloco-int8",
@@ -47,8 +48,8 @@ def load_run(folder):
             info = json.load(f)
     events = []
     path = os.path.join(folder, "events.jsonl")
-    if os.path.exists(path):
-        with open(path) as f:
+    if exists(path):
+        with open_text(path) as f:
             for line in f:
                 try:
                     events.append(json.loads(line))

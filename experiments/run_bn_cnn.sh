@@ -4,7 +4,9 @@
 # clocks, alternating in one invocation; writes
 # experiments/results/bn_cnn/results.md (final accuracy at every site, the
 # final drain's share of the WAN bytes). Every run's folder stays under
-# experiments/results/bn_cnn/runs/ (summary.json, events, logs).
+# experiments/results/bn_cnn/runs/ (summary.json, events, logs), and each
+# run's launcher log beside it, gzipped once the table is written
+# (runs/<run>.log.gz).
 #
 # Usage: bash experiments/run_bn_cnn.sh [PAIRS]   (default 2)
 # Environment: GEOPS (default build/cli/geops), TIMEOUT (seconds per run).
@@ -30,4 +32,6 @@ done
   echo
   /usr/bin/python3 experiments/summarize_bn_cnn.py "$results/runs"
 } > "$results/results.md"
+# The launcher logs are kept gzipped (the table reads summary.json only).
+find "$results/runs" -maxdepth 1 -type f -name '*.log' -exec gzip -9nf {} +
 cat "$results/results.md"

@@ -11,7 +11,8 @@
 #             400 and restarted 5 s later from its stores.
 # Writes under experiments/results/diloco_storage/: one launch folder per
 # run, its log, the topologies and results.md (table, command, date,
-# machine).
+# machine). The raw logs and event logs (*.log, *.jsonl) are gzipped in
+# place once the table is written, as they are committed.
 #
 # Usage: bash experiments/run_diloco_storage.sh
 # Environment: GEOPS (default build/cli/geops), TIMEOUT (seconds per run,
@@ -53,7 +54,7 @@ for run in ["memory", "stored", "killed"]:
     try:
         s = json.load(open(os.path.join(results, run, "summary.json")))
     except (OSError, ValueError):
-        rows.append(f"| {run} | run failed (see {run}.log) | | | | | |")
+        rows.append(f"| {run} | run failed (see {run}.log.gz) | | | | | |")
         continue
     acc = s.get("test_accuracy_by_site") or {}
     accs = ", ".join(f"{k} {v:.4f}" for k, v in sorted(acc.items()))
@@ -80,3 +81,5 @@ with open(os.path.join(results, "results.md"), "w") as f:
     f.write("\n".join(rows) + "\n")
 print(open(os.path.join(results, "results.md")).read())
 PY
+# The raw logs and event logs are kept gzipped (the table reads summary.json).
+find "$results" -type f \( -name '*.log' -o -name '*.jsonl' \) -exec gzip -9nf {} +

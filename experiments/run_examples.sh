@@ -6,7 +6,10 @@
 #   bytelm-base    the byte-level transformer, plain PyTorch in one process
 #   bytelm-three   the same transformer through three sites, equal examples
 # Each geops run is one `geops launch` of the example's topology; its folder
-# under experiments/results/examples/ keeps summary.json, events and logs.
+# under experiments/results/examples/ keeps summary.json, events and logs;
+# once the table is written the raw logs and event logs there (*.log,
+# *.jsonl) are gzipped in place, as they are committed, and the summary
+# reads either form.
 #
 # Usage: bash experiments/run_examples.sh [RUN ...]   (default: all four)
 # Environment: GEOPS (default build/cli/geops), TIMEOUT (seconds per run).
@@ -46,4 +49,5 @@ if [ -f "$results/fmnist-lan/summary.json" ] && [ -f "$results/fmnist-three/summ
   rm -rf "$plots"
 fi
 /usr/bin/python3 experiments/summarize_examples.py "$results" > "$results/results.md"
+find "$results" -type f \( -name '*.log' -o -name '*.jsonl' \) -exec gzip -9nf {} +
 cat "$results/results.md"

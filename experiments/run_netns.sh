@@ -35,9 +35,11 @@
 #   --out DIR  results (default experiments/results/netns)
 # Prints, per directed link, the rate a bulk TCP transfer achieved between
 # the namespaces against the link's rate, and the run's outcome; writes
-# DIR/results.json. Then, per directed link, the delay and rate geops' own
-# WAN path gets (experiments/bench/link_fidelity.cc: batches through
-# ShapedTransport and a Thrift mirror connection), once between the
+# DIR/results.json (logs/, metrics/ and the loopback run's folder keep
+# their raw logs gzipped: *.log.gz, *.jsonl.gz). Then, per directed link,
+# the delay and rate geops' own WAN path gets
+# (experiments/bench/link_fidelity.cc: batches through ShapedTransport and
+# a Thrift mirror connection), once between the
 # namespaces with the kernel's rate (as the sites run) and once on loopback
 # with geops' shaper doing rate and delay, the same link of the same
 # topology: DIR/links.json and DIR/links.md.
@@ -257,8 +259,14 @@ if [ -n "$fidelity_bin" ]; then
   python3 experiments/summarize_links.py "$links_jsonl" "$out" "$(git -C "$root" rev-parse --short HEAD 2> /dev/null || echo unknown)"
 fi
 rm -f "$links_jsonl"
+# The raw logs and event logs are kept gzipped in place, as they are
+# committed (called last: what reads them runs before).
+compress_logs() {
+  find "$out" -type f \( -name '*.log' -o -name '*.jsonl' \) -exec gzip -9nf {} +
+}
 if [ "$links_only" = 1 ]; then
   grep -rlI "$root/" "$out" 2> /dev/null | xargs -r sed -i "s|$root/||g"
+  compress_logs
   exit 0
 fi
 
@@ -331,12 +339,14 @@ if [ "$loopback" = 1 ]; then
 fi
 
 python3 - "$out" "$fidelity" "$start" "$end" "$failed" "$checks" "$counter" <<'EOF'
-import glob, json, os, sys
+import json, os, sys
+sys.path.insert(0, "experiments")
+from results_io import glob_plain, open_text
 out, fidelity, start, end, failed, checks, counter = sys.argv[1:8]
 fidelity = json.loads(fidelity)
 finals, target = [], None
-for f in sorted(glob.glob(os.path.join(out, "metrics", "*-worker-*.jsonl"))):
-    for line in open(f):
+for f in glob_plain(os.path.join(out, "metrics", "*-worker-*.jsonl")):
+    for line in open_text(f):
         e = json.loads(line)
         if e.get("event") == "final":
             finals.append(e)
@@ -361,4 +371,5 @@ print(json.dumps({k: v for k, v in res.items() if k != "fidelity"}, indent=2))
 EOF
 # Paths relative to the repository in what stays behind.
 grep -rlI "$root/" "$out" 2> /dev/null | xargs -r sed -i "s|$root/||g"
+compress_logs
 [ "$failed" = 0 ] && [ "$checks" = 0 ]

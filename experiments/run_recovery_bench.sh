@@ -35,7 +35,10 @@
 #                     has taken in the rejoined site's merged state)
 #   rejoin_seconds    (diloco disk loss) restart -> the new shards have merged
 #                     their peers' states
-# Writes experiments/results/recovery/results.md (and one folder per run).
+# Writes experiments/results/recovery/results.md (and one folder per run,
+# with the run's log beside it; their raw logs and event logs, *.log and
+# *.jsonl, are gzipped in place once the table is written, as they are
+# committed).
 #
 # Usage: bash experiments/run_recovery_bench.sh [SIZE ...]
 #   SIZE: 1m 1m-stop 1m-disk 1m-disk-diloco 100m 100m-2 (default: 1m 1m-disk 100m). GEOPS: the
@@ -188,3 +191,12 @@ lines += ["", "stop (1m-stop, fault kind stop-site): from the SIGTERM to the slo
 open(out, "w").write("\n".join(lines))
 print("\n".join(lines))
 PY
+# The raw logs and event logs of the runs made now are kept gzipped (the
+# table reads summary.json).
+for size in "${sizes[@]}"; do
+  for p in "$results/$size" "$results/$size.log"; do
+    if [ -e "$p" ]; then
+      find "$p" -type f \( -name '*.log' -o -name '*.jsonl' \) -exec gzip -9nf {} +
+    fi
+  done
+done

@@ -7,7 +7,9 @@
 # experiments/results/supervision/results.md: how each run ended, each
 # site's final accuracy (equal at every site: one model), the restart the
 # launcher made, and the time lost (wall time against the untouched run of
-# the same pair). Run folders stay under experiments/results/supervision/runs/.
+# the same pair). Run folders stay under experiments/results/supervision/runs/,
+# each run's launcher log beside its folder, gzipped once the table is
+# written (runs/<run>.log.gz).
 #
 # Usage: bash experiments/run_supervision.sh [PAIRS]   (default 2)
 # Environment: GEOPS (default build/cli/geops), KILL_AT (default 1000 of 2000 clocks).
@@ -70,4 +72,6 @@ done
   echo
   /usr/bin/python3 experiments/summarize_supervision.py "$results/runs"
 } > "$results/results.md"
+# The launcher logs are kept gzipped (the table reads summary.json only).
+find "$results/runs" -maxdepth 1 -type f -name '*.log' -exec gzip -9nf {} +
 cat "$results/results.md"

@@ -8,7 +8,8 @@
 #
 # Writes under experiments/results/tls/: one launch folder per run
 # (plain-1, tls-1, ...), their logs, and results.md (per-run table, medians,
-# TLS/plain ratios, command, date, machine).
+# TLS/plain ratios, command, date, machine). The raw logs and event logs
+# (*.log, *.jsonl) are gzipped in place at the end, as they are committed.
 #
 # Usage: bash experiments/run_tls.sh
 # Environment: GEOPS (default build/cli/geops), ROUNDS (default 3),
@@ -115,4 +116,6 @@ plane alone).
 TEXT
 } > "$results/results.md"
 rm "$results/table.md"
+# The raw logs and event logs are kept gzipped (the table reads summary.json).
+find "$results" -type f \( -name '*.log' -o -name '*.jsonl' \) -exec gzip -9nf {} +
 echo "results: $results/results.md"

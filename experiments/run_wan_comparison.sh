@@ -41,7 +41,9 @@
 # Writes experiments/results/wan/<scenario>/: one launch folder per run
 # (with run.json: what the run was), run_info.txt (command, date, machine),
 # results.md (table, ratios, drift check) and PNGs made by
-# experiments/plot_wan.py (python3-matplotlib).
+# experiments/plot_wan.py (python3-matplotlib). Once they are made, the raw
+# logs and event logs there (*.log, *.jsonl) are gzipped in place, as they
+# are committed; plot_wan.py reads either form.
 #
 # Usage: bash experiments/run_wan_comparison.sh [SCENARIO[:RUN,RUN...] ...]
 #   e.g. `harsh:asp,lan default` (a scenario alone runs its default runs)
@@ -236,5 +238,6 @@ python=${PYTHON:-python3}
 if ! "$python" -c 'import matplotlib' 2>/dev/null && [ -x /usr/bin/python3 ]; then python=/usr/bin/python3; fi
 for spec in "${specs[@]}"; do
   "$python" experiments/plot_wan.py "experiments/results/wan/${spec%%:*}"
+  find "experiments/results/wan/${spec%%:*}" -type f \( -name '*.log' -o -name '*.jsonl' \) -exec gzip -9nf {} +
   echo "results: experiments/results/wan/${spec%%:*}/results.md"
 done

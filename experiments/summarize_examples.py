@@ -1,6 +1,7 @@
 """Writes the Markdown report of experiments/run_examples.sh from the run
 folders it leaves under RESULTS (argument): each geops run's summary.json and
-the plain-PyTorch baseline's log. Figures:
+events, and the plain-PyTorch baseline's log (either file plain or gzipped,
+as kept under experiments/results). Figures:
 
 - test accuracy at every site: worker 0 of each site reads its site's final
   replica (every worker of every site included) and evaluates it on the
@@ -21,6 +22,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import plot_wan  # noqa: E402  (bytes to target from the shards' wan_progress events)
+from results_io import exists, read_text  # noqa: E402
 
 
 def load(folder):
@@ -41,7 +43,7 @@ def fmt(value, spec):
 
 
 def bytes_to_target(folder, summary):
-    _, events = plot_wan.load_run(folder)
+    _, events, _ = plot_wan.load_run(folder)
     t = plot_wan.target_time(events, summary.get("target_accuracy", 0.9))
     return None if t is None else plot_wan.bytes_at(events, t)
 
@@ -86,7 +88,7 @@ def main(results):
                   "bytes per link, barrier wait): `plots/`.", ""]
     base_log = os.path.join(results, "bytelm-base.log")
     lm = load(os.path.join(results, "bytelm-three"))
-    if os.path.exists(base_log) or lm:
+    if exists(base_log) or lm:
         lines += ["## Byte-level transformer (examples/byte_transformer)", "",
                   "1,073,792 parameters, the Jargon File (Debian `jargon-text`), validation bits per byte on the "
                   "whole validation split. Equal examples and equal steps: 9,000 windows of 128 bytes, 0.75 "
@@ -96,8 +98,8 @@ def main(results):
                   "schedule shape.", "",
                   "| run | validation bits/byte | wall (s) |", "|---|---|---|"]
         base = None
-        if os.path.exists(base_log):
-            m = re.search(r"validation ([0-9.]+) bits/byte", open(base_log).read().split("done:")[-1])
+        if exists(base_log):
+            m = re.search(r"validation ([0-9.]+) bits/byte", read_text(base_log).split("done:")[-1])
             base = float(m.group(1)) if m else None
             lines.append(f"| plain PyTorch, one process | {fmt(base, '.4f')} | |")
         if lm:

@@ -2,12 +2,14 @@
 import json
 import os
 
+from results_io import open_text
+
 
 def load_run(folder):
-    """A `geops launch` folder's events (events.jsonl, in order) and summary
-    (summary.json)."""
+    """A `geops launch` folder's events (events.jsonl, or events.jsonl.gz as
+    kept under experiments/results; in order) and summary (summary.json)."""
     events = []
-    with open(os.path.join(folder, "events.jsonl")) as f:
+    with open_text(os.path.join(folder, "events.jsonl")) as f:
         for line in f:
             events.append(json.loads(line))
     with open(os.path.join(folder, "summary.json")) as f:
